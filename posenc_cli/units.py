@@ -1,0 +1,88 @@
+"""Parsing of context lengths ("128k") and token budgets ("2B"), stdlib only.
+
+Context lengths use binary multiples because that is how context windows are quoted:
+``k`` = 1024, ``M`` = 1024**2 (so ``128k`` = 131072, ``1M`` = 1048576). Token budgets
+use decimal multiples because that is how datasets are counted: ``500M`` = 5e8, ``2B`` = 2e9.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from posenc_cli.errors import PosencError
+
+_NUMBER = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?|\.\d+)\s*(?P<suffix>[A-Za-z]?)\s*$")
+
+_LENGTH_SUFFIX = {"": 1, "k": 1024, "K": 1024, "m": 1024**2, "M": 1024**2}
+_TOKEN_SUFFIX = {"": 1, "k": 10**3, "K": 10**3, "m": 10**6, "M": 10**6, "b": 10**9, "B": 10**9,
+                 "t": 10**12, "T": 10**12}
+
+MAX_LENGTH = 1 << 40  # far beyond any real context window; guards float overflow such as 1e999
+
+
+def parse_length(text: str | int, *, name: str = "length") -> int:
+    """Parse a positive context length: ``4096``, ``4k``, ``128k``, ``1M``, ``1.5k``.
+
+    The result must be a whole number of positions (``1.5k`` = 1536 is fine, ``1.3`` is not).
+    """
+    if isinstance(text, int) and not isinstance(text, bool):
+        value: float = text
+    else:
+        match = _NUMBER.match(str(text))
+        if not match or match["suffix"] not in _LENGTH_SUFFIX:
+            raise PosencError(
+                f"{name} {str(text)!r} is not a length; use a positive whole number, optionally with k (x1024) "
+                "or M (x1024^2), e.g. 4096, 32k, 128k, 1M"
+            )
+        value = float(match["num"]) * _LENGTH_SUFFIX[match["suffix"]]
+    if not math.isfinite(value) or value != int(value):
+        raise PosencError(f"{name} {str(text)!r} is not a whole number of positions")
+    if value < 1:
+        raise PosencError(f"{name} {str(text)!r} must be at least 1")
+    if value > MAX_LENGTH:
+        raise PosencError(f"{name} {str(text)!r} is too large; the limit is {MAX_LENGTH} (1T positions)")
+    return int(value)
+
+
+def parse_tokens(text: str, *, name: str = "--budget") -> int:
+    """Parse a token budget: ``0``, ``none``, ``500M``, ``2B``, ``1T``, ``1.5B`` (decimal multiples)."""
+    if str(text).strip().lower() in {"none", "0"}:
+        return 0
+    match = _NUMBER.match(str(text))
+    if not match or match["suffix"] not in _TOKEN_SUFFIX:
+        raise PosencError(
+            f"{name} {str(text)!r} is not a token count; use 0 or none, or a number with K, M, B or T "
+            "(decimal), e.g. 500M, 2B"
+        )
+    value = float(match["num"]) * _TOKEN_SUFFIX[match["suffix"]]
+    if not math.isfinite(value) or value > 10**18:
+        raise PosencError(f"{name} {str(text)!r} is too large")
+    return int(value)
+
+
+def format_length(n: int) -> str:
+    """Shortest exact spelling of a length: 131072 -> '128k', 1048576 -> '1M', 5000 -> '5000'."""
+    if n >= 1024**2 and n % 1024**2 == 0:
+        return f"{n // 1024**2}M"
+    if n >= 1024 and n % 1024 == 0:
+        return f"{n // 1024}k"
+    return str(n)
+
+
+def format_tokens(n: int) -> str:
+    """Human spelling of a token count: 2000000000 -> '2B'."""
+    for div, suffix in ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K")):
+        if n >= div:
+            value = n / div
+            return f"{value:g}{suffix}"
+    return str(n)
+
+
+def check_finite(value: float, name: str, *, positive: bool = False) -> float:
+    """Reject NaN and infinities (and, if asked, values <= 0) with a message naming the option."""
+    if not math.isfinite(value):
+        raise PosencError(f"{name} must be a finite number, got {value}")
+    if positive and value <= 0:
+        raise PosencError(f"{name} must be greater than 0, got {value:g}")
+    return float(value)
