@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -25,10 +26,17 @@ if TYPE_CHECKING:
 class PosencGroup(TyperGroup):
     """Runs a command and turns any usage error or :class:`PosencError` into one ``error:`` line."""
 
-    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
-             standalone_mode: bool = True, **extra: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
         try:
-            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            rv = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         except ClickException as exc:
             _fail(exc.format_message(), exc.exit_code)
         except PosencError as exc:
