@@ -166,6 +166,193 @@ def _render_verify(report: Any) -> None:
     out.print("all checks passed" if report.passed else "some checks FAILED")
 
 
+@app.command()
+def scale(
+    method: Annotated[str, typer.Argument(help="linear, ntk, dynamic, yarn, longrope or llama3.")],
+    factor: Annotated[float | None, typer.Option(help="Scale factor S (target = original x S).")] = None,
+    original_max: Annotated[str | None, typer.Option(help="Trained context length: 4k, 32k, 131072.")] = None,
+    target: Annotated[str | None, typer.Option(help="Extended context length: 128k, 1M.")] = None,
+    theta: Annotated[float | None, typer.Option(help="rope_theta (default 10000 or the config's).")] = None,
+    head_dim: Annotated[int | None, typer.Option(help="Head dimension (default 128 or the config's).")] = None,
+    partial_rotary_factor: Annotated[float | None, typer.Option(help="Fraction of head_dim that rotates.")] = None,
+    config: Annotated[str | None, typer.Option(help="Read theta, head dim and lengths from a config.json.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="hf, hf-v5, vllm or llama.cpp.")] = "hf",
+    beta_fast: Annotated[float | None, typer.Option(help="YaRN: ramp start in rotations (32).")] = None,
+    beta_slow: Annotated[float | None, typer.Option(help="YaRN: ramp end in rotations (1).")] = None,
+    attention_factor: Annotated[float | None, typer.Option(help="YaRN/LongRoPE: explicit cos/sin factor.")] = None,
+    mscale: Annotated[float | None, typer.Option(help="YaRN: mscale (with --mscale-all-dim).")] = None,
+    mscale_all_dim: Annotated[float | None, typer.Option(help="YaRN: mscale_all_dim.")] = None,
+    truncate: Annotated[bool | None, typer.Option("--truncate/--no-truncate", help="YaRN: round the ramp.")] = None,
+    low_freq_factor: Annotated[float, typer.Option(help="llama3: low_freq_factor.")] = 1.0,
+    high_freq_factor: Annotated[float, typer.Option(help="llama3: high_freq_factor.")] = 4.0,
+    short_factor: Annotated[str | None, typer.Option(help="longrope: JSON list or @file.")] = None,
+    long_factor: Annotated[str | None, typer.Option(help="longrope: JSON list or @file.")] = None,
+    fine_tuned: Annotated[bool, typer.Option(help="The model is fine-tuned at this scale (no >8x warning).")] = False,
+    explain: Annotated[bool, typer.Option(help="Per-pair table on stderr.")] = False,
+    output: Annotated[str | None, typer.Option("--output", "-o", help="Write the patched --config here.")] = None,
+    in_place: Annotated[bool, typer.Option(help="Rewrite --config itself (atomically).")] = False,
+    model: Annotated[str, typer.Option(help="Model name for the vllm command line.")] = "MODEL",
+) -> None:
+    """Print the exact rope scaling config for transformers (v4/v5 keys), vLLM or llama.cpp.
+
+    Example: posenc scale yarn --original-max 32k --target 128k --theta 1e6
+    """
+    from posenc_cli import scaling
+    from posenc_cli.config import load_json, parse_factor_list
+    from posenc_cli.units import parse_length
+
+    if fmt not in scaling.FORMATS:
+        raise PosencError(f"--format {fmt!r} is not known; use one of: {', '.join(scaling.FORMATS)}")
+    if (output or in_place) and config is None:
+        raise PosencError("--output and --in-place patch a model config: pass --config FILE")
+    if output and in_place:
+        raise PosencError("give either --output FILE or --in-place, not both")
+    facts: dict[str, Any] = {}
+    source: dict[str, Any] | None = None
+    if config is not None:
+        source = load_json(config)
+        facts = _scale_facts(source, config)
+    orig = parse_length(original_max, name="--original-max") if original_max is not None else facts.get("original")
+    tgt = parse_length(target, name="--target") if target is not None else None
+    kwargs: dict[str, Any] = {
+        "theta": theta if theta is not None else facts.get("theta", scaling.DEFAULT_THETA),
+        "head_dim": head_dim if head_dim is not None else facts.get("head_dim", scaling.DEFAULT_HEAD_DIM),
+        "partial_rotary_factor": partial_rotary_factor if partial_rotary_factor is not None else facts.get("prf"),
+        "beta_fast": beta_fast, "beta_slow": beta_slow, "attention_factor": attention_factor, "mscale": mscale,
+        "mscale_all_dim": mscale_all_dim, "truncate": truncate, "low_freq_factor": low_freq_factor,
+        "high_freq_factor": high_freq_factor, "fine_tuned": fine_tuned,
+        "short_factor": parse_factor_list(short_factor, "--short-factor") if short_factor else None,
+        "long_factor": parse_factor_list(long_factor, "--long-factor") if long_factor else None,
+    }
+    for name, default in (("theta", theta), ("head_dim", head_dim)):
+        if default is None and name not in facts:
+            note(f"note: --{name.replace('_', '-')} not given; using {kwargs[name]:g}")
+    req = scaling.make_request(method, factor=factor, original_max=orig, target=tgt, **kwargs)
+    for line in scaling.warnings_for(req):
+        note(line)
+    if req.method == "dynamic":
+        note("note: dynamic keeps max_position_embeddings at the trained length; the base grows past it per forward")
+    if explain:
+        _explain(req)
+    if source is not None and config is not None and (output or in_place):
+        from posenc_cli.config import atomic_write_text
+
+        patched = scaling.patch_config(source, req, fmt)
+        dest = config if in_place else str(output)
+        atomic_write_text(dest, json.dumps(patched, indent=2) + "\n")
+        note(f"wrote {dest}")
+        return
+    text, caveats = scaling.render(req, fmt, model)
+    for line in caveats:
+        note(f"caveat: {line}")
+    sys.stdout.write(text + "\n")
+
+
+def _scale_facts(cfg: dict[str, Any], path: str) -> dict[str, Any]:
+    """theta, head dim, partial rotary factor and the trained length from a model config."""
+    from posenc_cli.config import describe
+
+    model = describe(cfg)
+    if model.family != "rope":
+        raise PosencError(f"{path} does not describe a RoPE model ({model.family}); there is nothing to scale")
+    if len(model.layers) != 1:
+        raise PosencError(f"{path} has per-layer rope parameters ({', '.join(layer.name for layer in model.layers)}); "
+                          "scale one layer type at a time by passing --theta/--head-dim/--original-max")
+    params = model.layers[0].params
+    facts: dict[str, Any] = {"theta": float(params["rope_theta"])}
+    if model.head_dim:
+        facts["head_dim"] = model.head_dim
+    if "partial_rotary_factor" in params:
+        facts["prf"] = float(params["partial_rotary_factor"])
+    if params.get("original_max_position_embeddings") and params["rope_type"] != "default":
+        facts["original"] = int(params["original_max_position_embeddings"])
+        note(f"note: {path} is already scaled ({params['rope_type']}); using its original length {facts['original']}")
+    elif model.max_position_embeddings:
+        facts["original"] = model.max_position_embeddings
+    return facts
+
+
+def _explain(req: Any) -> None:
+    """Per-pair table (stderr): what the method does to each frequency pair."""
+    from rich.table import Table
+
+    from posenc_cli import scaling
+    from posenc_cli.frequencies import RopeSpec, compute, default_inv_freq
+
+    spec = RopeSpec(scaling.rope_parameters(req), req.head_dim, scaling.max_position_embeddings(req))
+    freqs = compute(spec, req.target)
+    original = default_inv_freq(req.theta, req.rotary_dim)
+    bands = freqs.bands if req.method != "ntk" else ["rebased"] * original.size
+    table = Table(title=f"{req.method}: factor {req.factor:g}, {req.original_max} -> {req.target} positions, "
+                        f"rotary dim {req.rotary_dim}, theta {req.theta:g}")
+    for col in ("pair", "original wavelength", "new wavelength", "effective scale", "band"):
+        table.add_column(col, justify="right" if col != "band" else "left")
+    for i, (o, n, band) in enumerate(zip(original.tolist(), freqs.inv_freq.tolist(), bands, strict=True)):
+        table.add_row(str(i), f"{6.283185307179586 / o:,.2f}", f"{6.283185307179586 / n:,.2f}", f"{o / n:.4f}", band)
+    err = console(stderr=True)
+    err.print(table)
+    err.print(f"attention factor (cos and sin): {freqs.attention_factor:.6f}; "
+              f"logit multiplier (its square): {freqs.attention_factor ** 2:.6f}")
+    for key, value in freqs.details.items():
+        err.print(f"{key}: {value}")
+
+
+@app.command()
+def inspect(
+    config: Annotated[str, typer.Argument(help="A model's config.json, or - for stdin.")],
+    seq_len: Annotated[str | None, typer.Option(help="Sequence length for dynamic / longrope (4k, 128k).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Report what a model's positional encoding really does, numbers included."""
+    from posenc_cli.config import describe, load_json
+    from posenc_cli.inspection import report
+    from posenc_cli.units import parse_length
+
+    length = parse_length(seq_len, name="--seq-len") if seq_len is not None else None
+    result = report(describe(load_json(config)), length)
+    if as_json:
+        print_json(result)
+        return
+    _render_inspect(result)
+
+
+def _render_inspect(r: dict[str, Any]) -> None:
+    out = console()
+    out.print(f"model_type: {r.get('model_type')}   family: {r['family']}")
+    if r["family"] != "rope":
+        if r.get("alibi_slopes"):
+            out.print("slopes: " + ", ".join(f"{s:.6g}" for s in r["alibi_slopes"]))
+        out.print(r["summary"])
+        return
+    for layer in r["layers"]:
+        if len(r["layers"]) > 1:
+            out.print(f"\n[{layer['layer']}]")
+        ext = layer["extended_context"]
+        lines = [
+            ("rope type", layer["rope_type"]),
+            ("rope_theta", f"{layer['rope_theta']:g}"),
+            ("rotary dims", f"{layer['rotary_dim']} of head_dim {layer['head_dim']} "
+                            f"(partial_rotary_factor {layer['partial_rotary_factor']:g})"),
+            ("parameters", ", ".join(f"{k}={v}" for k, v in layer["parameters"].items()) or "none"),
+            ("trained context", f"{layer['trained_context']:,}  ({layer['context_basis']})"),
+            ("extended context", f"{ext:,}" if ext is not None else "unbounded (length-dependent)"),
+            ("attention factor", f"{layer['attention_factor']:.6f} (logits x {layer['logit_multiplier']:.6f})"),
+            ("wavelengths", f"{layer['wavelength_min']:,.2f} .. {layer['wavelength_max']:,.1f} positions; "
+                            f"{layer['pairs_longer_than_trained']} pairs longer than the trained context"),
+        ]
+        if "bands" in layer:
+            lines.append(("bands", ", ".join(f"{n} {b}" for b, n in layer["bands"].items())))
+        if layer["rope_type"] in ("dynamic", "longrope"):
+            at = layer["seq_len"]
+            d = layer["details"]
+            if layer["rope_type"] == "dynamic":
+                lines.append((f"at seq_len {at}", f"effective theta {d['effective_theta']:,.1f}"))
+            else:
+                lines.append((f"at seq_len {at}", f"{d['factors_used']} factors (long above {d['switch_above']:,})"))
+        for key, value in lines:
+            out.print(f"{key:>17}: {value}")
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

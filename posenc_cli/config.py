@@ -1,0 +1,215 @@
+"""Reading model ``config.json`` files: which positional encoding a model uses and its resolved RoPE settings.
+
+Stdlib only. The RoPE resolution follows transformers 5's ``convert_rope_params_to_dict`` and
+``standardize_rope_params``: legacy ``rope_scaling`` wins over ``rope_parameters``; ``rope_theta`` inside the dict
+wins over the top-level key; ``type`` stands in for ``rope_type`` (legacy ``su`` is LongRoPE, ``mrope`` is default
+RoPE with sections); a top-level ``original_max_position_embeddings`` (Phi-3) wins for yarn/llama3/longrope and the
+dict falls back to ``max_position_embeddings``; ``head_dim`` is used when set, else ``hidden_size //
+num_attention_heads``. Per-layer-type dicts (``{"full_attention": {...}, "sliding_attention": {...}}``) are resolved
+one by one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from posenc_cli.errors import PosencError
+
+# model_type -> the theta its config class assumes when the file has none (transformers 5 `default_theta`)
+_DEFAULT_THETA = {"mixtral": 1e6, "gpt_oss": 150000.0, "llama4": 500000.0, "cohere": 500000.0, "bitnet": 500000.0}
+_ALIBI_TYPES = {"bloom", "mpt"}
+_LEARNED_TYPES = {"gpt2", "opt", "gpt_bigcode", "bert", "roberta", "distilbert", "xlm-roberta", "bart", "gpt_neo"}
+_ORIGINAL_FROM_TOP = {"yarn", "llama3", "longrope"}
+_LEGACY_TYPES = {"su": "longrope", "mrope": "default"}
+
+
+def load_json(path: str) -> dict[str, Any]:
+    """Read a JSON object from ``path`` (``-`` reads stdin); every failure is one clear PosencError."""
+    if path == "-":
+        label = "<stdin>"
+        try:
+            data = json.loads(sys.stdin.read())
+        except json.JSONDecodeError as exc:
+            raise PosencError(f"{label}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    else:
+        label = path
+        if Path(path).is_dir():
+            raise PosencError(f"{label} is a directory; pass the config.json file inside it")
+        data = load_json_value(path)
+    if not isinstance(data, dict):
+        raise PosencError(f"{label}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file in the same folder and a rename.
+
+    A failure at any point leaves ``path`` as it was (absent, or the old contents) and removes the temp file.
+    """
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise PosencError(f"cannot write {target}: folder {folder} does not exist")
+    if target.is_dir():
+        raise PosencError(f"cannot write {target}: it is a directory")
+    tmp = folder / f".{target.name}.posenc-{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if target.exists():
+            os.chmod(tmp, target.stat().st_mode & 0o7777)
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise PosencError(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
+@dataclass
+class LayerRope:
+    """One resolved rope dict (transformers 5 ``rope_parameters`` after standardization)."""
+
+    name: str
+    params: dict[str, Any]
+
+
+@dataclass
+class ModelPositions:
+    """What a config says about positions."""
+
+    family: str  # "rope", "alibi", "learned", "none" or "unknown"
+    model_type: str | None
+    max_position_embeddings: int | None
+    head_dim: int | None = None
+    layers: list[LayerRope] = field(default_factory=list)
+    top_level: dict[str, Any] | None = None  # the flat dict transformers reads `truncate` from
+    num_heads: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _head_dim(cfg: Mapping[str, Any]) -> int | None:
+    model_type = str(cfg.get("model_type", ""))
+    if model_type.startswith("deepseek") and cfg.get("qk_rope_head_dim"):
+        return int(cfg["qk_rope_head_dim"])  # MLA: only this part of each head rotates
+    if cfg.get("head_dim"):
+        return int(cfg["head_dim"])
+    hidden = cfg.get("hidden_size", cfg.get("n_embd", cfg.get("d_model")))
+    heads = cfg.get("num_attention_heads", cfg.get("n_head", cfg.get("n_heads")))
+    if isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
+        return hidden // heads
+    return None
+
+
+def _is_nested(rp: Mapping[str, Any]) -> bool:
+    return bool(rp) and all(isinstance(v, dict) for v in rp.values())
+
+
+def _resolve_flat(rp: Mapping[str, Any], cfg: Mapping[str, Any], model_type: str) -> dict[str, Any]:
+    out = dict(rp)
+    rope_type = out.get("rope_type", out.get("type", "default"))
+    if rope_type in _LEGACY_TYPES:
+        rope_type = _LEGACY_TYPES[rope_type]
+    if model_type == "phi3" and rope_type == "yarn":
+        rope_type = "longrope"  # Phi-3's config class maps legacy yarn to longrope
+    out["rope_type"] = rope_type
+    out.pop("type", None)
+    if "rope_theta" not in out:
+        top = cfg.get("rope_theta", cfg.get("rotary_emb_base"))
+        out["rope_theta"] = float(top) if top is not None else _DEFAULT_THETA.get(model_type, 10000.0)
+    prf = cfg.get("partial_rotary_factor", cfg.get("rotary_pct"))
+    if prf is not None:
+        out.setdefault("partial_rotary_factor", prf)
+    if rope_type in _ORIGINAL_FROM_TOP:
+        if "original_max_position_embeddings" in cfg:
+            out["original_max_position_embeddings"] = cfg["original_max_position_embeddings"]
+        elif cfg.get("max_position_embeddings") is not None:
+            out.setdefault("original_max_position_embeddings", cfg["max_position_embeddings"])
+    return out
+
+
+def _uses_alibi(cfg: Mapping[str, Any], model_type: str) -> bool:
+    if cfg.get("alibi") is True or cfg.get("position_embedding_type") == "alibi":
+        return True
+    attn = cfg.get("attn_config")
+    if isinstance(attn, dict) and "alibi" in attn:
+        return bool(attn["alibi"])
+    return model_type in _ALIBI_TYPES
+
+
+def describe(cfg: Mapping[str, Any]) -> ModelPositions:
+    """Classify a model config and, for RoPE models, resolve every rope dict as transformers would."""
+    model_type = str(cfg.get("model_type", "")) or None
+    mt = model_type or ""
+    max_pos = _int_or_none(cfg.get("max_position_embeddings", cfg.get("n_positions", cfg.get("max_seq_len"))))
+    heads = _int_or_none(cfg.get("num_attention_heads", cfg.get("n_head", cfg.get("n_heads"))))
+    if _uses_alibi(cfg, mt):
+        return ModelPositions("alibi", model_type, max_pos, _head_dim(cfg), num_heads=heads)
+    has_rope_keys = any(k in cfg for k in ("rope_theta", "rope_scaling", "rope_parameters", "rotary_dim",
+                                           "rotary_pct", "rotary_emb_base", "partial_rotary_factor"))
+    if not has_rope_keys:
+        if mt in _LEARNED_TYPES or cfg.get("position_embedding_type") == "absolute" or "n_positions" in cfg:
+            return ModelPositions("learned", model_type, max_pos, _head_dim(cfg), num_heads=heads)
+        if not mt:
+            return ModelPositions("unknown", model_type, max_pos, _head_dim(cfg), num_heads=heads,
+                                  notes=["no model_type and no RoPE, ALiBi or position keys"])
+    head_dim = _head_dim(cfg)
+    if cfg.get("rotary_dim") and head_dim and "partial_rotary_factor" not in cfg:
+        # GPT-J style: rotary_dim features of each head rotate
+        cfg = {**cfg, "partial_rotary_factor": int(cfg["rotary_dim"]) / head_dim}
+    legacy = cfg.get("rope_scaling")
+    rp = legacy if legacy else cfg.get("rope_parameters")
+    rp = dict(rp) if isinstance(rp, dict) else {}
+    if rp and not isinstance(rp, dict):
+        raise PosencError("rope_scaling / rope_parameters must be a JSON object")
+    layers: list[LayerRope] = []
+    top_level: dict[str, Any] | None = None
+    if _is_nested(rp):
+        for name, sub in rp.items():
+            layers.append(LayerRope(name, _resolve_flat(sub, cfg, mt)))
+    else:
+        top_level = _resolve_flat(rp, cfg, mt)
+        layers.append(LayerRope("all layers", top_level))
+    return ModelPositions("rope", model_type, max_pos, head_dim, layers, top_level, heads)
+
+
+def parse_factor_list(text: str, name: str) -> list[float]:
+    """A LongRoPE factor list from a JSON list (``[1.0, 1.1, ...]``) or ``@file`` holding one."""
+    if text.startswith("@"):
+        raw: Any = load_json_value(text[1:])
+    else:
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise PosencError(f"{name} is not a JSON list ({exc.msg}); give e.g. '[1.0, 1.5, 2.0]' or @file") from None
+    if not isinstance(raw, list):
+        raise PosencError(f"{name} must be a JSON list of numbers, got {type(raw).__name__}")
+    for i, v in enumerate(raw):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise PosencError(f"{name}[{i}] = {v!r} is not a number")
+    return [float(v) for v in raw]
+
+
+def load_json_value(path: str) -> Any:
+    """Any JSON value from a file, with the same one-line errors as :func:`load_json`."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PosencError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PosencError(f"{p}: cannot read it ({exc.__class__.__name__})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PosencError(f"{p}: not valid JSON (line {exc.lineno}: {exc.msg})") from None

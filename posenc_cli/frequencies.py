@@ -1,0 +1,249 @@
+"""RoPE inverse frequencies for every rope type, computed exactly as transformers 5.x computes them.
+
+Each function takes a *resolved* rope description (:class:`RopeSpec`: the ``rope_parameters`` dict plus the model
+facts transformers reads from the config) and returns a :class:`Frequencies`. The arithmetic follows
+``transformers.modeling_rope_utils`` step by step in float32 (same operation order, same Python-float constants),
+so results agree with ``ROPE_INIT_FUNCTIONS`` and the model classes' ``compute_default_rope_parameters`` to float32
+precision; ``tests/test_parity.py`` proves it against the installed package.
+
+The registry :data:`ROPE_FUNCTIONS` is keyed by ``rope_type``; static NTK has no rope type of its own in
+transformers and is expressed as ``default`` with a larger ``rope_theta`` (see ``scaling.ntk_theta``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from posenc_cli.errors import PosencError
+
+F32 = np.float32
+Array32 = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class RopeSpec:
+    """Everything transformers reads to build one rotary embedding.
+
+    ``params`` is the flat ``rope_parameters`` dict (``rope_type``, ``rope_theta``, ``factor``, ...);
+    ``head_dim`` is ``config.head_dim`` or ``hidden_size // num_attention_heads``; ``max_position_embeddings``
+    is the config's value (the original length for ``dynamic``, the extended one for the others).
+    """
+
+    params: Mapping[str, Any]
+    head_dim: int
+    max_position_embeddings: int
+
+    @property
+    def rope_type(self) -> str:
+        return str(self.params.get("rope_type", self.params.get("type", "default")))
+
+    @property
+    def theta(self) -> float:
+        return float(self.params["rope_theta"])
+
+    @property
+    def partial_rotary_factor(self) -> float:
+        return float(self.params.get("partial_rotary_factor", 1.0))
+
+    @property
+    def rotary_dim(self) -> int:
+        return int(self.head_dim * self.partial_rotary_factor)
+
+
+@dataclass
+class Frequencies:
+    """Result of one rope type: float32 ``inv_freq`` of shape ``(rotary_dim // 2,)`` and the cos/sin multiplier.
+
+    ``base_inv_freq`` is the unscaled ``rope_theta`` spectrum of the same rotary dim, for comparison.
+    ``bands`` names what happened to each pair (``kept``, ``ramped``, ``interpolated``, ...).
+    ``details`` holds method-specific numbers (YaRN's correction range, dynamic NTK's effective base, ...).
+    """
+
+    inv_freq: Array32
+    attention_factor: float
+    base_inv_freq: Array32
+    bands: list[str]
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def wavelengths(self) -> npt.NDArray[np.float64]:
+        return 2 * math.pi / self.inv_freq.astype(np.float64)
+
+
+def default_inv_freq(base: float, dim: int) -> Array32:
+    """``1 / base ** (arange(0, dim, 2) / dim)`` in float32, as transformers computes it."""
+    if dim < 2 or dim % 2:
+        raise PosencError(f"the rotary dimension must be a positive even number, got {dim}")
+    if not math.isfinite(base) or base <= 1:
+        raise PosencError(f"rope_theta must be a finite number greater than 1, got {base}")
+    exponent = np.arange(0, dim, 2, dtype=np.int64).astype(F32) / F32(dim)
+    out: Array32 = (F32(1.0) / (F32(base) ** exponent)).astype(F32)
+    return out
+
+
+def _default(spec: RopeSpec, seq_len: int | None) -> Frequencies:
+    inv = default_inv_freq(spec.theta, spec.rotary_dim)
+    return Frequencies(inv, 1.0, inv, ["kept"] * inv.size)
+
+
+def _linear(spec: RopeSpec, seq_len: int | None) -> Frequencies:
+    base = default_inv_freq(spec.theta, spec.rotary_dim)
+    inv = (base / F32(spec.params["factor"])).astype(F32)
+    return Frequencies(inv, 1.0, base, ["divided"] * inv.size)
+
+
+def dynamic_base(theta: float, factor: float, seq_len: int, max_position_embeddings: int, dim: int) -> float:
+    """Dynamic NTK's base at ``seq_len`` (unchanged up to ``max_position_embeddings``), in Python floats."""
+    seq_len = max(seq_len, max_position_embeddings)
+    return float(theta * ((factor * seq_len / max_position_embeddings) - (factor - 1)) ** (dim / (dim - 2)))
+
+
+def _dynamic(spec: RopeSpec, seq_len: int | None) -> Frequencies:
+    dim = spec.rotary_dim
+    length = spec.max_position_embeddings if seq_len is None else seq_len
+    base = dynamic_base(spec.theta, float(spec.params["factor"]), length, spec.max_position_embeddings, dim)
+    inv = default_inv_freq(base, dim)
+    original = default_inv_freq(spec.theta, dim)
+    band = "kept" if base == spec.theta else "rebased"
+    return Frequencies(inv, 1.0, original, [band] * inv.size,
+                       {"effective_theta": base, "seq_len": max(length, spec.max_position_embeddings)})
+
+
+def yarn_mscale(scale: float, mscale: float = 1.0) -> float:
+    """YaRN's attention temperature term ``0.1 * mscale * ln(scale) + 1`` (1 for scale <= 1)."""
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def yarn_attention_factor(params: Mapping[str, Any], factor: float) -> float:
+    """The cos/sin multiplier transformers uses for YaRN (explicit value, mscale ratio, or 0.1 ln s + 1)."""
+    explicit = params.get("attention_factor")
+    if explicit is not None:
+        return float(explicit)
+    mscale, mscale_all_dim = params.get("mscale"), params.get("mscale_all_dim")
+    if mscale and mscale_all_dim:
+        return float(yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim))
+    return yarn_mscale(factor)
+
+
+def yarn_correction_range(
+    beta_fast: float, beta_slow: float, dim: int, base: float, original: int, truncate: bool
+) -> tuple[float, float]:
+    """Pair indices where YaRN's ramp starts and ends (``beta_fast`` -> low, ``beta_slow`` -> high)."""
+
+    def correction_dim(rotations: float) -> float:
+        return (dim * math.log(original / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    return max(low, 0), min(high, dim - 1)
+
+
+def _yarn(spec: RopeSpec, seq_len: int | None, truncate_source: Mapping[str, Any] | None = None) -> Frequencies:
+    p = spec.params
+    dim, base = spec.rotary_dim, spec.theta
+    original = int(p["original_max_position_embeddings"])
+    factor = p.get("factor")
+    if factor is None:
+        factor = spec.max_position_embeddings / original
+    factor = float(factor)
+    attention = yarn_attention_factor(p, factor)
+    beta_fast = p.get("beta_fast") or 32
+    beta_slow = p.get("beta_slow") or 1
+    # transformers reads `truncate` from the top-level rope_parameters even for per-layer dicts
+    truncate = bool((truncate_source if truncate_source is not None else p).get("truncate", True))
+    low, high = yarn_correction_range(beta_fast, beta_slow, dim, base, original, truncate)
+    pos_freqs = F32(base) ** (np.arange(0, dim, 2).astype(F32) / F32(dim))
+    extrapolation = F32(1.0) / pos_freqs
+    interpolation = F32(1.0) / (F32(factor) * pos_freqs)
+    ramp_high = high + 0.001 if low == high else high
+    ramp = np.clip((np.arange(dim // 2, dtype=F32) - F32(low)) / F32(ramp_high - low), 0, 1).astype(F32)
+    extra = (F32(1) - ramp).astype(F32)
+    inv = (interpolation * (F32(1) - extra) + extrapolation * extra).astype(F32)
+    bands = ["kept" if e == 1 else "interpolated" if e == 0 else "ramped" for e in extra.tolist()]
+    return Frequencies(inv, attention, default_inv_freq(base, dim), bands,
+                       {"low": low, "high": high, "factor": factor, "truncate": truncate,
+                        "beta_fast": beta_fast, "beta_slow": beta_slow})
+
+
+def longrope_attention_factor(params: Mapping[str, Any], factor: float, original: int) -> float:
+    explicit = params.get("attention_factor")
+    if explicit is not None:
+        return float(explicit)
+    return 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+
+
+def _longrope(spec: RopeSpec, seq_len: int | None) -> Frequencies:
+    p = spec.params
+    dim, base = spec.rotary_dim, spec.theta
+    original = int(p["original_max_position_embeddings"])
+    factor = p.get("factor")
+    if factor is None:
+        factor = spec.max_position_embeddings / original
+    attention = longrope_attention_factor(p, float(factor), original)
+    use_long = bool(seq_len and seq_len > original)
+    ext = np.asarray(p["long_factor"] if use_long else p["short_factor"], dtype=F32)
+    if ext.shape != (dim // 2,):
+        raise PosencError(f"longrope factor lists must have rotary_dim/2 = {dim // 2} entries, got {ext.shape[0]}")
+    shape = np.arange(0, dim, 2, dtype=np.int64).astype(F32) / F32(dim)
+    inv = (F32(1.0) / (ext * F32(base) ** shape)).astype(F32)
+    which = "long" if use_long else "short"
+    return Frequencies(inv, attention, default_inv_freq(base, dim), [f"{which} factor"] * inv.size,
+                       {"factors_used": which, "switch_above": original})
+
+
+def _llama3(spec: RopeSpec, seq_len: int | None) -> Frequencies:
+    p = spec.params
+    inv = default_inv_freq(spec.theta, spec.rotary_dim)
+    factor = p["factor"]
+    low_ff, high_ff = p["low_freq_factor"], p["high_freq_factor"]
+    original = p["original_max_position_embeddings"]
+    low_wavelen = original / low_ff
+    high_wavelen = original / high_ff
+    wavelen = (F32(2 * math.pi) / inv).astype(F32)
+    divided = np.where(wavelen > low_wavelen, inv / F32(factor), inv).astype(F32)
+    smooth = ((F32(original) / wavelen - F32(low_ff)) / F32(high_ff - low_ff)).astype(F32)
+    smoothed = ((F32(1) - smooth) * divided / F32(factor) + smooth * divided).astype(F32)
+    medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+    out = np.where(medium, smoothed, divided).astype(F32)
+    bands = ["blended" if m else "divided" if w > low_wavelen else "kept"
+             for m, w in zip(medium.tolist(), wavelen.tolist(), strict=True)]
+    return Frequencies(out, 1.0, inv, bands, {"low_freq_wavelen": low_wavelen, "high_freq_wavelen": high_wavelen})
+
+
+ROPE_FUNCTIONS: dict[str, Callable[[RopeSpec, int | None], Frequencies]] = {
+    "default": _default,
+    "linear": _linear,
+    "dynamic": _dynamic,
+    "yarn": _yarn,
+    "longrope": _longrope,
+    "llama3": _llama3,
+}
+
+
+def compute(spec: RopeSpec, seq_len: int | None = None, *, top_level: Mapping[str, Any] | None = None) -> Frequencies:
+    """inv_freq and attention factor for ``spec`` at sequence length ``seq_len`` (None: as at model init).
+
+    ``seq_len`` matters for ``dynamic`` (base grows past ``max_position_embeddings``) and ``longrope`` (long
+    factors past ``original_max_position_embeddings``). ``top_level`` is the config's top-level rope dict for
+    per-layer configs (transformers reads YaRN's ``truncate`` from there).
+    """
+    fn = ROPE_FUNCTIONS.get(spec.rope_type)
+    if fn is None:
+        raise PosencError(
+            f"rope_type {spec.rope_type!r} is not supported; known types: {', '.join(ROPE_FUNCTIONS)}"
+        )
+    if spec.rotary_dim < 2 or spec.rotary_dim % 2:
+        raise PosencError(
+            f"RoPE needs an even rotary dimension, got {spec.rotary_dim} "
+            f"(head_dim {spec.head_dim} x partial_rotary_factor {spec.partial_rotary_factor:g})"
+        )
+    if spec.rope_type == "yarn" and top_level is not None:
+        return _yarn(spec, seq_len, top_level)
+    return fn(spec, seq_len)

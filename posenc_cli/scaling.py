@@ -1,0 +1,359 @@
+"""RoPE context-extension methods as configuration: validation and the exact config for each consumer.
+
+Stdlib only (``posenc pick`` uses it and must not load numpy). A :class:`ScaleRequest` holds one method with
+its parameters and the model facts; :func:`rope_parameters` turns it into the transformers 5 ``rope_parameters``
+dict, and the ``format_*`` functions render that one dict for transformers 4 (legacy keys), transformers 5,
+vLLM and llama.cpp. Frequencies are never computed here: ``frequencies.compute`` reads the same dict.
+
+Methods and how transformers names them:
+
+=========  =====================  ===========================================================================
+method     rope_type              note
+=========  =====================  ===========================================================================
+linear     linear                 position interpolation: every frequency divided by ``factor``
+ntk        default                static NTK-aware: ``rope_theta * factor ** (d / (d - 2))``, no rope type
+dynamic    dynamic                NTK base grown per forward pass past ``max_position_embeddings``
+yarn       yarn                   NTK-by-parts ramp plus attention temperature ``0.1 ln s + 1``
+longrope   longrope               per-pair factor lists (short below the original length, long above)
+llama3     llama3                 Llama 3.1 bands: high frequencies kept, low divided, middle blended
+=========  =====================  ===========================================================================
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from posenc_cli.errors import PosencError
+from posenc_cli.units import format_length
+
+METHODS: dict[str, str] = {
+    "linear": "linear",
+    "ntk": "default",
+    "dynamic": "dynamic",
+    "yarn": "yarn",
+    "longrope": "longrope",
+    "llama3": "llama3",
+}
+FORMATS = ("hf", "hf-v5", "vllm", "llama.cpp")
+
+#: Beyond this factor RoPE scaling needs a fine-tuning stage (the lesson's rule; PI and YaRN fine-tune past it).
+NO_FINETUNE_LIMIT = 8.0
+
+DEFAULT_THETA = 10000.0  # transformers' RotaryEmbeddingConfigMixin.default_theta
+DEFAULT_HEAD_DIM = 128
+
+
+def ntk_theta(theta: float, factor: float, rotary_dim: int) -> float:
+    """Static NTK-aware base: ``theta * factor ** (d / (d - 2))`` (bloc97), d = rotary dim."""
+    return float(theta * factor ** (rotary_dim / (rotary_dim - 2)))
+
+
+@dataclass(frozen=True)
+class ScaleRequest:
+    """One context extension: method, scale and the model facts it depends on.
+
+    ``original_max`` is the trained context length, ``target`` the extended one; ``factor`` is
+    ``target / original_max`` unless given explicitly (then ``target = original_max * factor``).
+    """
+
+    method: str
+    original_max: int
+    target: int
+    factor: float
+    theta: float = DEFAULT_THETA
+    head_dim: int = DEFAULT_HEAD_DIM
+    partial_rotary_factor: float | None = None
+    # yarn
+    beta_fast: float | None = None
+    beta_slow: float | None = None
+    attention_factor: float | None = None
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
+    truncate: bool | None = None
+    # llama3
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    # longrope
+    short_factor: list[float] | None = None
+    long_factor: list[float] | None = None
+    fine_tuned: bool = False
+    notes: list[str] = field(default_factory=list, compare=False)
+
+    @property
+    def rotary_dim(self) -> int:
+        return int(self.head_dim * (1.0 if self.partial_rotary_factor is None else self.partial_rotary_factor))
+
+
+def _finite(value: float | None, name: str, *, minimum: float | None = None, strict: bool = False) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise PosencError(f"{name} must be a finite number, got {value!r}")
+    if minimum is not None and (value <= minimum if strict else value < minimum):
+        relation = "greater than" if strict else "at least"
+        raise PosencError(f"{name} must be {relation} {minimum:g}, got {value:g}")
+
+
+def make_request(
+    method: str,
+    *,
+    factor: float | None = None,
+    original_max: int | None = None,
+    target: int | None = None,
+    **kwargs: Any,
+) -> ScaleRequest:
+    """Build and validate a request; the factor or the target is derived from the other.
+
+    Raises :class:`PosencError` for anything transformers would only warn about: factor < 1, non-finite numbers,
+    inconsistent lengths, bad longrope lists, low_freq_factor >= high_freq_factor, beta_fast < beta_slow, an odd
+    rotary dim, an unknown method.
+    """
+    if method not in METHODS:
+        raise PosencError(f"method {method!r} is not known; use one of: {', '.join(METHODS)}")
+    if original_max is None:
+        raise PosencError("the original (trained) context length is needed: pass --original-max (e.g. 32k) "
+                          "or --config with max_position_embeddings")
+    _finite(factor, "--factor", minimum=1.0)
+    if factor is None and target is None:
+        raise PosencError("give the scale: --factor S, or --target LENGTH (with the original length)")
+    if factor is not None and target is not None and not math.isclose(target / original_max, factor, rel_tol=1e-9):
+        raise PosencError(f"--factor {factor:g} disagrees with --target {target} / original {original_max} "
+                          f"= {target / original_max:g}; give one of them")
+    if factor is None:
+        assert target is not None
+        if target <= original_max:
+            raise PosencError(f"target length {format_length(target)} must be longer than the original "
+                              f"{format_length(original_max)}; nothing to extend")
+        factor = target / original_max
+    if target is None:
+        exact = original_max * factor
+        if exact != int(exact):
+            raise PosencError(f"factor {factor:g} x original length {original_max} = {exact:g} is not a whole "
+                              "number of positions; pass --target instead")
+        target = int(exact)
+    if target < original_max:
+        raise PosencError(f"target length {target} is shorter than the original {original_max}")
+    req = ScaleRequest(method=method, original_max=original_max, target=target, factor=float(factor), **kwargs)
+    validate(req)
+    return req
+
+
+def validate(req: ScaleRequest) -> None:
+    """Strict checks on a request (see :func:`make_request`)."""
+    _finite(req.factor, "factor", minimum=1.0)
+    _finite(req.theta, "--theta", minimum=1.0, strict=True)
+    if isinstance(req.head_dim, bool) or req.head_dim < 2:
+        raise PosencError(f"--head-dim must be a positive even number, got {req.head_dim}")
+    if req.partial_rotary_factor is not None:
+        _finite(req.partial_rotary_factor, "--partial-rotary-factor", minimum=0.0, strict=True)
+        if req.partial_rotary_factor > 1:
+            raise PosencError(f"--partial-rotary-factor must be in (0, 1], got {req.partial_rotary_factor:g}")
+    d = req.rotary_dim
+    if d < 4 or d % 2:
+        raise PosencError(f"the rotary dimension must be an even number of at least 4, got {d} "
+                          f"(head_dim {req.head_dim} x partial_rotary_factor {req.partial_rotary_factor or 1:g})")
+    for name in ("beta_fast", "beta_slow", "mscale", "mscale_all_dim"):
+        _finite(getattr(req, name), f"--{name.replace('_', '-')}", minimum=0.0, strict=True)
+    _finite(req.attention_factor, "--attention-factor", minimum=0.0, strict=True)
+    if (req.beta_fast or 32) < (req.beta_slow or 1):
+        raise PosencError(f"--beta-fast ({req.beta_fast or 32:g}) must not be smaller than --beta-slow "
+                          f"({req.beta_slow or 1:g})")
+    _finite(req.low_freq_factor, "--low-freq-factor", minimum=0.0, strict=True)
+    _finite(req.high_freq_factor, "--high-freq-factor", minimum=0.0, strict=True)
+    if req.method == "llama3" and req.low_freq_factor >= req.high_freq_factor:
+        raise PosencError(f"--low-freq-factor ({req.low_freq_factor:g}) must be smaller than --high-freq-factor "
+                          f"({req.high_freq_factor:g})")
+    if req.method == "llama3" and req.target <= req.original_max:
+        raise PosencError("llama3 needs a target longer than the original length")
+    if req.method == "longrope":
+        for name in ("short_factor", "long_factor"):
+            values = getattr(req, name)
+            flag = f"--{name.replace('_', '-')}"
+            if values is None:
+                raise PosencError(f"longrope needs {flag}: a JSON list of {d // 2} numbers or @file")
+            if len(values) != d // 2:
+                raise PosencError(f"{flag} has {len(values)} entries; it must have rotary_dim/2 = {d // 2}")
+            for i, v in enumerate(values):
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                    raise PosencError(f"{flag}[{i}] = {v!r}; every factor must be a finite number > 0")
+
+
+def warnings_for(req: ScaleRequest) -> list[str]:
+    """Advice that is not an error (printed on stderr by the CLI)."""
+    out: list[str] = []
+    if req.factor > NO_FINETUNE_LIMIT and not req.fine_tuned:
+        out.append(f"warning: factor {req.factor:g} is above {NO_FINETUNE_LIMIT:g}x; RoPE scaling this far needs a "
+                   "fine-tuning stage at the target length (pass --fine-tuned if the model has one)")
+    return out
+
+
+def rope_parameters(req: ScaleRequest) -> dict[str, Any]:
+    """The transformers 5 ``rope_parameters`` dict for ``req`` (``rope_theta`` inside, as v5 saves it)."""
+    rope_type = METHODS[req.method]
+    p: dict[str, Any] = {"rope_type": rope_type}
+    theta = req.theta
+    if req.method == "ntk":
+        theta = ntk_theta(req.theta, req.factor, req.rotary_dim)
+    elif req.method in ("linear", "dynamic"):
+        p["factor"] = req.factor
+    elif req.method == "yarn":
+        p["factor"] = req.factor
+        p["original_max_position_embeddings"] = req.original_max
+        for key in ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate"):
+            value = getattr(req, key)
+            if value is not None:
+                p[key] = float(value) if key != "truncate" else bool(value)
+    elif req.method == "longrope":
+        p["factor"] = req.factor
+        p["original_max_position_embeddings"] = req.original_max
+        p["short_factor"] = [float(v) for v in req.short_factor or []]
+        p["long_factor"] = [float(v) for v in req.long_factor or []]
+        if req.attention_factor is not None:
+            p["attention_factor"] = float(req.attention_factor)
+    elif req.method == "llama3":
+        p["factor"] = req.factor
+        p["low_freq_factor"] = float(req.low_freq_factor)
+        p["high_freq_factor"] = float(req.high_freq_factor)
+        p["original_max_position_embeddings"] = req.original_max
+    p["rope_theta"] = float(theta)
+    if req.partial_rotary_factor is not None:
+        p["partial_rotary_factor"] = float(req.partial_rotary_factor)
+    return p
+
+
+def max_position_embeddings(req: ScaleRequest) -> int:
+    """What ``max_position_embeddings`` must say: the target, except for dynamic NTK.
+
+    transformers' ``dynamic`` treats ``max_position_embeddings`` as the trained length and grows the base only past
+    it, so it must stay at the original length.
+    """
+    return req.original_max if req.method == "dynamic" else req.target
+
+
+def format_hf(req: ScaleRequest) -> dict[str, Any]:
+    """Legacy keys (transformers 4.x reads them; 5.x still accepts them): top-level theta + ``rope_scaling``."""
+    p = rope_parameters(req)
+    theta = p.pop("rope_theta")
+    prf = p.pop("partial_rotary_factor", None)
+    out: dict[str, Any] = {"rope_theta": theta, "rope_scaling": None if p["rope_type"] == "default" else p}
+    if prf is not None:
+        out["partial_rotary_factor"] = prf
+    out["max_position_embeddings"] = max_position_embeddings(req)
+    return out
+
+
+def format_hf_v5(req: ScaleRequest) -> dict[str, Any]:
+    """transformers 5 shape: one ``rope_parameters`` dict with ``rope_theta`` inside."""
+    return {"rope_parameters": rope_parameters(req), "max_position_embeddings": max_position_embeddings(req)}
+
+
+def vllm_overrides(req: ScaleRequest) -> dict[str, Any]:
+    """The ``--hf-overrides`` JSON: the whole rope dict (vLLM replaces it, so rope_theta must be inside)."""
+    overrides: dict[str, Any] = {"rope_parameters": rope_parameters(req)}
+    if req.method != "dynamic":
+        # vLLM derives its length limit from max_position_embeddings; dynamic must keep the trained value
+        overrides["max_position_embeddings"] = req.target
+    return overrides
+
+
+def format_vllm(req: ScaleRequest, model: str = "MODEL") -> list[str]:
+    """argv for ``vllm serve`` with the overrides and ``--max-model-len``."""
+    return ["vllm", "serve", model, "--hf-overrides", json.dumps(vllm_overrides(req)),
+            "--max-model-len", str(req.target)]
+
+
+def _num(x: float) -> str:
+    """A number as a command-line flag value: integers without a decimal point, others exactly (repr)."""
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+class NoEquivalent(PosencError):
+    """The method cannot be expressed with the target program's command-line flags."""
+
+
+def format_llama_cpp(req: ScaleRequest) -> tuple[list[str], list[str]]:
+    """llama.cpp flags for ``req`` and the caveats to print beside them.
+
+    llama.cpp's CLI offers ``none``, ``linear`` and ``yarn`` scaling plus a free ``--rope-freq-base``; dynamic NTK,
+    LongRoPE and Llama 3 scaling have no flag (the last two are baked into the GGUF at conversion time).
+    """
+    theta = rope_parameters(req)["rope_theta"]
+    ctx = ["--ctx-size", str(req.target)]
+    caveats: list[str] = []
+    if req.method == "linear":
+        flags = ["--rope-scaling", "linear", "--rope-scale", _num(req.factor), "--rope-freq-base", _num(theta)]
+    elif req.method == "ntk":
+        flags = ["--rope-scaling", "none", "--rope-freq-base", _num(theta)]
+    elif req.method == "yarn":
+        flags = ["--rope-scaling", "yarn", "--rope-scale", _num(req.factor), "--yarn-orig-ctx", str(req.original_max),
+                 "--rope-freq-base", _num(theta)]
+        if req.beta_fast is not None:
+            flags += ["--yarn-beta-fast", _num(req.beta_fast)]
+        if req.beta_slow is not None:
+            flags += ["--yarn-beta-slow", _num(req.beta_slow)]
+        if req.truncate is False:
+            caveats.append("llama.cpp always rounds YaRN's correction range (truncate=true); with truncate=false "
+                           "its frequencies differ slightly from transformers")
+        if req.attention_factor is not None or (req.mscale and req.mscale_all_dim):
+            caveats.append("llama.cpp recomputes the YaRN attention factor from --rope-scale in yarn mode; a custom "
+                           "attention_factor or mscale pair must be set in the GGUF metadata instead")
+    elif req.method == "dynamic":
+        raise NoEquivalent("dynamic NTK has no llama.cpp equivalent (llama.cpp has no per-length base); the closest "
+                           "static choice is `posenc scale ntk` (--rope-freq-base)")
+    elif req.method == "longrope":
+        raise NoEquivalent("longrope has no llama.cpp flag: the factor lists are stored in the GGUF "
+                           "(rope_factors_long/short) by convert_hf_to_gguf.py from a patched config.json")
+    else:
+        raise NoEquivalent("llama3 scaling has no llama.cpp flag: it is baked into the GGUF's rope_freqs tensor by "
+                           "convert_hf_to_gguf.py; patch config.json with --format hf and convert")
+    return flags + ctx, caveats
+
+
+def render(req: ScaleRequest, fmt: str, model: str = "MODEL") -> tuple[str, list[str]]:
+    """The text ``posenc scale`` prints on stdout for ``fmt``, and notes for stderr."""
+    if fmt == "hf":
+        return json.dumps(format_hf(req), indent=2), []
+    if fmt == "hf-v5":
+        return json.dumps(format_hf_v5(req), indent=2), []
+    if fmt == "vllm":
+        return shlex.join(format_vllm(req, model)), []
+    if fmt == "llama.cpp":
+        flags, caveats = format_llama_cpp(req)
+        return shlex.join(flags), caveats
+    raise PosencError(f"--format {fmt!r} is not known; use one of: {', '.join(FORMATS)}")
+
+
+def patch_config(config: dict[str, Any], req: ScaleRequest, fmt: str) -> dict[str, Any]:
+    """A copy of a model's config.json with ``req`` applied; every other key keeps its value and order.
+
+    ``hf`` writes the legacy keys and drops a ``rope_parameters`` dict (transformers would prefer ``rope_scaling``
+    anyway, so two disagreeing copies would only mislead); ``hf-v5`` writes ``rope_parameters`` and drops the
+    legacy ``rope_scaling`` and top-level ``rope_theta`` for the same reason. A top-level
+    ``original_max_position_embeddings`` (Phi-3) takes priority in transformers, so it is updated too.
+    """
+    if fmt not in ("hf", "hf-v5"):
+        raise PosencError(f"writing a config needs --format hf or hf-v5, not {fmt!r}")
+    new = dict(config)
+    if fmt == "hf":
+        update = format_hf(req)
+        new.pop("rope_parameters", None)
+    else:
+        update = format_hf_v5(req)
+        new.pop("rope_scaling", None)
+        new.pop("rope_theta", None)
+    for key, value in update.items():
+        new[key] = value
+    if "original_max_position_embeddings" in new:
+        new["original_max_position_embeddings"] = req.original_max
+    return new
+
+
+def with_method(req: ScaleRequest, method: str) -> ScaleRequest:
+    """The same model and scale under another method (for side-by-side charts and comparisons)."""
+    other = replace(req, method=method)
+    validate(other)
+    return other
