@@ -224,25 +224,33 @@ def scale(
         "short_factor": parse_factor_list(short_factor, "--short-factor") if short_factor else None,
         "long_factor": parse_factor_list(long_factor, "--long-factor") if long_factor else None,
     }
+    req = scaling.make_request(method, factor=factor, original_max=orig, target=tgt, **kwargs)
+    # build the result before any note, so a rejected request or format ends as the one `error:` line on stderr
+    writing = source is not None and config is not None and bool(output or in_place)
+    if writing:
+        assert source is not None
+        patched = scaling.patch_config(source, req, fmt)
+    else:
+        text, caveats = scaling.render(req, fmt, model)
+    for line in facts.get("notes", []):
+        note(line)
     for name, default in (("theta", theta), ("head_dim", head_dim)):
         if default is None and name not in facts:
             note(f"note: --{name.replace('_', '-')} not given; using {kwargs[name]:g}")
-    req = scaling.make_request(method, factor=factor, original_max=orig, target=tgt, **kwargs)
     for line in scaling.warnings_for(req):
         note(line)
     if req.method == "dynamic":
         note("note: dynamic keeps max_position_embeddings at the trained length; the base grows past it per forward")
     if explain:
         _explain(req)
-    if source is not None and config is not None and (output or in_place):
+    if writing:
         from posenc_cli.config import atomic_write_text
 
-        patched = scaling.patch_config(source, req, fmt)
+        assert config is not None
         dest = config if in_place else str(output)
         atomic_write_text(dest, json.dumps(patched, indent=2) + "\n")
         note(f"wrote {dest}")
         return
-    text, caveats = scaling.render(req, fmt, model)
     for line in caveats:
         note(f"caveat: {line}")
     sys.stdout.write(text + "\n")
@@ -266,7 +274,8 @@ def _scale_facts(cfg: dict[str, Any], path: str) -> dict[str, Any]:
         facts["prf"] = float(params["partial_rotary_factor"])
     if params.get("original_max_position_embeddings") and params["rope_type"] != "default":
         facts["original"] = int(params["original_max_position_embeddings"])
-        note(f"note: {path} is already scaled ({params['rope_type']}); using its original length {facts['original']}")
+        facts["notes"] = [f"note: {path} is already scaled ({params['rope_type']}); "
+                          f"using its original length {facts['original']}"]
     elif model.max_position_embeddings:
         facts["original"] = model.max_position_embeddings
     return facts
@@ -318,15 +327,16 @@ def inspect(
 
 def _render_inspect(r: dict[str, Any]) -> None:
     out = console()
-    out.print(f"model_type: {r.get('model_type')}   family: {r['family']}")
+    # markup=False: names and values come from the config file; rich would eat "[full_attention]" as a tag
+    out.print(f"model_type: {r.get('model_type')}   family: {r['family']}", markup=False)
     if r["family"] != "rope":
         if r.get("alibi_slopes"):
             out.print("slopes: " + ", ".join(f"{s:.6g}" for s in r["alibi_slopes"]))
-        out.print(r["summary"])
+        out.print(r["summary"], markup=False)
         return
     for layer in r["layers"]:
         if len(r["layers"]) > 1:
-            out.print(f"\n[{layer['layer']}]")
+            out.print(f"\n[{layer['layer']}]", markup=False)
         ext = layer["extended_context"]
         lines = [
             ("rope type", layer["rope_type"]),
@@ -350,7 +360,132 @@ def _render_inspect(r: dict[str, Any]) -> None:
             else:
                 lines.append((f"at seq_len {at}", f"{d['factors_used']} factors (long above {d['switch_above']:,})"))
         for key, value in lines:
-            out.print(f"{key:>17}: {value}")
+            out.print(f"{key:>17}: {value}", markup=False)
+
+
+@app.command()
+def pick(
+    ctx: Annotated[str, typer.Option(help="Target context at inference: 4k, 128k, 1M, 131072 (k=1024).")],
+    trained_ctx: Annotated[str | None, typer.Option(help="Trained length (default: --ctx).")] = None,
+    extrapolation: Annotated[str, typer.Option(help="Untrained reach: none, moderate, strong.")] = "none",
+    budget: Annotated[str, typer.Option(help="Fine-tuning tokens for a long-context stage: 0, 500M, 2B, 1T.")] = "0",
+    config: Annotated[str | None, typer.Option(help="Existing model config.json (extended).")] = None,
+    head_dim: Annotated[int | None, typer.Option(help="Head dimension (default 128 or the config's).")] = None,
+    heads: Annotated[int | None, typer.Option(help="Attention heads, for ALiBi slopes (default 32).")] = None,
+    theta: Annotated[float | None, typer.Option(help="The model's rope_theta, if not in --config.")] = None,
+    rules: Annotated[str | None, typer.Option(help="A rules YAML file replacing the shipped policy.")] = None,
+    explain: Annotated[bool, typer.Option(help="Show every rule in order and which conditions held (stderr).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Recommend an encoding, its hyperparameters, an extension config, a test plan and a fallback."""
+    from posenc_cli.picker import PickInputs
+    from posenc_cli.picker import pick as run_pick
+    from posenc_cli.units import parse_length, parse_tokens
+
+    inputs = PickInputs(
+        ctx=parse_length(ctx, name="--ctx"),
+        trained_ctx=parse_length(trained_ctx, name="--trained-ctx") if trained_ctx is not None else None,
+        extrapolation=extrapolation, budget=parse_tokens(budget), config=config, head_dim=head_dim, heads=heads,
+        theta=theta, rules=rules,
+    )
+    result = run_pick(inputs)
+    if explain:
+        _render_trace(result.traces)
+    if as_json:
+        print_json(result.answer)
+    else:
+        _render_pick(result.answer)
+
+
+def _render_trace(traces: Any) -> None:
+    lines = ["rules, in order (first match not vetoed wins):"]
+    chosen_seen = False
+    for t in traces:
+        if t.matched and not t.vetoed_by and not chosen_seen:
+            status, chosen_seen = "FIRED", True
+        elif t.vetoed_by:
+            status = f"matched, vetoed by guard {t.vetoed_by}"
+        elif t.matched:
+            status = "matched (not reached)"
+        else:
+            status = "no match"
+        lines.append(f"  {t.rule}: {status}")
+        for text, ok in t.conditions:
+            lines.append(f"      {'held  ' if ok else 'failed'}  {text}")
+        if not t.conditions:
+            lines.append("      (catch-all)")
+    note("\n".join(lines))
+
+
+def _render_pick(a: dict[str, Any]) -> None:
+    from posenc_cli.units import format_length, format_tokens
+
+    i = a["inputs"]
+    kind = f"existing {i['model_encoding']} model" if i["existing"] else "new model"
+    budget = format_tokens(i["budget"]) if i["budget"] else "none"
+    out = [f"posenc pick: {kind}, target {format_length(i['ctx'])}, trained {format_length(i['trained_ctx'])}, "
+           f"extrapolation {i['extrapolation']}, fine-tuning budget {budget}",
+           "", f"1. Encoding: {a['encoding']}", f"   {a['reason']}", "", "2. Hyperparameters:"]
+    out += [f"   {k}: {v}" for k, v in a["hyperparameters"].items()] or ["   (none)"]
+    out += ["", "3. Extension:"]
+    ext = a["extension"]
+    if ext is None:
+        out.append("   none")
+    else:
+        tuning = "yes, " + ext["fine_tune_tokens"] if ext["fine_tune"] else "none"
+        out.append(f"   {ext['method']} x{ext['factor']:g}: {format_length(ext['from'])} -> "
+                   f"{format_length(ext['to'])}; fine-tuning: {tuning}")
+        if ext["note"]:
+            out.append(f"   {ext['note']}")
+        out.append("   config.json (transformers; `--format hf-v5` etc. via the command below):")
+        out += ["   " + line for line in json.dumps(ext["config"], indent=2).splitlines()]
+        out.append(f"   same numbers: {ext['command']}")
+    out += ["", "4. Test plan:"] + [f"   - {t}" for t in a["test_plan"]]
+    out += ["", f"5. Fallback: {a['fallback']}", "", f"rule: {a['rule']}: {a['why']}"]
+    for v in a["vetoed"]:
+        out.append(f"vetoed: {v['rule']} (guard {v['guard']})")
+    sys.stdout.write("\n".join(out) + "\n")
+
+
+rules_app = typer.Typer(help="Check and show pick's decision rules.", no_args_is_help=True)
+app.add_typer(rules_app, name="rules")
+
+
+@rules_app.command("validate")
+def rules_validate(
+    file: Annotated[str, typer.Argument(help="A rules YAML file.")],
+) -> None:
+    """Check a rules file against the schema; exit 2 with one line naming the problem."""
+    from posenc_cli.rules import load_rules
+
+    ruleset = load_rules(file)
+    sys.stdout.write(f"ok: {file}: {len(ruleset.rules)} rules, {len(ruleset.derived)} derived facts, "
+                     f"catch-all {ruleset.rules[-1].id!r}\n")
+
+
+@rules_app.command("show")
+def rules_show(
+    rules: Annotated[str | None, typer.Option(help="A rules file (default: the shipped policy).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the parsed rules as JSON.")] = False,
+) -> None:
+    """Print the rules in evaluation order, with the hard guards."""
+    from posenc_cli.rules import GUARDS, load_rules
+
+    ruleset = load_rules(rules)
+    if as_json:
+        print_json({"source": ruleset.source, **ruleset.raw, "guards": list(GUARDS)})
+        return
+    out = [f"rules: {ruleset.source}", "derived facts:"]
+    out += [f"  {name} = {how}({', '.join(map(str, args))})" for name, (how, args) in ruleset.derived.items()]
+    out.append("rules (first match wins):")
+    for n, rule in enumerate(ruleset.rules, 1):
+        cond = " and ".join(c.text() for c in rule.when) or "always (catch-all)"
+        ext = rule.body.get("extension")
+        extra = f"; extension {ext['method']} x{ext['factor']}" if ext else ""
+        out.append(f"  {n:2}. {rule.id}: when {cond} -> {rule.body['encoding']}{extra}")
+    out.append("hard guards (veto any rule):")
+    out += [f"  - {name}: {(guard.__doc__ or '').strip()}" for name, guard in GUARDS.items()]
+    sys.stdout.write("\n".join(out) + "\n")
 
 
 def main() -> None:

@@ -27,6 +27,12 @@ _ALIBI_TYPES = {"bloom", "mpt"}
 _LEARNED_TYPES = {"gpt2", "opt", "gpt_bigcode", "bert", "roberta", "distilbert", "xlm-roberta", "bart", "gpt_neo"}
 _ORIGINAL_FROM_TOP = {"yarn", "llama3", "longrope"}
 _LEGACY_TYPES = {"su": "longrope", "mrope": "default"}
+# model_type -> partial_rotary_factor its config class assumes when the file has none
+_DEFAULT_PARTIAL_ROTARY = {"phi": 0.5, "persimmon": 0.5, "stablelm": 0.25, "glm": 0.5, "glm4": 0.5, "glm4_moe": 0.5,
+                           "nemotron": 0.5, "recurrent_gemma": 0.5, "qwen3_next": 0.25}
+# GPT-NeoX configs read only `rotary_emb_base` and `rotary_pct` (a top-level rope_theta or partial_rotary_factor is
+# ignored); the value is the rotary_pct they assume when it is missing
+_NEOX_TYPES = {"gpt_neox": 0.25, "gpt_neox_japanese": 1.0}
 
 
 def load_json(path: str) -> dict[str, Any]:
@@ -124,10 +130,13 @@ def _resolve_flat(rp: Mapping[str, Any], cfg: Mapping[str, Any], model_type: str
         rope_type = "longrope"  # Phi-3's config class maps legacy yarn to longrope
     out["rope_type"] = rope_type
     out.pop("type", None)
-    if "rope_theta" not in out:
+    if model_type in _NEOX_TYPES:
+        top, prf = cfg.get("rotary_emb_base"), cfg.get("rotary_pct", _NEOX_TYPES[model_type])
+    else:
         top = cfg.get("rope_theta", cfg.get("rotary_emb_base"))
+        prf = cfg.get("partial_rotary_factor", cfg.get("rotary_pct", _DEFAULT_PARTIAL_ROTARY.get(model_type)))
+    if "rope_theta" not in out:
         out["rope_theta"] = float(top) if top is not None else _DEFAULT_THETA.get(model_type, 10000.0)
-    prf = cfg.get("partial_rotary_factor", cfg.get("rotary_pct"))
     if prf is not None:
         out.setdefault("partial_rotary_factor", prf)
     if rope_type in _ORIGINAL_FROM_TOP:

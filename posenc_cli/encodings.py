@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from posenc_cli.errors import PosencError
+from posenc_cli.slopes import alibi_slope_list
 
 Layout = Literal["interleaved", "half"]
 LAYOUTS: tuple[Layout, ...] = ("interleaved", "half")
@@ -54,7 +55,11 @@ def _float_dtype(dtype: npt.DTypeLike) -> np.dtype[Any]:
 
 
 def _positive_int(value: int, name: str) -> int:
-    if isinstance(value, bool) or int(value) != value or value < 1:
+    try:
+        ok = not isinstance(value, bool) and int(value) == value and value >= 1
+    except (TypeError, ValueError, OverflowError):  # NaN, infinities, non-numbers
+        ok = False
+    if not ok:
         raise PosencError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
 
@@ -168,8 +173,10 @@ def apply_rope(
         freqs = rope_inv_freq(r, base, dtype=dt)
     else:
         freqs = np.asarray(inv_freq, dtype=dt)
+        if freqs.ndim != 1:
+            raise PosencError(f"inv_freq must be one-dimensional, got shape {freqs.shape}")
         r = 2 * freqs.shape[0] if rotary_dim is None else rotary_dim
-        if freqs.ndim != 1 or 2 * freqs.shape[0] != r:
+        if 2 * freqs.shape[0] != r:
             raise PosencError(f"inv_freq must have shape ({r // 2},), got {freqs.shape}")
     if r % 2 or r > d or r < 2:
         raise PosencError(f"rotary_dim must be even and between 2 and {d}, got {r}")
@@ -203,11 +210,7 @@ def alibi_slopes(n_heads: int) -> npt.NDArray[np.float64]:
     The list is not sorted; BLOOM and MPT use the same values in the same order. (``2**(-8h/n_heads)`` for all
     heads is only right when ``n_heads`` is a power of two.)
     """
-    n = _positive_int(n_heads, "n_heads")
-    c = 1 << (n.bit_length() - 1)
-    first = np.exp2(-8.0 * np.arange(1, c + 1) / c)
-    extra = np.exp2(-4.0 * (2 * np.arange(1, n - c + 1) - 1) / c)
-    return np.concatenate([first, extra])
+    return np.asarray(alibi_slope_list(n_heads), dtype=np.float64)
 
 
 def alibi_bias(

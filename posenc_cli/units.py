@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 
 from posenc_cli.errors import PosencError
 
@@ -55,9 +56,12 @@ def parse_tokens(text: str, *, name: str = "--budget") -> int:
             f"{name} {str(text)!r} is not a token count; use 0 or none, or a number with K, M, B or T "
             "(decimal), e.g. 500M, 2B"
         )
-    value = float(match["num"]) * _TOKEN_SUFFIX[match["suffix"]]
-    if not math.isfinite(value) or value > 10**18:
+    # exact decimal arithmetic: float would turn 2.01B into 2009999999
+    value = Decimal(match["num"]) * _TOKEN_SUFFIX[match["suffix"]]
+    if value > 10**18:
         raise PosencError(f"{name} {str(text)!r} is too large")
+    if value != value.to_integral_value():
+        raise PosencError(f"{name} {str(text)!r} is not a whole number of tokens")
     return int(value)
 
 

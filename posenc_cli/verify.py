@@ -64,8 +64,12 @@ class VerifySettings:
         for layout in self.layouts:
             if layout not in LAYOUTS:
                 raise PosencError(f"layout {layout!r} is not known; use one of: {', '.join(LAYOUTS)}")
-        # the largest array: rotated q and k for every trial and shift
-        ensure_fits((self.trials, _SHIFT_COUNT + 1, self.head_dim * 4), np.float64, "verify workspace")
+        # the largest arrays, refused before anything is allocated: rotated q and k for every trial and shift,
+        # and the permutation check's attention weights (3, head_dim, head_dim)
+        ensure_fits((self.trials, _SHIFT_COUNT + 1, self.head_dim * 4), np.float64,
+                    f"verify workspace for --head-dim {self.head_dim} and --trials {self.trials}")
+        ensure_fits((3, self.head_dim, self.head_dim), np.float64,
+                    f"attention weights for --head-dim {self.head_dim}")
 
 
 @dataclass
@@ -142,7 +146,7 @@ def check_relative_distance(s: VerifySettings, layout: Layout, rng: np.random.Ge
     top = max(1, s.max_position // 1024)
     m = rng.integers(0, top, size=s.trials)
     n = rng.integers(0, top, size=s.trials)
-    shifts = _shifts(s.max_position - 1 - top, rng)
+    shifts = _shifts(s.max_position - top, rng)  # largest position reached: (top - 1) + shift = max_position - 1
     scores = _scores(q, k, m[:, None] + shifts, n[:, None] + shifts, layout, s.base).astype(np.float64)
     err = np.abs(scores - scores[:, :1])
     scale = np.linalg.norm(q.astype(np.float64), axis=1) * np.linalg.norm(k.astype(np.float64), axis=1)

@@ -1,0 +1,155 @@
+"""``posenc pick``: gather the facts, run the decision rules, and fill in the exact numbers (stdlib only).
+
+Any config block in the answer comes from :mod:`posenc_cli.scaling`, the code behind ``posenc scale``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from posenc_cli import scaling
+from posenc_cli.config import describe, load_json
+from posenc_cli.errors import PosencError
+from posenc_cli.rules import Rule, RuleSet, Trace, decide, extension_factor, load_rules, render
+from posenc_cli.slopes import alibi_slope_list
+from posenc_cli.units import format_length
+
+EXTRAPOLATION = ("none", "moderate", "strong")
+DEFAULT_HEADS = 32
+
+
+@dataclass
+class PickInputs:
+    ctx: int
+    trained_ctx: int | None = None
+    extrapolation: str = "none"
+    budget: int = 0
+    config: str | None = None
+    head_dim: int | None = None
+    heads: int | None = None
+    theta: float | None = None
+    rules: str | None = None
+
+
+def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None]:
+    """Input facts for the rules, and the existing model's partial rotary factor (if any)."""
+    if inp.extrapolation not in EXTRAPOLATION:
+        raise PosencError(f"--extrapolation {inp.extrapolation!r} is not known; use one of: {', '.join(EXTRAPOLATION)}")
+    if inp.budget < 0:
+        raise PosencError(f"--budget must not be negative, got {inp.budget}")
+    for name, value in (("--head-dim", inp.head_dim), ("--heads", inp.heads)):
+        if value is not None and value < 1:
+            raise PosencError(f"{name} must be a positive integer, got {value}")
+    if inp.head_dim is not None and inp.head_dim % 2:
+        raise PosencError(f"--head-dim must be even (RoPE rotates features in pairs), got {inp.head_dim}")
+    if inp.theta is not None:
+        scaling._finite(inp.theta, "--theta", minimum=1.0, strict=True)
+    facts: dict[str, Any] = {"ctx": inp.ctx, "budget": inp.budget, "extrapolation": inp.extrapolation,
+                             "existing": inp.config is not None, "model_encoding": "none",
+                             "model_rope_type": "none"}
+    theta, head_dim, heads, trained, prf = inp.theta, inp.head_dim, inp.heads, inp.trained_ctx, None
+    if inp.config is not None:
+        model = describe(load_json(inp.config))
+        facts["model_encoding"] = model.family
+        head_dim = head_dim or model.head_dim
+        heads = heads or model.num_heads
+        if model.family == "rope":
+            params = model.layers[0].params
+            facts["model_rope_type"] = params["rope_type"]
+            theta = theta or float(params["rope_theta"])
+            prf = params.get("partial_rotary_factor")
+            if trained is None:
+                scaled = params["rope_type"] != "default" and params.get("original_max_position_embeddings")
+                trained = int(params["original_max_position_embeddings"]) if scaled else model.max_position_embeddings
+        elif trained is None:
+            trained = model.max_position_embeddings
+    facts["trained_ctx"] = trained if trained is not None else inp.ctx
+    facts["head_dim"] = head_dim or scaling.DEFAULT_HEAD_DIM
+    facts["heads"] = heads or DEFAULT_HEADS
+    facts["theta"] = float(theta or 0.0)
+    return facts, (float(prf) if prf is not None else None)
+
+
+def _test_line(item: dict[str, Any], facts: dict[str, Any]) -> str:
+    (kind, spec), = item.items()
+    if kind == "niah":
+        n = int(facts[spec["length"]])
+        return (f"needle-in-a-haystack at {format_length(n)} ({n:,} tokens, the full deployed length), needles at "
+                f"every depth: pass rate >= {spec['pass_rate']:.0%}")
+    if kind == "perplexity":
+        n, base = int(facts[spec["length"]]), int(facts[spec["baseline"]])
+        return (f"perplexity at {format_length(n)} within {spec['margin']:.0%} of the model's own perplexity at "
+                f"{format_length(base)}")
+    return render(str(spec), facts)
+
+
+def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: float | None) -> dict[str, Any] | None:
+    ext = rule.body.get("extension")
+    if ext is None:
+        return None
+    factor = extension_factor(rule, facts)
+    assert factor is not None
+    theta = facts["theta"] or hyper.get("theta") or scaling.DEFAULT_THETA
+    if isinstance(theta, str):
+        theta = float(theta)
+    derived_target = ext.get("factor") == "scale"
+    req = scaling.make_request(
+        ext["method"], factor=None if derived_target else factor, original_max=int(facts["trained_ctx"]),
+        target=int(facts["ctx"]) if derived_target else None, theta=float(theta), head_dim=int(facts["head_dim"]),
+        partial_rotary_factor=prf, fine_tuned=bool(ext.get("fine_tune", False)),
+    )
+    argv = ["posenc", "scale", req.method, "--original-max", format_length(req.original_max),
+            "--target", format_length(req.target), "--theta", f"{req.theta:g}", "--head-dim", str(req.head_dim)]
+    if prf is not None:
+        argv += ["--partial-rotary-factor", f"{prf:g}"]
+    if req.fine_tuned:
+        argv.append("--fine-tuned")
+    return {
+        "method": req.method,
+        "factor": req.factor,
+        "from": req.original_max,
+        "to": req.target,
+        "fine_tune": bool(ext.get("fine_tune", False)),
+        "fine_tune_tokens": render(str(ext.get("tokens", "none")), facts),
+        "note": render(str(ext["note"]), facts) if ext.get("note") else None,
+        "config": scaling.format_hf(req),
+        "config_v5": scaling.format_hf_v5(req),
+        "command": shlex.join(argv),
+    }
+
+
+@dataclass
+class PickResult:
+    answer: dict[str, Any]
+    traces: list[Trace]
+    rules: RuleSet
+
+
+def pick(inp: PickInputs) -> PickResult:
+    """Run the policy on ``inp`` and return the five-part answer (JSON-ready) with the rule trace."""
+    rules = load_rules(inp.rules)
+    facts, prf = gather_facts(inp)
+    facts = rules.facts(facts)
+    facts["alibi_slopes"] = ", ".join(f"{s:.6g}" for s in alibi_slope_list(int(facts["heads"])))
+    rule, traces = decide(rules, facts)
+    hyper = {k: (render(v, facts) if isinstance(v, str) else v) for k, v in
+             (rule.body.get("hyperparameters") or {}).items()}
+    extension = _extension(rule, facts, hyper, prf)
+    inputs = {k: facts[k] for k in ("ctx", "trained_ctx", "extrapolation", "budget", "existing", "model_encoding",
+                                    "model_rope_type", "head_dim", "heads", "theta")}
+    answer = {
+        "encoding": render(rule.body["encoding"], facts),
+        "reason": render(rule.body["reason"], facts),
+        "hyperparameters": hyper,
+        "extension": extension,
+        "test_plan": [_test_line(item, facts) for item in rule.body["test_plan"]],
+        "fallback": render(rule.body["fallback"], facts),
+        "rule": rule.id,
+        "why": render(rule.body["why"], facts),
+        "vetoed": [{"rule": t.rule, "guard": t.vetoed_by} for t in traces if t.vetoed_by],
+        "inputs": inputs,
+        "rules_file": rules.source,
+    }
+    return PickResult(answer, traces, rules)

@@ -1,0 +1,419 @@
+"""The decision-rule engine behind ``posenc pick`` (stdlib + PyYAML; no numpy).
+
+A rules file is data, read with ``yaml.safe_load`` and checked strictly (unknown keys, facts, operators and
+template names are errors). Schema, in short (``rules/schema.json`` has the machine-readable form)::
+
+    version: 1
+    derived:                      # facts computed from other facts, in order
+      scale: {ratio: [ctx, trained_ctx]}          # ratio | product | min | max, of facts or numbers
+    rules:                        # first match wins; the last rule must have `when: []` (catch-all)
+      - id: some-id
+        when:                     # all must hold
+          - {fact: scale, op: ">", value: 1}      # ops: == != < <= > >= in between
+        encoding: RoPE
+        reason: one sentence, may use {templates}
+        hyperparameters: {theta: 500000, head_dim: "{head_dim}"}
+        extension: {method: yarn, factor: scale, fine_tune: false, tokens: "none"}   # or null
+        test_plan:
+          - niah: {length: ctx, pass_rate: 0.9}
+          - perplexity: {length: ctx, baseline: trained_ctx, margin: 0.1}
+          - text: anything else
+        fallback: what to do if the long-context evaluation fails
+        why: the evidence behind the rule
+
+Templates are ``{fact}`` or ``{fact:spec}`` where spec is ``len`` (131072 -> 128k), ``tokens`` (2e9 -> 2B) or a
+Python number format such as ``.3g``. Hard guards (see :data:`GUARDS`) veto a rule's answer whatever the file
+says; evaluation then continues with the next rule.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from posenc_cli.errors import PosencError
+from posenc_cli.units import format_length, format_tokens
+
+#: Facts the picker supplies, with their types. Rules may only refer to these and to derived facts.
+INPUT_FACTS: dict[str, type] = {
+    "ctx": int,  # target context at inference
+    "trained_ctx": int,  # pre-trained (or to-be-trained) length
+    "budget": int,  # fine-tuning tokens available for a long-context stage
+    "extrapolation": str,  # none | moderate | strong
+    "existing": bool,  # a model config was given
+    "model_encoding": str,  # rope | alibi | learned | unknown | none (new model)
+    "model_rope_type": str,  # the existing model's rope_type, or none
+    "head_dim": int,
+    "heads": int,
+    "theta": float,  # the existing model's (or --theta) rope_theta; 0 when unknown
+}
+#: Facts only templates may use (text made by the picker).
+TEXT_FACTS = {"alibi_slopes", "command"}
+
+OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "in": lambda a, b: a in b,
+    "between": lambda a, b: b[0] <= a <= b[1],
+}
+_NUMERIC_OPS = {"<", "<=", ">", ">=", "between"}
+DERIVATIONS: dict[str, Callable[[list[float]], float]] = {
+    "ratio": lambda xs: xs[0] / xs[1],
+    "product": lambda xs: xs[0] * xs[1],
+    "min": min,
+    "max": max,
+}
+TOP_KEYS = {"version", "derived", "rules"}
+RULE_KEYS = {"id", "when", "encoding", "reason", "hyperparameters", "extension", "test_plan", "fallback", "why"}
+REQUIRED_RULE_KEYS = {"id", "when", "encoding", "reason", "test_plan", "fallback", "why"}
+CONDITION_KEYS = {"fact", "op", "value"}
+EXTENSION_KEYS = {"method", "factor", "fine_tune", "tokens", "note"}
+TEST_KINDS = {"niah": {"length", "pass_rate"}, "perplexity": {"length", "baseline", "margin"}, "text": None}
+EXTENSION_METHODS = ("linear", "ntk", "dynamic", "yarn", "longrope", "llama3")
+LONG_CONTEXT = 32768  # from here on a recommendation counts as long-context for the NIAH guard
+_TEMPLATE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([^{}]*))?\}")
+_SPEC = re.compile(r"^(len|tokens|[,_]?(\.\d+)?[gfe%]?)$")
+
+
+class RulesError(PosencError):
+    """A broken rules file; the message names the file, the line when known, and the rule."""
+
+
+@dataclass(frozen=True)
+class Condition:
+    fact: str
+    op: str
+    value: Any
+
+    def holds(self, facts: Mapping[str, Any]) -> bool:
+        return bool(OPERATORS[self.op](facts[self.fact], self.value))
+
+    def text(self) -> str:
+        return f"{self.fact} {self.op} {self.value!r}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    line: int | None
+    when: tuple[Condition, ...]
+    body: dict[str, Any]
+
+
+@dataclass
+class RuleSet:
+    source: str
+    version: int
+    derived: dict[str, tuple[str, list[Any]]]
+    rules: list[Rule]
+    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    def facts(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """Input facts plus the derived ones, computed in file order."""
+        facts = dict(inputs)
+        for name, (how, args) in self.derived.items():
+            values = [facts[a] if isinstance(a, str) else a for a in args]
+            facts[name] = DERIVATIONS[how]([float(v) for v in values])
+        return facts
+
+
+def default_rules_path() -> Path:
+    """``default.yaml`` from the installed package (the wheel's ``posenc_cli/rules``), or the source tree."""
+    packaged = resources.files("posenc_cli") / "rules" / "default.yaml"
+    if packaged.is_file():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parent.parent / "rules" / "default.yaml"
+
+
+def _rule_lines(text: str) -> list[int | None]:
+    """1-based line of each entry under ``rules:``, from YAML's node marks."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return []
+    if not isinstance(root, yaml.MappingNode):
+        return []
+    for key, value in root.value:
+        if key.value == "rules" and isinstance(value, yaml.SequenceNode):
+            return [item.start_mark.line + 1 for item in value.value]
+    return []
+
+
+def load_rules(path: str | Path | None = None) -> RuleSet:
+    """Read and validate a rules file (default: the shipped policy). Raises :class:`RulesError`."""
+    p = Path(path) if path is not None else default_rules_path()
+    label = str(p)
+    if p.is_dir():
+        raise RulesError(f"{label} is a directory, not a rules file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RulesError(f"{label}: no such rules file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RulesError(f"{label}: cannot read it ({exc.__class__.__name__})") from None
+    return parse_rules(text, label)
+
+
+def parse_rules(text: str, label: str = "<rules>") -> RuleSet:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise RulesError(f"{label}:{where} YAML syntax error: {problem}") from None
+    return _validate(data, label, _rule_lines(text), text)
+
+
+def _fail(label: str, line: int | None, rule: str | None, message: str) -> RulesError:
+    where = f"{label}" + (f":{line}" if line else "")
+    who = f" rule {rule!r}:" if rule else ""
+    return RulesError(f"{where}:{who} {message}")
+
+
+def _check_template(text: Any, known: set[str], fail: Callable[[str], RulesError], where: str) -> None:
+    if not isinstance(text, str):
+        return
+    for match in _TEMPLATE.finditer(text):
+        name, spec = match.group(1), match.group(2)
+        if name not in known:
+            raise fail(f"{where}: template {{{name}}} references no known fact; known: {', '.join(sorted(known))}")
+        if spec is not None and not _SPEC.match(spec):
+            raise fail(f"{where}: template format {spec!r} is not allowed; use len, tokens or e.g. .3g")
+
+
+def _validate(data: Any, label: str, lines: list[int | None], text: str) -> RuleSet:
+    if not isinstance(data, dict):
+        raise _fail(label, None, None, "the file must be a mapping with version, derived and rules")
+    unknown = set(data) - TOP_KEYS
+    if unknown:
+        raise _fail(label, None, None, f"unknown key(s) {sorted(unknown)}; allowed: {sorted(TOP_KEYS)}")
+    if data.get("version") != 1:
+        raise _fail(label, None, None, f"version must be 1, got {data.get('version')!r}")
+    fact_types: dict[str, type] = dict(INPUT_FACTS)
+    derived: dict[str, tuple[str, list[Any]]] = {}
+    for name, spec in (data.get("derived") or {}).items():
+        if not isinstance(spec, dict) or len(spec) != 1:
+            raise _fail(label, None, None, f"derived fact {name!r} must be one of {sorted(DERIVATIONS)}: [a, b]")
+        (how, args), = spec.items()
+        if how not in DERIVATIONS:
+            raise _fail(label, None, None, f"derived fact {name!r}: unknown operation {how!r}; "
+                                           f"use one of {sorted(DERIVATIONS)}")
+        if not isinstance(args, list) or len(args) != 2:
+            raise _fail(label, None, None, f"derived fact {name!r}: {how} takes a list of two facts or numbers")
+        for a in args:
+            if isinstance(a, str) and fact_types.get(a) not in (int, float):
+                raise _fail(label, None, None, f"derived fact {name!r}: {a!r} is not a known numeric fact")
+            if not isinstance(a, (str, int, float)) or isinstance(a, bool):
+                raise _fail(label, None, None, f"derived fact {name!r}: {a!r} is neither a fact nor a number")
+        if name in fact_types:
+            raise _fail(label, None, None, f"derived fact {name!r} would shadow an existing fact")
+        derived[name] = (how, args)
+        fact_types[name] = float
+    raw_rules = data.get("rules")
+    if not isinstance(raw_rules, list) or not raw_rules:
+        raise _fail(label, None, None, "rules must be a non-empty list")
+    known_templates = set(fact_types) | TEXT_FACTS
+    rules: list[Rule] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(raw_rules):
+        line = lines[index] if index < len(lines) else None
+        rid = raw.get("id") if isinstance(raw, dict) else None
+
+        def fail(message: str, line: int | None = line, who: str = str(rid) if rid else f"#{index + 1}") -> RulesError:
+            return _fail(label, line, who, message)
+
+        if not isinstance(raw, dict):
+            raise fail("each rule must be a mapping")
+        unknown = set(raw) - RULE_KEYS
+        if unknown:
+            raise fail(f"unknown key(s) {sorted(unknown)}; allowed: {sorted(RULE_KEYS)}")
+        missing = REQUIRED_RULE_KEYS - set(raw)
+        if missing:
+            raise fail(f"missing key(s) {sorted(missing)}")
+        if not isinstance(rid, str) or not rid:
+            raise fail("id must be a non-empty string")
+        if rid in seen:
+            raise fail(f"duplicate id {rid!r}")
+        seen.add(rid)
+        if not isinstance(raw["when"], list):
+            raise fail("when must be a list of conditions ([] for the catch-all)")
+        conditions = []
+        for cond in raw["when"]:
+            if not isinstance(cond, dict) or set(cond) != CONDITION_KEYS:
+                raise fail(f"condition {cond!r} must have exactly the keys fact, op, value")
+            fact, op, value = cond["fact"], cond["op"], cond["value"]
+            if fact not in fact_types:
+                raise fail(f"condition on unknown fact {fact!r}; known: {', '.join(sorted(fact_types))}")
+            if op not in OPERATORS:
+                raise fail(f"unknown operator {op!r}; use one of: {' '.join(OPERATORS)}")
+            numeric = fact_types[fact] in (int, float)
+            if op in _NUMERIC_OPS and not numeric:
+                raise fail(f"operator {op!r} needs a numeric fact; {fact!r} is {fact_types[fact].__name__}")
+            if op == "between" and not (isinstance(value, list) and len(value) == 2
+                                        and all(isinstance(v, (int, float)) for v in value)):
+                raise fail(f"between needs [low, high], got {value!r}")
+            if op == "in" and not isinstance(value, list):
+                raise fail(f"in needs a list, got {value!r}")
+            if op in ("<", "<=", ">", ">=") and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise fail(f"operator {op!r} needs a number, got {value!r}")
+            conditions.append(Condition(fact, op, value))
+        body = {k: v for k, v in raw.items() if k not in ("id", "when")}
+        for key in ("encoding", "reason", "fallback", "why"):
+            if not isinstance(body[key], str):
+                raise fail(f"{key} must be text")
+            _check_template(body[key], known_templates, fail, key)
+        hyper = body.get("hyperparameters") or {}
+        if not isinstance(hyper, dict):
+            raise fail("hyperparameters must be a mapping")
+        for k, v in hyper.items():
+            if not isinstance(v, (str, int, float, bool)):
+                raise fail(f"hyperparameters.{k} must be a number, text or boolean")
+            _check_template(v, known_templates, fail, f"hyperparameters.{k}")
+        ext = body.get("extension")
+        if ext is not None:
+            if not isinstance(ext, dict):
+                raise fail("extension must be a mapping or null")
+            unknown = set(ext) - EXTENSION_KEYS
+            if unknown:
+                raise fail(f"extension: unknown key(s) {sorted(unknown)}; allowed: {sorted(EXTENSION_KEYS)}")
+            if ext.get("method") not in EXTENSION_METHODS:
+                raise fail(f"extension.method {ext.get('method')!r} is not one of {', '.join(EXTENSION_METHODS)}")
+            factor = ext.get("factor")
+            if isinstance(factor, str):
+                if fact_types.get(factor) not in (int, float):
+                    raise fail(f"extension.factor {factor!r} is not a known numeric fact")
+            elif isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor < 1:
+                raise fail(f"extension.factor must be a number >= 1 or a fact name, got {factor!r}")
+            if not isinstance(ext.get("fine_tune", False), bool):
+                raise fail("extension.fine_tune must be true or false")
+            for k in ("tokens", "note"):
+                _check_template(ext.get(k), known_templates, fail, f"extension.{k}")
+        plan = body["test_plan"]
+        if not isinstance(plan, list):
+            raise fail("test_plan must be a list")
+        for item in plan:
+            if not isinstance(item, dict) or len(item) != 1:
+                raise fail(f"test_plan item {item!r} must be one of {sorted(TEST_KINDS)}")
+            (kind, spec), = item.items()
+            if kind not in TEST_KINDS:
+                raise fail(f"test_plan kind {kind!r} is not one of {sorted(TEST_KINDS)}")
+            if kind == "text":
+                _check_template(spec, known_templates, fail, "test_plan.text")
+                continue
+            if not isinstance(spec, dict) or set(spec) != TEST_KINDS[kind]:
+                raise fail(f"test_plan {kind} needs exactly {sorted(TEST_KINDS[kind] or ())}")
+            for key in ("length", "baseline"):
+                if key in spec and fact_types.get(spec[key]) not in (int, float):
+                    raise fail(f"test_plan {kind}.{key} {spec[key]!r} must name a numeric fact")
+        rules.append(Rule(rid, line, tuple(conditions), body))
+    if rules[-1].when:
+        raise _fail(label, rules[-1].line, rules[-1].id, "the last rule must be a catch-all with `when: []`")
+    for rule in rules[:-1]:
+        if not rule.when:
+            raise _fail(label, rule.line, rule.id, "only the last rule may be a catch-all; rules after it never run")
+    return RuleSet(label, 1, derived, rules, data)
+
+
+def render(text: str, facts: Mapping[str, Any]) -> str:
+    """Fill ``{fact}`` / ``{fact:spec}`` templates."""
+
+    def one(match: re.Match[str]) -> str:
+        value = facts[match.group(1)]
+        spec = match.group(2)
+        if spec == "len":
+            return format_length(int(value))
+        if spec == "tokens":
+            return format_tokens(int(value))
+        if spec:
+            return format(value, spec)
+        if isinstance(value, float) and value.is_integer():
+            return str(int(value))
+        return str(value)
+
+    return _TEMPLATE.sub(one, text)
+
+
+@dataclass
+class Trace:
+    """One line of ``--explain``: a rule, each condition's outcome, and a guard veto if any."""
+
+    rule: str
+    conditions: list[tuple[str, bool]]
+    matched: bool
+    vetoed_by: str | None = None
+
+
+def _is_absolute(encoding: str) -> bool:
+    e = encoding.lower()
+    return "sinusoid" in e or "learned" in e or "absolute" in e
+
+
+def guard_absolute_for_new(rule: Rule, facts: Mapping[str, Any], factor: float | None) -> bool:
+    """Never sinusoidal or learned absolute positions for a new model (they do not extrapolate)."""
+    return not facts["existing"] and _is_absolute(rule.body["encoding"])
+
+
+def guard_scaling_without_finetune(rule: Rule, facts: Mapping[str, Any], factor: float | None) -> bool:
+    """Never RoPE scaling above 8x without a fine-tuning stage (PI, YaRN and LongRoPE all fine-tune past it)."""
+    ext = rule.body.get("extension")
+    if ext is None or factor is None or factor <= 8:
+        return False
+    return not ext.get("fine_tune", False) or facts["budget"] <= 0
+
+
+def guard_niah(rule: Rule, facts: Mapping[str, Any], factor: float | None) -> bool:
+    """Never a long-context answer without a needle-in-a-haystack test at the full deployed length."""
+    long_context = facts["ctx"] >= LONG_CONTEXT or rule.body.get("extension") is not None
+    if not long_context:
+        return False
+    return not any("niah" in item and item["niah"]["length"] == "ctx" for item in rule.body["test_plan"])
+
+
+GUARDS: dict[str, Callable[[Rule, Mapping[str, Any], float | None], bool]] = {
+    "no-absolute-positions-for-new-models": guard_absolute_for_new,
+    "no-scaling-above-8x-without-fine-tuning": guard_scaling_without_finetune,
+    "niah-at-full-deployed-length": guard_niah,
+}
+
+
+def extension_factor(rule: Rule, facts: Mapping[str, Any]) -> float | None:
+    ext = rule.body.get("extension")
+    if ext is None:
+        return None
+    factor = ext.get("factor", 1)
+    return float(facts[factor]) if isinstance(factor, str) else float(factor)
+
+
+def decide(rules: RuleSet, facts: Mapping[str, Any]) -> tuple[Rule, list[Trace]]:
+    """First rule whose conditions all hold and that no guard vetoes; plus the trace of every rule tried."""
+    traces: list[Trace] = []
+    chosen: Rule | None = None
+    for rule in rules.rules:
+        outcomes = [(c.text(), c.holds(facts)) for c in rule.when]
+        matched = all(ok for _, ok in outcomes)
+        trace = Trace(rule.id, outcomes, matched)
+        traces.append(trace)
+        if not matched or chosen is not None:
+            continue
+        factor = extension_factor(rule, facts)
+        veto = next((name for name, guard in GUARDS.items() if guard(rule, facts, factor)), None)
+        if veto:
+            trace.vetoed_by = veto
+            continue
+        chosen = rule
+    if chosen is None:
+        raise RulesError(f"{rules.source}: every matching rule was vetoed by a hard guard, including the catch-all; "
+                         "fix the rules file")
+    return chosen, traces

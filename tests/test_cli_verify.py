@@ -1,0 +1,211 @@
+"""`posenc verify` through the real CLI: exit codes, JSON shape, determinism and one-line errors."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from posenc_cli import verify as core
+from posenc_cli.cli import app
+
+runner = CliRunner()
+
+
+def invoke(*args: str) -> Any:
+    return runner.invoke(app, list(args))
+
+
+def verify_json(*args: str) -> tuple[int, dict[str, Any]]:
+    result = invoke("verify", "--json", *args)
+    assert result.stderr == ""
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_verify_defaults_pass() -> None:
+    result = invoke("verify")
+    assert result.exit_code == 0, result.output
+    assert "all checks passed" in result.stdout
+    assert "FAIL" not in result.stdout
+    assert result.stderr == ""
+
+
+def test_verify_json_shape() -> None:
+    code, report = verify_json()
+    assert code == 0
+    assert report["passed"] is True
+    assert report["settings"]["max_position"] == 1 << 20  # the default 1M is binary
+    names = [c["name"] for c in report["checks"]]
+    assert "relative distance (interleaved)" in names and "relative distance (half)" in names
+    assert len(names) == len(set(names))
+    tolerance = report["settings"]["tolerance"]
+    for check in report["checks"]:
+        assert {"name", "passed", "max_abs_error", "max_rel_error"} <= set(check)
+        assert isinstance(check["passed"], bool)
+        for key in ("max_abs_error", "max_rel_error"):
+            assert isinstance(check[key], float) and math.isfinite(check[key]) and check[key] >= 0
+        if check["name"].startswith("relative distance"):
+            assert check["passed"] == (check["max_rel_error"] <= tolerance)
+    assert report["passed"] == all(c["passed"] for c in report["checks"])
+
+    rows = report["precision"]
+    assert rows, "the precision table has rows for a 1M window"
+    positions = [r["position"] for r in rows]
+    assert positions == sorted(positions) and positions[-1] == report["settings"]["max_position"]
+    for r in rows:
+        assert set(r) == {"position", "float32_rel_error", "float64_rel_error"}
+        assert r["float64_rel_error"] <= tolerance
+    # the reported break-even position is the first row where float32 goes over the tolerance
+    first_bad = next((r["position"] for r in rows if r["float32_rel_error"] > tolerance), None)
+    assert report["float32_exceeds_tolerance_from"] == first_bad
+
+
+def test_float32_fails_at_a_million_positions_but_float64_passes() -> None:
+    code32, r32 = verify_json("--dtype", "float32", "--max-position", "1M")
+    assert code32 == 1
+    assert r32["passed"] is False
+    rel32 = {c["name"]: c for c in r32["checks"] if c["name"].startswith("relative distance")}
+    assert set(rel32) == {"relative distance (interleaved)", "relative distance (half)"}
+    for check in rel32.values():
+        assert check["passed"] is False
+        assert check["max_rel_error"] > r32["settings"]["tolerance"]
+
+    code64, r64 = verify_json("--dtype", "float64", "--max-position", "1M")
+    assert code64 == 0 and r64["passed"] is True
+    for check in r64["checks"]:
+        assert check["passed"] is True
+
+
+def test_float32_failure_is_reported_in_the_table_and_exit_code() -> None:
+    result = invoke("verify", "--dtype", "float32")
+    assert result.exit_code == 1
+    assert "FAIL" in result.stdout
+    assert "all checks passed" not in result.stdout
+
+
+def test_float32_passes_in_a_short_window() -> None:
+    code, report = verify_json("--dtype", "float32", "--max-position", "4k")
+    assert code == 0, [c for c in report["checks"] if not c["passed"]]
+
+
+def test_layout_half_only() -> None:
+    code, report = verify_json("--layout", "half")
+    assert code == 0
+    rel = [c["name"] for c in report["checks"] if c["name"].startswith("relative distance")]
+    assert rel == ["relative distance (half)"]
+    assert report["settings"]["layouts"] == ["half"]
+
+
+def test_same_seed_same_json_other_seed_other_numbers() -> None:
+    first = invoke("verify", "--json", "--seed", "7", "--max-position", "64k")
+    second = invoke("verify", "--json", "--seed", "7", "--max-position", "64k")
+    assert first.exit_code == second.exit_code == 0
+    assert first.stdout == second.stdout
+    other = invoke("verify", "--json", "--seed", "8", "--max-position", "64k")
+    errors = [c["max_rel_error"] for c in json.loads(first.stdout)["checks"]]
+    other_errors = [c["max_rel_error"] for c in json.loads(other.stdout)["checks"]]
+    assert errors != other_errors
+
+
+@pytest.mark.parametrize("max_position", ["2", "3", "5", "64", "65", "1025"])
+def test_tiny_windows_run(max_position: str) -> None:
+    result = invoke("verify", "--json", "--max-position", max_position)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["settings"]["max_position"] == int(max_position)
+
+
+@pytest.mark.parametrize("max_position", [64, 1000, 4096, 1 << 20])
+def test_checks_stay_inside_the_window(monkeypatch: pytest.MonkeyPatch, max_position: int) -> None:
+    """No check rotates a vector at a position >= --max-position; the relative-distance check reaches its top.
+
+    (Windows below 64 are excluded: the permutation check always uses 48 positions and the precision table's
+    reference scores sit below 64.)"""
+    seen: list[int] = []
+    real = core.apply_rope
+
+    def recording(x: Any, positions: Any, **kwargs: Any) -> Any:
+        pos = np.asarray(positions)
+        seen.append(int(pos.max()))
+        assert pos.min() >= 0
+        return real(x, positions, **kwargs)
+
+    monkeypatch.setattr(core, "apply_rope", recording)
+    report = core.run(core.VerifySettings(max_position=max_position, trials=4))
+    assert report.passed
+    assert max(seen) <= max_position - 1
+    # the shifts are meant to span the window: the largest position used is in its top 0.1%
+    assert max(seen) >= max_position - 1 - max(1, max_position // 1024)
+
+
+BAD_INPUTS = [
+    (["--max-position", "abc"], "abc"),
+    (["--max-position", "-5"], "-5"),
+    (["--max-position", "1e999"], "1e999"),
+    (["--max-position", "128kk"], "128kk"),
+    (["--max-position", "0"], "0"),
+    (["--max-position", "1"], "1"),
+    (["--head-dim", "7"], "7"),
+    (["--head-dim", "0"], "0"),
+    (["--head-dim", "-2"], "-2"),
+    (["--trials", "0"], "0"),
+    (["--base", "nan"], "nan"),
+    (["--base", "inf"], "inf"),
+    (["--base", "1"], "1"),
+    (["--tolerance", "nan"], "nan"),
+    (["--tolerance", "0"], "0"),
+    (["--layout", "diagonal"], "diagonal"),
+    (["--dtype", "float16"], "float16"),
+    (["--head-dim", "100000000"], "100000000"),
+    (["--head-dim", "16384", "--trials", "1"], "16384"),
+    (["--no-such-option"], "--no-such-option"),
+]
+
+
+@pytest.mark.parametrize(("args", "bad"), BAD_INPUTS, ids=[" ".join(a) for a, _ in BAD_INPUTS])
+def test_bad_input_is_one_error_line(args: list[str], bad: str) -> None:
+    result = invoke("verify", *args)
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert bad in lines[0]
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+@pytest.mark.parametrize("args", [["--head-dim", "100000000"], ["--head-dim", "16384", "--trials", "1"]])
+def test_too_big_names_gib(args: list[str]) -> None:
+    result = invoke("verify", *args)
+    assert result.exit_code == 2
+    assert "GiB" in result.stderr and "--head-dim" in result.stderr
+
+
+def test_version() -> None:
+    result = invoke("--version")
+    assert result.exit_code == 0
+    assert result.stdout.strip() == "posenc 0.1.0"
+
+
+def test_cli_import_is_light() -> None:
+    code = "import posenc_cli.cli, sys; print(sorted(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    modules = set(ast.literal_eval(out.stdout))
+    assert "posenc_cli.cli" in modules  # the probe really imported the CLI
+    for heavy in ("numpy", "matplotlib", "torch", "transformers"):
+        assert heavy not in modules, f"{heavy} is imported by posenc_cli.cli"
+
+
+def test_python_dash_m_verify() -> None:
+    out = subprocess.run([sys.executable, "-m", "posenc_cli", "verify", "--max-position", "4k"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "all checks passed" in out.stdout
+    assert out.stderr == ""

@@ -1,0 +1,404 @@
+"""`posenc inspect` through the real CLI on config.json shapes seen in the wild (written into tmp_path).
+
+Expected numbers come from the published formulas (float64 here; posenc computes in float32 like transformers,
+hence the 2e-6 relative tolerance).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from posenc_cli.cli import app
+
+RTOL = 2e-6
+TWO_PI = 2 * math.pi
+
+
+def run(*args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(app, list(args), input=input)
+
+
+def ok(result: Result) -> Result:
+    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr, result.exception)
+    assert "Traceback" not in result.stderr
+    return result
+
+
+def assert_usage_error(result: Result, *needles: str) -> str:
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error: "), lines[0]
+    assert "Traceback" not in result.stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+def write(tmp_path: Path, cfg: Any, name: str = "config.json") -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(cfg, indent=2))
+    return str(path)
+
+
+def inspect_json(path: str, *extra: str) -> dict[str, Any]:
+    return json.loads(ok(run("inspect", path, "--json", *extra)).stdout)
+
+
+def default_inv(theta: float, d: int) -> list[float]:
+    return [theta ** (-(2 * i) / d) for i in range(d // 2)]
+
+
+def assert_close(actual: list[float], expected: list[float], rtol: float = RTOL) -> None:
+    assert len(actual) == len(expected)
+    for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+        assert a == pytest.approx(e, rel=rtol), (i, a, e)
+
+
+LLAMA31: dict[str, Any] = {
+    "architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+    "max_position_embeddings": 131072, "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32,
+    "num_key_value_heads": 8, "rope_theta": 500000.0,
+    "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "vocab_size": 128256,
+}
+
+
+def llama3_expected(theta: float, d: int, s: float, lf: float, hf: float, original: int) -> list[float]:
+    out = []
+    for f in default_inv(theta, d):
+        wl = TWO_PI / f
+        if wl < original / hf:
+            out.append(f)
+        elif wl > original / lf:
+            out.append(f / s)
+        else:
+            smooth = (original / wl - lf) / (hf - lf)
+            out.append((1 - smooth) * f / s + smooth * f)
+    return out
+
+
+# ---------------------------------------------------------------- shapes of config.json
+
+def test_legacy_rope_scaling_llama31_json(tmp_path: Path) -> None:
+    r = inspect_json(write(tmp_path, LLAMA31))
+    assert r["family"] == "rope"
+    assert r["rope_type"] == "llama3"
+    assert r["rope_theta"] == 500000.0
+    assert r["rotary_dim"] == 128 and r["head_dim"] == 128
+    assert r["attention_factor"] == 1.0
+    assert len(r["inv_freq"]) == 64
+    assert_close(r["inv_freq"], llama3_expected(500000.0, 128, 8.0, 1.0, 4.0, 8192))
+    assert r["trained_context"] == 8192
+    assert r["extended_context"] == 131072
+    assert r["bands"] == {"kept": 29, "blended": 6, "divided": 29}
+    assert len(r["layers"]) == 1
+
+
+def test_llama31_human_output(tmp_path: Path) -> None:
+    result = ok(run("inspect", write(tmp_path, LLAMA31)))
+    out = result.stdout
+    assert "llama3" in out
+    assert "500000" in out
+    assert "29 kept" in out and "6 blended" in out and "29 divided" in out
+    assert "8,192" in out and "131,072" in out  # trained vs extended context
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(out)
+
+
+def test_v5_rope_parameters_theta_inside(tmp_path: Path) -> None:
+    cfg = {"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28, "max_position_embeddings": 131072,
+           "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768,
+                               "rope_theta": 1000000.0}}
+    r = inspect_json(write(tmp_path, cfg))
+    assert r["rope_type"] == "yarn"
+    assert r["rope_theta"] == 1e6
+    assert r["rotary_dim"] == 128
+    assert r["attention_factor"] == pytest.approx(0.1 * math.log(4.0) + 1, rel=1e-12)
+    assert r["logit_multiplier"] == pytest.approx(r["attention_factor"] ** 2, rel=1e-12)
+    # YaRN: high-frequency pairs untouched, low-frequency pairs divided by the factor
+    base = default_inv(1e6, 128)
+    assert r["inv_freq"][0] == pytest.approx(base[0], rel=RTOL)
+    assert r["inv_freq"][-1] == pytest.approx(base[-1] / 4.0, rel=RTOL)
+    assert r["trained_context"] == 32768 and r["extended_context"] == 131072
+
+
+def test_v5_theta_inside_wins_over_top_level(tmp_path: Path) -> None:
+    cfg = {"model_type": "llama", "hidden_size": 2048, "num_attention_heads": 16, "max_position_embeddings": 8192,
+           "rope_theta": 10000.0, "rope_parameters": {"rope_type": "default", "rope_theta": 250000.0}}
+    r = inspect_json(write(tmp_path, cfg))
+    assert r["rope_theta"] == 250000.0
+    assert_close(r["inv_freq"], default_inv(250000.0, 128))
+
+
+def test_legacy_rope_scaling_wins_over_rope_parameters(tmp_path: Path) -> None:
+    cfg = {"model_type": "llama", "hidden_size": 2048, "num_attention_heads": 16, "max_position_embeddings": 8192,
+           "rope_theta": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 2.0},
+           "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}
+    r = inspect_json(write(tmp_path, cfg))
+    assert r["rope_type"] == "linear"
+
+
+def test_type_instead_of_rope_type(tmp_path: Path) -> None:
+    cfg = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 8192,
+           "rope_theta": 10000.0, "rope_scaling": {"type": "linear", "factor": 2.0}}
+    r = inspect_json(write(tmp_path, cfg))
+    assert r["rope_type"] == "linear"
+    assert_close(r["inv_freq"], [f / 2.0 for f in default_inv(10000.0, 128)])
+    assert r["trained_context"] == 4096  # 8192 / factor 2
+
+
+def _phi3(rope_scaling: dict[str, Any], **top: Any) -> dict[str, Any]:
+    return {"model_type": "phi3", "hidden_size": 3072, "num_attention_heads": 32, "max_position_embeddings": 131072,
+            "rope_theta": 10000.0, "rope_scaling": rope_scaling, **top}
+
+
+SHORT = [1.0 + 0.01 * i for i in range(48)]
+LONG = [1.0 + 0.5 * i for i in range(48)]
+
+
+def test_legacy_su_is_longrope(tmp_path: Path) -> None:
+    cfg = _phi3({"type": "su", "short_factor": SHORT, "long_factor": LONG}, original_max_position_embeddings=4096)
+    r = inspect_json(write(tmp_path, cfg))
+    assert r["rope_type"] == "longrope"
+    assert r["rotary_dim"] == 96 and len(r["inv_freq"]) == 48
+    assert r["trained_context"] == 4096
+    assert_close(r["inv_freq"], [f / s for f, s in zip(default_inv(10000.0, 96), SHORT, strict=True)])
+    # no factor in the dict: transformers uses max_position_embeddings / original
+    assert r["attention_factor"] == pytest.approx(math.sqrt(1 + math.log(131072 / 4096) / math.log(4096)), rel=1e-12)
+
+
+def test_phi3_top_level_original_wins(tmp_path: Path) -> None:
+    cfg = _phi3({"type": "longrope", "short_factor": SHORT, "long_factor": LONG,
+                 "original_max_position_embeddings": 2048}, original_max_position_embeddings=4096)
+    path = write(tmp_path, cfg)
+    r = inspect_json(path)
+    assert r["trained_context"] == 4096
+    # 3000 is above the dict's 2048 but not above the top-level 4096: still the short factors
+    at3000 = inspect_json(path, "--seq-len", "3000")
+    assert_close(at3000["inv_freq"], [f / s for f, s in zip(default_inv(10000.0, 96), SHORT, strict=True)])
+    at5000 = inspect_json(path, "--seq-len", "5000")
+    assert_close(at5000["inv_freq"], [f / s for f, s in zip(default_inv(10000.0, 96), LONG, strict=True)])
+
+
+def test_longrope_switches_to_long_factors_above_original(tmp_path: Path) -> None:
+    cfg = _phi3({"rope_type": "longrope", "short_factor": SHORT, "long_factor": LONG},
+                original_max_position_embeddings=4096)
+    path = write(tmp_path, cfg)
+    at_start = inspect_json(path)
+    at_original = inspect_json(path, "--seq-len", "4096")
+    above = inspect_json(path, "--seq-len", "4097")
+    assert at_original["inv_freq"] == at_start["inv_freq"]  # L = L0 still short
+    assert above["inv_freq"] != at_start["inv_freq"]
+    assert_close(above["inv_freq"], [f / s for f, s in zip(default_inv(10000.0, 96), LONG, strict=True)])
+    assert above["attention_factor"] == at_start["attention_factor"]  # fixed at init in transformers
+    human = ok(run("inspect", path, "--seq-len", "128k")).stdout
+    assert "long factors" in human
+
+
+def test_head_dim_present_vs_derived(tmp_path: Path) -> None:
+    base = {"model_type": "qwen3", "hidden_size": 2048, "num_attention_heads": 32, "max_position_embeddings": 40960,
+            "rope_theta": 1000000.0, "rope_scaling": None}
+    derived = inspect_json(write(tmp_path, base, "derived.json"))
+    assert derived["head_dim"] == 64 and derived["rotary_dim"] == 64
+    assert_close(derived["inv_freq"], default_inv(1e6, 64))
+    explicit = inspect_json(write(tmp_path, {**base, "head_dim": 128}, "explicit.json"))
+    assert explicit["head_dim"] == 128 and explicit["rotary_dim"] == 128
+    assert_close(explicit["inv_freq"], default_inv(1e6, 128))
+
+
+@pytest.mark.parametrize("where", ["top", "inside"])
+def test_partial_rotary_factor(tmp_path: Path, where: str) -> None:
+    cfg: dict[str, Any] = {"model_type": "phi", "hidden_size": 2560, "num_attention_heads": 32,
+                           "max_position_embeddings": 2048}
+    if where == "top":
+        cfg.update(rope_theta=10000.0, partial_rotary_factor=0.4)
+    else:
+        cfg["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.4}
+    r = inspect_json(write(tmp_path, cfg))
+    assert r["head_dim"] == 80
+    assert r["rotary_dim"] == 32
+    assert len(r["inv_freq"]) == 16
+    assert_close(r["inv_freq"], default_inv(10000.0, 32))  # exponent over the rotary dim, not head_dim
+
+
+def test_gpt_neox_rotary_pct(tmp_path: Path) -> None:
+    cfg = {"model_type": "gpt_neox", "hidden_size": 2048, "num_attention_heads": 16, "max_position_embeddings": 2048,
+           "rotary_pct": 0.25, "rotary_emb_base": 10000}
+    r = inspect_json(write(tmp_path, cfg))
+    assert r["rotary_dim"] == 32
+    assert r["rope_theta"] == 10000.0
+
+
+def test_nested_per_layer_types(tmp_path: Path) -> None:
+    cfg = {"model_type": "gemma3_text", "hidden_size": 2560, "num_attention_heads": 8, "head_dim": 256,
+           "max_position_embeddings": 131072,
+           "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+                               "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}}
+    path = write(tmp_path, cfg)
+    r = inspect_json(path)
+    layers = {layer["layer"]: layer for layer in r["layers"]}
+    assert set(layers) == {"full_attention", "sliding_attention"}
+    full, sliding = layers["full_attention"], layers["sliding_attention"]
+    assert full["rope_type"] == "linear" and full["rope_theta"] == 1e6
+    assert sliding["rope_type"] == "default" and sliding["rope_theta"] == 1e4
+    assert_close(full["inv_freq"], [f / 8.0 for f in default_inv(1e6, 256)])
+    assert_close(sliding["inv_freq"], default_inv(1e4, 256))
+    human = ok(run("inspect", path)).stdout
+    assert "full_attention" in human and "sliding_attention" in human
+
+
+def test_json_required_fields(tmp_path: Path) -> None:
+    r = inspect_json(write(tmp_path, LLAMA31))
+    for key in ("rope_type", "rope_theta", "rotary_dim", "inv_freq", "attention_factor"):
+        assert key in r
+    assert all(isinstance(v, float) for v in r["inv_freq"])
+    assert isinstance(r["rope_theta"], float) and isinstance(r["attention_factor"], float)
+    assert isinstance(r["rotary_dim"], int)
+
+
+def test_yarn_mscale_pair_and_explicit_attention_factor(tmp_path: Path) -> None:
+    ds = {"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128, "qk_rope_head_dim": 64,
+          "max_position_embeddings": 163840, "rope_theta": 10000,
+          "rope_scaling": {"type": "yarn", "factor": 40, "beta_fast": 32, "beta_slow": 1, "mscale": 1.0,
+                           "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096}}
+    r = inspect_json(write(tmp_path, ds, "ds.json"))
+    assert r["rope_type"] == "yarn" and r["rotary_dim"] == 64
+    assert r["attention_factor"] == pytest.approx(1.0, rel=1e-12)  # mscale / mscale_all_dim cancel
+    explicit = {**ds, "rope_scaling": {**ds["rope_scaling"], "attention_factor": 1.25}}
+    assert inspect_json(write(tmp_path, explicit, "explicit.json"))["attention_factor"] == 1.25
+
+
+# ---------------------------------------------------------------- length-dependent methods
+
+def _dynamic_cfg() -> dict[str, Any]:
+    return {"model_type": "llama", "hidden_size": 2048, "num_attention_heads": 32, "max_position_embeddings": 4096,
+            "rope_theta": 10000.0, "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}
+
+
+@pytest.mark.parametrize("seq_len", [8192, 16384, 100000])
+def test_dynamic_grows_theta_above_max(tmp_path: Path, seq_len: int) -> None:
+    path = write(tmp_path, _dynamic_cfg())
+    theta, s, lmax, d = 10000.0, 2.0, 4096, 64
+    expected_theta = theta * ((s * seq_len / lmax) - (s - 1)) ** (d / (d - 2))
+    r = inspect_json(path, "--seq-len", str(seq_len))
+    assert r["details"]["effective_theta"] == pytest.approx(expected_theta, rel=1e-12)
+    assert expected_theta > theta
+    assert_close(r["inv_freq"], default_inv(expected_theta, d))
+    assert r["inv_freq"][-1] < default_inv(theta, d)[-1]  # lower frequencies than the trained base
+
+
+def test_dynamic_below_max_is_unchanged(tmp_path: Path) -> None:
+    path = write(tmp_path, _dynamic_cfg())
+    at_init = inspect_json(path)
+    below = inspect_json(path, "--seq-len", "2k")
+    assert below["inv_freq"] == at_init["inv_freq"]
+    assert_close(below["inv_freq"], default_inv(10000.0, 64))
+    assert below["details"]["effective_theta"] == 10000.0
+
+
+def test_dynamic_human_output_mentions_effective_theta(tmp_path: Path) -> None:
+    out = ok(run("inspect", write(tmp_path, _dynamic_cfg()), "--seq-len", "16k")).stdout
+    assert "effective theta" in out
+    expected = 10000.0 * ((2.0 * 16384 / 4096) - 1.0) ** (64 / 62)
+    assert f"{expected:,.1f}" in out
+
+
+# ---------------------------------------------------------------- stdin
+
+def test_stdin(tmp_path: Path) -> None:
+    from_file = inspect_json(write(tmp_path, LLAMA31))
+    result = ok(run("inspect", "-", "--json", input=json.dumps(LLAMA31)))
+    assert json.loads(result.stdout) == from_file
+
+
+def test_stdin_malformed() -> None:
+    assert_usage_error(run("inspect", "-", input="{not json"), "stdin", "JSON")
+
+
+# ---------------------------------------------------------------- models without RoPE
+
+def alibi_slopes_pow2(n: int) -> list[float]:
+    return [2 ** (-8 * (h + 1) / n) for h in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("cfg", "heads"),
+    [
+        ({"model_type": "bloom", "n_head": 16, "hidden_size": 1024, "n_layer": 24}, 16),
+        ({"model_type": "mpt", "n_heads": 32, "d_model": 4096, "max_seq_len": 2048,
+          "attn_config": {"alibi": True, "alibi_bias_max": 8}}, 32),
+    ],
+    ids=["bloom", "mpt"],
+)
+def test_alibi_models(tmp_path: Path, cfg: dict[str, Any], heads: int) -> None:
+    path = write(tmp_path, cfg)
+    r = inspect_json(path)
+    assert r["family"] == "alibi"
+    assert r["num_heads"] == heads
+    assert_close(r["alibi_slopes"], alibi_slopes_pow2(heads), rtol=1e-12)
+    assert "inv_freq" not in r
+    human = ok(run("inspect", path))
+    assert "alibi" in human.stdout.lower()
+    assert "slope" in human.stdout.lower()
+
+
+def test_alibi_non_power_of_two_heads(tmp_path: Path) -> None:
+    r = inspect_json(write(tmp_path, {"model_type": "bloom", "n_head": 6, "hidden_size": 768}))
+    assert_close(r["alibi_slopes"], [0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125], rtol=1e-12)
+
+
+def test_mpt_without_alibi_is_not_alibi(tmp_path: Path) -> None:
+    cfg = {"model_type": "mpt", "n_heads": 32, "d_model": 4096, "max_seq_len": 2048, "attn_config": {"alibi": False}}
+    r = inspect_json(write(tmp_path, cfg))
+    assert r["family"] != "alibi"
+
+
+def test_learned_gpt2(tmp_path: Path) -> None:
+    path = write(tmp_path, {"model_type": "gpt2", "n_head": 12, "n_embd": 768, "n_positions": 1024, "n_layer": 12})
+    r = inspect_json(path)
+    assert r["family"] == "learned"
+    assert r["max_position_embeddings"] == 1024
+    human = ok(run("inspect", path)).stdout
+    assert "learned" in human
+    assert "1024" in human
+
+
+# ---------------------------------------------------------------- bad input
+
+def test_missing_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.json"
+    assert_usage_error(run("inspect", str(missing)), str(missing))
+
+
+def test_directory(tmp_path: Path) -> None:
+    assert_usage_error(run("inspect", str(tmp_path)), str(tmp_path), "directory")
+
+
+def test_malformed_json(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text('{"model_type": "llama",\n "rope_theta": }')
+    assert_usage_error(run("inspect", str(path)), str(path), "JSON", "line 2")
+
+
+def test_json_array(tmp_path: Path) -> None:
+    path = write(tmp_path, [LLAMA31])
+    assert_usage_error(run("inspect", path), path, "object")
+
+
+def test_bad_seq_len(tmp_path: Path) -> None:
+    assert_usage_error(run("inspect", write(tmp_path, LLAMA31), "--seq-len", "abc"), "--seq-len", "abc")
+
+
+def test_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_bytes(b"\xff\xfe\x00{")
+    assert_usage_error(run("inspect", str(path)), str(path))
