@@ -51,7 +51,8 @@ class PosencGroup(TyperGroup):
 
 def _fail(message: str, code: int) -> None:
     first = " ".join(message.split())  # one line, always
-    sys.stderr.write(f"error: {first}\n")
+    if first:  # a bare `posenc` raises an empty usage error after printing the help
+        sys.stderr.write(f"error: {first}\n")
     sys.stderr.flush()
     sys.exit(code)
 
@@ -258,7 +259,7 @@ def scale(
 
 def _scale_facts(cfg: dict[str, Any], path: str) -> dict[str, Any]:
     """theta, head dim, partial rotary factor and the trained length from a model config."""
-    from posenc_cli.config import describe
+    from posenc_cli.config import describe, trained_context
 
     model = describe(cfg)
     if model.family != "rope":
@@ -272,12 +273,11 @@ def _scale_facts(cfg: dict[str, Any], path: str) -> dict[str, Any]:
         facts["head_dim"] = model.head_dim
     if "partial_rotary_factor" in params:
         facts["prf"] = float(params["partial_rotary_factor"])
-    if params.get("original_max_position_embeddings") and params["rope_type"] != "default":
-        facts["original"] = int(params["original_max_position_embeddings"])
-        facts["notes"] = [f"note: {path} is already scaled ({params['rope_type']}); "
-                          f"using its original length {facts['original']}"]
-    elif model.max_position_embeddings:
-        facts["original"] = model.max_position_embeddings
+    if model.max_position_embeddings:
+        facts["original"] = trained_context(params, model.max_position_embeddings)[0]
+        if params["rope_type"] != "default":
+            facts["notes"] = [f"note: {path} is already scaled ({params['rope_type']}); "
+                              f"using its trained length {facts['original']}"]
     return facts
 
 
@@ -488,6 +488,26 @@ def rules_show(
     sys.stdout.write("\n".join(out) + "\n")
 
 
+from posenc_cli.plot_cli import plot_app  # noqa: E402
+
+app.add_typer(plot_app, name="plot")
+
+
+def _keep_only(name: str | None) -> None:
+    """Register only the command or group the user asked for.
+
+    Building every command's parameters costs typer about 12 ms per start; a run needs one. ``posenc``,
+    ``posenc --help`` and unknown names keep the full app, so help and "no such command" hints stay complete.
+    """
+    commands = [c for c in app.registered_commands
+                if (c.name or (c.callback.__name__ if c.callback else "")).replace("_", "-") == name]
+    groups = [g for g in app.registered_groups if g.name == name]
+    if commands or groups:
+        app.registered_commands = commands
+        app.registered_groups = groups
+
+
 def main() -> None:
     """Console-script entry point."""
+    _keep_only(sys.argv[1] if len(sys.argv) > 1 else None)
     app()

@@ -12,6 +12,7 @@ one by one.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Mapping
@@ -27,6 +28,38 @@ _ALIBI_TYPES = {"bloom", "mpt"}
 _LEARNED_TYPES = {"gpt2", "opt", "gpt_bigcode", "bert", "roberta", "distilbert", "xlm-roberta", "bart", "gpt_neo"}
 _ORIGINAL_FROM_TOP = {"yarn", "llama3", "longrope"}
 _LEGACY_TYPES = {"su": "longrope", "mrope": "default"}
+# keys the frequency functions read unconditionally, per rope_type (a missing one would be a KeyError)
+_REQUIRED = {
+    "linear": ("factor",),
+    "dynamic": ("factor",),
+    "yarn": ("original_max_position_embeddings",),
+    "longrope": ("short_factor", "long_factor", "original_max_position_embeddings"),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+}
+_NUMERIC = ("rope_theta", "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings",
+            "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "partial_rotary_factor")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_rope_params(params: Mapping[str, Any], where: str) -> None:
+    """One clear PosencError for a rope dict the frequency functions could not read (missing key, not a number)."""
+    rope_type = str(params.get("rope_type"))
+    for key in _REQUIRED.get(rope_type, ()):
+        if params.get(key) is None:
+            raise PosencError(f"{where}: rope_type {rope_type!r} needs {key!r}, which the config does not set")
+    for key in _NUMERIC:
+        value = params.get(key)
+        if value is not None and not _is_number(value):
+            raise PosencError(f"{where}: {key} = {value!r} is not a finite number")
+    for key in ("short_factor", "long_factor"):
+        values = params.get(key)
+        if values is not None and (not isinstance(values, list) or not all(_is_number(v) for v in values)):
+            raise PosencError(f"{where}: {key} must be a list of numbers")
+
+
 # model_type -> partial_rotary_factor its config class assumes when the file has none
 _DEFAULT_PARTIAL_ROTARY = {"phi": 0.5, "persimmon": 0.5, "stablelm": 0.25, "glm": 0.5, "glm4": 0.5, "glm4_moe": 0.5,
                            "nemotron": 0.5, "recurrent_gemma": 0.5, "qwen3_next": 0.25}
@@ -54,7 +87,12 @@ def load_json(path: str) -> dict[str, Any]:
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same folder and a rename.
+    """Write ``text`` (UTF-8) to ``path`` atomically; see :func:`atomic_write_bytes`."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temp file in the same folder and a rename.
 
     A failure at any point leaves ``path`` as it was (absent, or the old contents) and removes the temp file.
     """
@@ -66,8 +104,8 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
         raise PosencError(f"cannot write {target}: it is a directory")
     tmp = folder / f".{target.name}.posenc-{os.getpid()}.tmp"
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with open(tmp, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         if target.exists():
@@ -106,6 +144,10 @@ def _int_or_none(value: Any) -> int | None:
 
 def _head_dim(cfg: Mapping[str, Any]) -> int | None:
     model_type = str(cfg.get("model_type", ""))
+    for key in ("qk_rope_head_dim", "head_dim", "rotary_dim"):
+        value = cfg.get(key)
+        if value is not None and not (_is_number(value) and value == int(value)):
+            raise PosencError(f"{key} = {value!r} is not a whole number")
     if model_type.startswith("deepseek") and cfg.get("qk_rope_head_dim"):
         return int(cfg["qk_rope_head_dim"])  # MLA: only this part of each head rotates
     if cfg.get("head_dim"):
@@ -136,6 +178,8 @@ def _resolve_flat(rp: Mapping[str, Any], cfg: Mapping[str, Any], model_type: str
         top = cfg.get("rope_theta", cfg.get("rotary_emb_base"))
         prf = cfg.get("partial_rotary_factor", cfg.get("rotary_pct", _DEFAULT_PARTIAL_ROTARY.get(model_type)))
     if "rope_theta" not in out:
+        if top is not None and not _is_number(top):
+            raise PosencError(f"rope_theta = {top!r} is not a finite number")
         out["rope_theta"] = float(top) if top is not None else _DEFAULT_THETA.get(model_type, 10000.0)
     if prf is not None:
         out.setdefault("partial_rotary_factor", prf)
@@ -178,9 +222,9 @@ def describe(cfg: Mapping[str, Any]) -> ModelPositions:
         cfg = {**cfg, "partial_rotary_factor": int(cfg["rotary_dim"]) / head_dim}
     legacy = cfg.get("rope_scaling")
     rp = legacy if legacy else cfg.get("rope_parameters")
-    rp = dict(rp) if isinstance(rp, dict) else {}
     if rp and not isinstance(rp, dict):
-        raise PosencError("rope_scaling / rope_parameters must be a JSON object")
+        raise PosencError(f"rope_scaling / rope_parameters must be a JSON object, got {rp!r}")
+    rp = dict(rp) if rp else {}
     layers: list[LayerRope] = []
     top_level: dict[str, Any] | None = None
     if _is_nested(rp):
@@ -189,6 +233,8 @@ def describe(cfg: Mapping[str, Any]) -> ModelPositions:
     else:
         top_level = _resolve_flat(rp, cfg, mt)
         layers.append(LayerRope("all layers", top_level))
+    for layer in layers:
+        check_rope_params(layer.params, "rope parameters" if layer.name == "all layers" else layer.name)
     return ModelPositions("rope", model_type, max_pos, head_dim, layers, top_level, heads)
 
 
@@ -222,3 +268,19 @@ def load_json_value(path: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise PosencError(f"{p}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+
+
+def trained_context(params: Mapping[str, Any], max_pos: int) -> tuple[int, int | None, str]:
+    """(trained length, extended length or None when unbounded, how they were read) for one resolved rope dict.
+
+    yarn/llama3/longrope name the trained length; linear is assumed to extend ``max_position_embeddings`` by its
+    factor; dynamic NTK treats ``max_position_embeddings`` as trained and grows past it without a bound.
+    """
+    rope_type = params.get("rope_type", "default")
+    if rope_type in _ORIGINAL_FROM_TOP:
+        return int(params["original_max_position_embeddings"]), max_pos, "original_max_position_embeddings"
+    if rope_type == "linear":
+        return int(max_pos / float(params["factor"])), max_pos, "max_position_embeddings / factor (assumed)"
+    if rope_type == "dynamic":
+        return max_pos, None, "dynamic NTK grows the base past max_position_embeddings"
+    return max_pos, max_pos, "max_position_embeddings"

@@ -96,19 +96,32 @@ def sinusoidal(
     return pe
 
 
+def float32_power(base: float, exponent: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """``base ** exponent`` for a float32 exponent, rounded once, as torch computes a Python float to a float32
+    tensor's power.
+
+    torch casts ``base`` to float32 and returns the (almost always) correctly rounded power; numpy's float32
+    ``power`` is one ulp off for about a fifth of the entries, so the power is taken in float64 and rounded once.
+    """
+    out: npt.NDArray[np.float32] = (np.float64(np.float32(base)) ** exponent.astype(np.float64)).astype(np.float32)
+    return out
+
+
 def rope_inv_freq(rotary_dim: int, base: float = 10000.0, dtype: npt.DTypeLike = np.float64) -> FloatArray:
     """RoPE inverse frequencies ``base ** (-2i / rotary_dim)``, shape ``(rotary_dim // 2,)``.
 
-    With ``dtype=np.float32`` the arithmetic follows transformers step by step (exponent and power in float32,
-    then ``1 / x``), so the result matches ``compute_default_rope_parameters`` to the last bit or one ulp.
+    With ``dtype=np.float32`` the arithmetic follows transformers step by step (exponent in float32, the power
+    rounded once to float32, then ``1 / x``), so the result matches ``compute_default_rope_parameters`` to float32
+    precision; float64 is the exact formula.
     """
     d = _positive_int(rotary_dim, "rotary_dim")
     if d % 2:
         raise PosencError(f"rotary_dim must be even (features rotate in pairs), got {d}")
     base = _check_base(base)
     dt = _float_dtype(dtype)
-    exponent = np.arange(0, d, 2, dtype=dt) / dt.type(d)
-    inv: FloatArray = (dt.type(1.0) / (dt.type(base) ** exponent)).astype(dt)
+    exponent = np.arange(0, d, 2, dtype=np.int64).astype(dt) / dt.type(d)
+    power = float32_power(base, exponent) if dt == np.float32 else base**exponent
+    inv: FloatArray = (dt.type(1.0) / power).astype(dt)
     return inv
 
 

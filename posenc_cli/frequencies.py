@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from posenc_cli.encodings import float32_power, rope_inv_freq
 from posenc_cli.errors import PosencError
 
 F32 = np.float32
@@ -76,15 +77,18 @@ class Frequencies:
         return 2 * math.pi / self.inv_freq.astype(np.float64)
 
 
+def rdiv32(scalar: float, values: Array32) -> Array32:
+    """``scalar / tensor`` as torch evaluates it (``tensor.reciprocal() * scalar``: two float32 roundings)."""
+    out: Array32 = ((F32(1.0) / values).astype(F32) * F32(scalar)).astype(F32)
+    return out
+
+
 def default_inv_freq(base: float, dim: int) -> Array32:
     """``1 / base ** (arange(0, dim, 2) / dim)`` in float32, as transformers computes it."""
-    if dim < 2 or dim % 2:
-        raise PosencError(f"the rotary dimension must be a positive even number, got {dim}")
-    if not math.isfinite(base) or base <= 1:
-        raise PosencError(f"rope_theta must be a finite number greater than 1, got {base}")
-    exponent = np.arange(0, dim, 2, dtype=np.int64).astype(F32) / F32(dim)
-    out: Array32 = (F32(1.0) / (F32(base) ** exponent)).astype(F32)
-    return out
+    try:
+        return rope_inv_freq(dim, base, dtype=F32).astype(F32)
+    except PosencError as exc:
+        raise PosencError(f"rope_theta {base!r} / rotary dim {dim!r}: {exc}") from None
 
 
 def _default(spec: RopeSpec, seq_len: int | None) -> Frequencies:
@@ -159,7 +163,7 @@ def _yarn(spec: RopeSpec, seq_len: int | None, truncate_source: Mapping[str, Any
     # transformers reads `truncate` from the top-level rope_parameters even for per-layer dicts
     truncate = bool((truncate_source if truncate_source is not None else p).get("truncate", True))
     low, high = yarn_correction_range(beta_fast, beta_slow, dim, base, original, truncate)
-    pos_freqs = F32(base) ** (np.arange(0, dim, 2).astype(F32) / F32(dim))
+    pos_freqs = float32_power(base, np.arange(0, dim, 2).astype(F32) / F32(dim))
     extrapolation = F32(1.0) / pos_freqs
     interpolation = F32(1.0) / (F32(factor) * pos_freqs)
     ramp_high = high + 0.001 if low == high else high
@@ -192,7 +196,7 @@ def _longrope(spec: RopeSpec, seq_len: int | None) -> Frequencies:
     if ext.shape != (dim // 2,):
         raise PosencError(f"longrope factor lists must have rotary_dim/2 = {dim // 2} entries, got {ext.shape[0]}")
     shape = np.arange(0, dim, 2, dtype=np.int64).astype(F32) / F32(dim)
-    inv = (F32(1.0) / (ext * F32(base) ** shape)).astype(F32)
+    inv = (F32(1.0) / (ext * float32_power(base, shape))).astype(F32)
     which = "long" if use_long else "short"
     return Frequencies(inv, attention, default_inv_freq(base, dim), [f"{which} factor"] * inv.size,
                        {"factors_used": which, "switch_above": original})
@@ -206,9 +210,9 @@ def _llama3(spec: RopeSpec, seq_len: int | None) -> Frequencies:
     original = p["original_max_position_embeddings"]
     low_wavelen = original / low_ff
     high_wavelen = original / high_ff
-    wavelen = (F32(2 * math.pi) / inv).astype(F32)
+    wavelen = rdiv32(2 * math.pi, inv)
     divided = np.where(wavelen > low_wavelen, inv / F32(factor), inv).astype(F32)
-    smooth = ((F32(original) / wavelen - F32(low_ff)) / F32(high_ff - low_ff)).astype(F32)
+    smooth = ((rdiv32(original, wavelen) - F32(low_ff)) / F32(high_ff - low_ff)).astype(F32)
     smoothed = ((F32(1) - smooth) * divided / F32(factor) + smooth * divided).astype(F32)
     medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
     out = np.where(medium, smoothed, divided).astype(F32)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from posenc_cli.config import LayerRope, ModelPositions
+from posenc_cli.config import LayerRope, ModelPositions, trained_context
 from posenc_cli.errors import PosencError
 from posenc_cli.frequencies import RopeSpec, compute
 
@@ -22,24 +22,13 @@ def spec_for(model: ModelPositions, layer: LayerRope) -> RopeSpec:
     return RopeSpec(layer.params, model.head_dim, model.max_position_embeddings)
 
 
-def _contexts(rope_type: str, params: dict[str, Any], max_pos: int) -> tuple[int, int | None, str]:
-    """(trained length, extended length or None for unbounded, how the two were read)."""
-    if rope_type in ("yarn", "llama3", "longrope"):
-        return int(params["original_max_position_embeddings"]), max_pos, "original_max_position_embeddings"
-    if rope_type == "linear":
-        return int(max_pos / float(params["factor"])), max_pos, "max_position_embeddings / factor (assumed)"
-    if rope_type == "dynamic":
-        return max_pos, None, "dynamic NTK grows the base past max_position_embeddings"
-    return max_pos, max_pos, "max_position_embeddings"
-
-
 def layer_report(model: ModelPositions, layer: LayerRope, seq_len: int | None) -> dict[str, Any]:
     """Numbers for one rope dict, at sequence length ``seq_len`` (None: as the model starts)."""
     spec = spec_for(model, layer)
     top = model.top_level if len(model.layers) > 1 else None
     freqs = compute(spec, seq_len, top_level=top)
     wl = freqs.wavelengths
-    trained, extended, basis = _contexts(spec.rope_type, dict(layer.params), spec.max_position_embeddings)
+    trained, extended, basis = trained_context(layer.params, spec.max_position_embeddings)
     out: dict[str, Any] = {
         "layer": layer.name,
         "rope_type": spec.rope_type,

@@ -5,12 +5,13 @@ Any config block in the answer comes from :mod:`posenc_cli.scaling`, the code be
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from posenc_cli import scaling
-from posenc_cli.config import describe, load_json
+from posenc_cli.config import describe, load_json, trained_context
 from posenc_cli.errors import PosencError
 from posenc_cli.rules import Rule, RuleSet, Trace, decide, extension_factor, load_rules, render
 from posenc_cli.slopes import alibi_slope_list
@@ -60,9 +61,8 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None]:
             facts["model_rope_type"] = params["rope_type"]
             theta = theta or float(params["rope_theta"])
             prf = params.get("partial_rotary_factor")
-            if trained is None:
-                scaled = params["rope_type"] != "default" and params.get("original_max_position_embeddings")
-                trained = int(params["original_max_position_embeddings"]) if scaled else model.max_position_embeddings
+            if trained is None and model.max_position_embeddings:
+                trained = trained_context(params, model.max_position_embeddings)[0]
         elif trained is None:
             trained = model.max_position_embeddings
     facts["trained_ctx"] = trained if trained is not None else inp.ctx
@@ -76,7 +76,8 @@ def _test_line(item: dict[str, Any], facts: dict[str, Any]) -> str:
     (kind, spec), = item.items()
     if kind == "niah":
         n = int(facts[spec["length"]])
-        return (f"needle-in-a-haystack at {format_length(n)} ({n:,} tokens, the full deployed length), needles at "
+        label = ", the full target length" if spec["length"] == "ctx" else ""
+        return (f"needle-in-a-haystack at {format_length(n)} ({n:,} tokens{label}), needles at "
                 f"every depth: pass rate >= {spec['pass_rate']:.0%}")
     if kind == "perplexity":
         n, base = int(facts[spec["length"]]), int(facts[spec["baseline"]])
@@ -120,6 +121,17 @@ def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: fl
     }
 
 
+def _hyper_value(value: Any, facts: dict[str, Any]) -> Any:
+    """A lone ``{fact}`` keeps the fact's number (so JSON gets 1000000, not "1e+06"); other text is rendered."""
+    if not isinstance(value, str):
+        return value
+    match = re.fullmatch(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", value)
+    if match and isinstance(facts.get(match.group(1)), (int, float)) and not isinstance(facts[match.group(1)], bool):
+        number = facts[match.group(1)]
+        return int(number) if float(number).is_integer() else number
+    return render(value, facts)
+
+
 @dataclass
 class PickResult:
     answer: dict[str, Any]
@@ -134,8 +146,7 @@ def pick(inp: PickInputs) -> PickResult:
     facts = rules.facts(facts)
     facts["alibi_slopes"] = ", ".join(f"{s:.6g}" for s in alibi_slope_list(int(facts["heads"])))
     rule, traces = decide(rules, facts)
-    hyper = {k: (render(v, facts) if isinstance(v, str) else v) for k, v in
-             (rule.body.get("hyperparameters") or {}).items()}
+    hyper = {k: _hyper_value(v, facts) for k, v in (rule.body.get("hyperparameters") or {}).items()}
     extension = _extension(rule, facts, hyper, prf)
     inputs = {k: facts[k] for k in ("ctx", "trained_ctx", "extrapolation", "budget", "existing", "model_encoding",
                                     "model_rope_type", "head_dim", "heads", "theta")}

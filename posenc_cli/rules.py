@@ -1,7 +1,8 @@
 """The decision-rule engine behind ``posenc pick`` (stdlib + PyYAML; no numpy).
 
-A rules file is data, read with ``yaml.safe_load`` and checked strictly (unknown keys, facts, operators and
-template names are errors). Schema, in short (``rules/schema.json`` has the machine-readable form)::
+A rules file is data, read with PyYAML's safe loader (``yaml.safe_load`` semantics, libyaml when available) and
+checked strictly (unknown keys, facts, operators and template names are errors). Schema, in short
+(``rules/schema.json`` has the machine-readable form)::
 
     version: 1
     derived:                      # facts computed from other facts, in order
@@ -28,11 +29,11 @@ says; evaluation then continues with the next rule.
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,8 @@ REQUIRED_RULE_KEYS = {"id", "when", "encoding", "reason", "test_plan", "fallback
 CONDITION_KEYS = {"fact", "op", "value"}
 EXTENSION_KEYS = {"method", "factor", "fine_tune", "tokens", "note"}
 TEST_KINDS = {"niah": {"length", "pass_rate"}, "perplexity": {"length", "baseline", "margin"}, "text": None}
-EXTENSION_METHODS = ("linear", "ntk", "dynamic", "yarn", "longrope", "llama3")
+# longrope is left out: its per-pair factor lists come from a search, not from a rules file
+EXTENSION_METHODS = ("linear", "ntk", "dynamic", "yarn", "llama3")
 LONG_CONTEXT = 32768  # from here on a recommendation counts as long-context for the NIAH guard
 _TEMPLATE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([^{}]*))?\}")
 _SPEC = re.compile(r"^(len|tokens|[,_]?(\.\d+)?[gfe%]?)$")
@@ -123,37 +125,57 @@ class RuleSet:
         """Input facts plus the derived ones, computed in file order."""
         facts = dict(inputs)
         for name, (how, args) in self.derived.items():
-            values = [facts[a] if isinstance(a, str) else a for a in args]
-            facts[name] = DERIVATIONS[how]([float(v) for v in values])
+            values = [float(facts[a] if isinstance(a, str) else a) for a in args]
+            if how == "ratio" and values[1] == 0:
+                raise RulesError(f"{self.source}: derived fact {name!r} = ratio({args[0]}, {args[1]}) divides by "
+                                 "zero for these inputs")
+            facts[name] = DERIVATIONS[how](values)
         return facts
 
 
 def default_rules_path() -> Path:
     """``default.yaml`` from the installed package (the wheel's ``posenc_cli/rules``), or the source tree."""
-    packaged = resources.files("posenc_cli") / "rules" / "default.yaml"
+    from importlib import resources  # only when the shipped policy is used
+
+    packaged = resources.files("posenc_cli").joinpath("rules", "default.yaml")
     if packaged.is_file():
         return Path(str(packaged))
+    # a source checkout (editable install): rules/ sits next to the package
     return Path(__file__).resolve().parent.parent / "rules" / "default.yaml"
 
 
-def _rule_lines(text: str) -> list[int | None]:
-    """1-based line of each entry under ``rules:``, from YAML's node marks."""
+#: The safe loader (no tags beyond plain YAML, so no Python objects); libyaml's C version when PyYAML has it.
+SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _safe_load_with_node(text: str) -> tuple[Any, yaml.Node | None]:
+    """``yaml.safe_load(text)`` plus the composed node tree (for line numbers), parsing the text once."""
+    loader = SAFE_LOADER(text)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return []
+        root = loader.get_single_node()
+        return (loader.construct_document(root) if root is not None else None), root
+    finally:
+        loader.dispose()
+
+
+def _node_lines(root: yaml.Node | None) -> tuple[dict[Any, int], list[int | None]]:
+    """1-based lines of the top-level keys and of each entry under ``rules:``, from YAML's node marks."""
     if not isinstance(root, yaml.MappingNode):
-        return []
+        return {}, []
+    keys: dict[Any, int] = {}
+    rules: list[int | None] = []
     for key, value in root.value:
+        keys.setdefault(key.value, key.start_mark.line + 1)
         if key.value == "rules" and isinstance(value, yaml.SequenceNode):
-            return [item.start_mark.line + 1 for item in value.value]
-    return []
+            rules = [item.start_mark.line + 1 for item in value.value]
+    return keys, rules
 
 
 def load_rules(path: str | Path | None = None) -> RuleSet:
     """Read and validate a rules file (default: the shipped policy). Raises :class:`RulesError`."""
     p = Path(path) if path is not None else default_rules_path()
-    label = str(p)
+    # the shipped file's absolute path says nothing useful and differs per install
+    label = str(p) if path is not None else "default.yaml (shipped)"
     if p.is_dir():
         raise RulesError(f"{label} is a directory, not a rules file")
     try:
@@ -167,13 +189,12 @@ def load_rules(path: str | Path | None = None) -> RuleSet:
 
 def parse_rules(text: str, label: str = "<rules>") -> RuleSet:
     try:
-        data = yaml.safe_load(text)
+        data, root = _safe_load_with_node(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise RulesError(f"{label}:{where} YAML syntax error: {problem}") from None
-    return _validate(data, label, _rule_lines(text), text)
+        raise _fail(label, mark.line + 1 if mark is not None else None, None, f"YAML error: {problem}") from None
+    return _validate(data, label, *_node_lines(root))
 
 
 def _fail(label: str, line: int | None, rule: str | None, message: str) -> RulesError:
@@ -182,7 +203,8 @@ def _fail(label: str, line: int | None, rule: str | None, message: str) -> Rules
     return RulesError(f"{where}:{who} {message}")
 
 
-def _check_template(text: Any, known: set[str], fail: Callable[[str], RulesError], where: str) -> None:
+def _check_template(text: Any, known: dict[str, type], fail: Callable[[str], RulesError], where: str) -> None:
+    """``known`` maps each fact a template may use to its type (``str`` for text)."""
     if not isinstance(text, str):
         return
     for match in _TEMPLATE.finditer(text):
@@ -191,19 +213,26 @@ def _check_template(text: Any, known: set[str], fail: Callable[[str], RulesError
             raise fail(f"{where}: template {{{name}}} references no known fact; known: {', '.join(sorted(known))}")
         if spec is not None and not _SPEC.match(spec):
             raise fail(f"{where}: template format {spec!r} is not allowed; use len, tokens or e.g. .3g")
+        if spec and known[name] is str:
+            raise fail(f"{where}: template {{{name}:{spec}}} formats text as a number; write {{{name}}}")
 
 
-def _validate(data: Any, label: str, lines: list[int | None], text: str) -> RuleSet:
+def _validate(data: Any, label: str, key_lines: dict[Any, int], lines: list[int | None]) -> RuleSet:
     if not isinstance(data, dict):
         raise _fail(label, None, None, "the file must be a mapping with version, derived and rules")
     unknown = set(data) - TOP_KEYS
     if unknown:
-        raise _fail(label, None, None, f"unknown key(s) {sorted(unknown)}; allowed: {sorted(TOP_KEYS)}")
+        first = min(unknown, key=lambda k: key_lines.get(str(k), 0))
+        raise _fail(label, key_lines.get(str(first)), None,
+                    f"unknown key(s) {sorted(map(str, unknown))}; allowed: {sorted(TOP_KEYS)}")
     if data.get("version") != 1:
-        raise _fail(label, None, None, f"version must be 1, got {data.get('version')!r}")
+        raise _fail(label, key_lines.get("version"), None, f"version must be 1, got {data.get('version')!r}")
     fact_types: dict[str, type] = dict(INPUT_FACTS)
     derived: dict[str, tuple[str, list[Any]]] = {}
-    for name, spec in (data.get("derived") or {}).items():
+    raw_derived = data.get("derived") or {}
+    if not isinstance(raw_derived, dict):
+        raise _fail(label, None, None, "derived must be a mapping of name: {ratio|product|min|max: [a, b]}")
+    for name, spec in raw_derived.items():
         if not isinstance(spec, dict) or len(spec) != 1:
             raise _fail(label, None, None, f"derived fact {name!r} must be one of {sorted(DERIVATIONS)}: [a, b]")
         (how, args), = spec.items()
@@ -224,7 +253,7 @@ def _validate(data: Any, label: str, lines: list[int | None], text: str) -> Rule
     raw_rules = data.get("rules")
     if not isinstance(raw_rules, list) or not raw_rules:
         raise _fail(label, None, None, "rules must be a non-empty list")
-    known_templates = set(fact_types) | TEXT_FACTS
+    known_templates: dict[str, type] = {**fact_types, **dict.fromkeys(TEXT_FACTS, str)}
     rules: list[Rule] = []
     seen: set[str] = set()
     for index, raw in enumerate(raw_rules):
@@ -254,6 +283,8 @@ def _validate(data: Any, label: str, lines: list[int | None], text: str) -> Rule
             if not isinstance(cond, dict) or set(cond) != CONDITION_KEYS:
                 raise fail(f"condition {cond!r} must have exactly the keys fact, op, value")
             fact, op, value = cond["fact"], cond["op"], cond["value"]
+            if not isinstance(fact, str) or not isinstance(op, str):
+                raise fail(f"condition {cond!r}: fact and op must be text")
             if fact not in fact_types:
                 raise fail(f"condition on unknown fact {fact!r}; known: {', '.join(sorted(fact_types))}")
             if op not in OPERATORS:
@@ -278,8 +309,8 @@ def _validate(data: Any, label: str, lines: list[int | None], text: str) -> Rule
         if not isinstance(hyper, dict):
             raise fail("hyperparameters must be a mapping")
         for k, v in hyper.items():
-            if not isinstance(v, (str, int, float, bool)):
-                raise fail(f"hyperparameters.{k} must be a number, text or boolean")
+            if not isinstance(v, (str, int, float, bool)) or (isinstance(v, float) and not math.isfinite(v)):
+                raise fail(f"hyperparameters.{k} must be a finite number, text or boolean, got {v!r}")
             _check_template(v, known_templates, fail, f"hyperparameters.{k}")
         ext = body.get("extension")
         if ext is not None:
@@ -288,6 +319,9 @@ def _validate(data: Any, label: str, lines: list[int | None], text: str) -> Rule
             unknown = set(ext) - EXTENSION_KEYS
             if unknown:
                 raise fail(f"extension: unknown key(s) {sorted(unknown)}; allowed: {sorted(EXTENSION_KEYS)}")
+            if ext.get("method") == "longrope":
+                raise fail("extension.method 'longrope' needs searched per-pair factor lists, which a rules file "
+                           "cannot supply; use `posenc scale longrope` and mention it in a note")
             if ext.get("method") not in EXTENSION_METHODS:
                 raise fail(f"extension.method {ext.get('method')!r} is not one of {', '.join(EXTENSION_METHODS)}")
             factor = ext.get("factor")
@@ -315,8 +349,12 @@ def _validate(data: Any, label: str, lines: list[int | None], text: str) -> Rule
             if not isinstance(spec, dict) or set(spec) != TEST_KINDS[kind]:
                 raise fail(f"test_plan {kind} needs exactly {sorted(TEST_KINDS[kind] or ())}")
             for key in ("length", "baseline"):
-                if key in spec and fact_types.get(spec[key]) not in (int, float):
+                if key in spec and (not isinstance(spec[key], str) or fact_types.get(spec[key]) not in (int, float)):
                     raise fail(f"test_plan {kind}.{key} {spec[key]!r} must name a numeric fact")
+            for key, high, allowed in (("pass_rate", 1.0, "from 0 to 1"), ("margin", float("inf"), ">= 0")):
+                v = spec.get(key, 0)
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= high:
+                    raise fail(f"test_plan {kind}.{key} must be a number {allowed}, got {v!r}")
         rules.append(Rule(rid, line, tuple(conditions), body))
     if rules[-1].when:
         raise _fail(label, rules[-1].line, rules[-1].id, "the last rule must be a catch-all with `when: []`")

@@ -347,6 +347,11 @@ def patch_config(config: dict[str, Any], req: ScaleRequest, fmt: str) -> dict[st
         new.pop("rope_theta", None)
     for key, value in update.items():
         new[key] = value
+    if fmt == "hf" and (str(new.get("model_type", "")).startswith("gpt_neox") or "rotary_emb_base" in new):
+        # GPT-NeoX configs read theta and the rotary fraction only from these legacy names
+        new["rotary_emb_base"] = update["rope_theta"]
+        if req.partial_rotary_factor is not None:
+            new["rotary_pct"] = req.partial_rotary_factor
     if "original_max_position_embeddings" in new:
         new["original_max_position_embeddings"] = req.original_max
     return new

@@ -402,3 +402,33 @@ def test_not_utf8(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
     path.write_bytes(b"\xff\xfe\x00{")
     assert_usage_error(run("inspect", str(path)), str(path))
+
+
+_LLAMA_BASE: dict[str, Any] = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
+                               "max_position_embeddings": 8192, "rope_theta": 10000.0}
+
+
+@pytest.mark.parametrize(
+    ("extra", "needles"),
+    [
+        ({"rope_scaling": {"rope_type": "linear"}}, ["linear", "factor"]),
+        ({"rope_scaling": {"rope_type": "dynamic"}}, ["dynamic", "factor"]),
+        ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, ["llama3", "low_freq_factor"]),
+        ({"rope_scaling": {"rope_type": "longrope", "short_factor": [1.0] * 64}}, ["longrope", "long_factor"]),
+        ({"rope_scaling": {"rope_type": "yarn", "factor": "x"}}, ["factor", "'x'"]),
+        ({"rope_theta": "abc"}, ["rope_theta", "'abc'"]),
+        ({"rope_scaling": {"rope_type": "longrope", "short_factor": [1, "a"], "long_factor": [1]}},
+         ["short_factor"]),
+        ({"head_dim": "abc"}, ["head_dim", "'abc'"]),
+        ({"partial_rotary_factor": "half"}, ["partial_rotary_factor", "'half'"]),
+        ({"rope_parameters": {"full_attention": {"rope_type": "linear"}, "sliding_attention": {}}},
+         ["full_attention", "factor"]),
+        ({"rope_scaling": {"rope_type": "ntk", "factor": 2.0}}, ["ntk"]),
+    ],
+    ids=["linear-no-factor", "dynamic-no-factor", "llama3-incomplete", "longrope-no-long", "factor-string",
+         "theta-string", "factor-list-string", "head-dim-string", "prf-string", "nested-incomplete",
+         "unknown-rope-type"],
+)
+def test_malformed_rope_parameters_are_one_line_errors(tmp_path: Path, extra: dict[str, Any],
+                                                       needles: list[str]) -> None:
+    assert_usage_error(run("inspect", write(tmp_path, {**_LLAMA_BASE, **extra}), "--json"), *needles)

@@ -715,3 +715,11 @@ def test_error_after_reading_an_already_scaled_config_is_one_line(tmp_path: Path
     cfg = tmp_path / "config.json"
     _write(cfg, LLAMA31)
     assert_usage_error(run("scale", "yarn", "--config", str(cfg), "--factor", "0.5"), "0.5")
+
+
+def test_config_with_malformed_rope_parameters(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.json"
+    raw = _write(cfg, {**QWEN_LIKE, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}})
+    assert_usage_error(run("scale", "yarn", "--config", str(cfg), "--factor", "2", "--in-place"),
+                       "low_freq_factor")
+    assert cfg.read_bytes() == raw

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from posenc_cli.errors import PosencError
@@ -82,6 +82,8 @@ def test_parse_tokens_rejects(text: str) -> None:
 
 
 @given(st.integers(1, 999), st.integers(0, 99))
+@example(2, 1)  # float arithmetic gave 2009999999
+@example(256, 27)
 def test_parse_tokens_decimal_is_exact(whole: int, hundredths: int) -> None:
     # "w.hhB" is exactly w.hh * 10^9 tokens; no float truncation such as 2.01B -> 2009999999
     assert parse_tokens(f"{whole}.{hundredths:02d}B") == whole * 10**9 + hundredths * 10**7

@@ -1,0 +1,98 @@
+"""Wall time of ``posenc pick --ctx 128k`` against ``python -c "import typer, yaml"``, side by side.
+
+The issue's budget: pick must stay within 1.3x of the bare imports it cannot avoid. Both commands run as fresh
+processes, interleaved (so drift in machine load hits both alike), after warm-up runs that fill the OS file cache.
+Prints a markdown table with best-of-N and median wall times and their ratios.
+
+Installed packages come with compiled bytecode; an editable checkout under ``PYTHONDONTWRITEBYTECODE=1`` would
+recompile posenc's modules on every run. So by default both commands run with bytecode caching on, in a throw-away
+``PYTHONPYCACHEPREFIX`` (nothing is written into the source tree); ``--no-bytecode-cache`` measures the cold case.
+
+    python benchmarks/bench_pick.py            # 30 runs each
+    python benchmarks/bench_pick.py --runs 50 --ctx 1M
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+LIMIT = 1.3
+
+
+def posenc_command() -> list[str]:
+    """The console script installed next to this interpreter, else ``python -m posenc_cli``."""
+    script = Path(sys.executable).with_name("posenc")
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    found = shutil.which("posenc")
+    if found and Path(found).parent == Path(sys.executable).parent:
+        return [found]
+    return [sys.executable, "-m", "posenc_cli"]
+
+
+def time_once(argv: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=30, help="timed runs per command (default 30)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed runs per command first (default 3)")
+    parser.add_argument("--ctx", default="128k", help="--ctx for pick (default 128k)")
+    parser.add_argument("--no-bytecode-cache", action="store_true",
+                        help="keep the caller's bytecode settings (PYTHONDONTWRITEBYTECODE etc.)")
+    args = parser.parse_args()
+    if args.runs < 1 or args.warmup < 0:
+        parser.error("--runs must be at least 1 and --warmup at least 0")
+    with tempfile.TemporaryDirectory(prefix="bench-pick-pycache-") as cache:
+        env = dict(os.environ)
+        if not args.no_bytecode_cache:
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONPYCACHEPREFIX"] = cache
+        bench(args, env)
+
+
+def bench(args: argparse.Namespace, env: dict[str, str]) -> None:
+
+    commands = {
+        'python -c "import typer, yaml"': [sys.executable, "-c", "import typer, yaml"],
+        f"posenc pick --ctx {args.ctx}": [*posenc_command(), "pick", "--ctx", args.ctx],
+    }
+    for argv in commands.values():
+        for _ in range(args.warmup):
+            time_once(argv, env)
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(args.runs):
+        for name, argv in commands.items():  # interleaved
+            times[name].append(time_once(argv, env))
+
+    base_name, pick_name = commands
+    base_best, base_median = min(times[base_name]), statistics.median(times[base_name])
+    caching = "off (caller's settings)" if args.no_bytecode_cache else "on (temporary PYTHONPYCACHEPREFIX)"
+    print(f"python {sys.version.split()[0]}, {args.runs} runs each after {args.warmup} warm-up, interleaved; "
+          f"pick runs as: {' '.join(commands[pick_name][:1])}; bytecode cache {caching}")
+    print()
+    print("| command | best (ms) | median (ms) | best / baseline | median / baseline |")
+    print("|---|---:|---:|---:|---:|")
+    for name in commands:
+        best, median = min(times[name]), statistics.median(times[name])
+        print(f"| `{name}` | {best * 1e3:.1f} | {median * 1e3:.1f} | {best / base_best:.2f}x | "
+              f"{median / base_median:.2f}x |")
+    ratio = statistics.median(times[pick_name]) / base_median
+    verdict = "within" if ratio <= LIMIT else "OVER"
+    print()
+    print(f"median ratio {ratio:.2f}x: {verdict} the {LIMIT}x budget")
+
+
+if __name__ == "__main__":
+    main()

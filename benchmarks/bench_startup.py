@@ -1,0 +1,136 @@
+"""Wall time of whole posenc commands next to the bare imports they cannot avoid.
+
+Each row is a fresh process (start-up included), timed best-of-N after one warm-up run; rounds interleave the
+commands so drift in machine load hits every row alike. The ratio compares best times with the row's baseline
+(issue 3 asks scale and inspect to stay within 1.5x of ``python -c "import typer, numpy"``).
+
+    python benchmarks/bench_startup.py            # N = 15
+    python benchmarks/bench_startup.py --runs 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+LLAMA31 = {
+    "architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+    "max_position_embeddings": 131072, "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32,
+    "num_key_value_heads": 8, "rope_theta": 500000.0,
+    "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "vocab_size": 128256,
+}
+
+
+@dataclass
+class Row:
+    label: str
+    argv: list[str]
+    baseline: str | None = None  # label of the row this one is compared with
+    times: list[float] = field(default_factory=list)
+
+    @property
+    def best_ms(self) -> float:
+        return min(self.times) * 1000
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.times) * 1000
+
+
+def posenc_argv() -> list[str]:
+    script = Path(sys.executable).parent / "posenc"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "posenc_cli"]
+
+
+def available_commands() -> set[str]:
+    import typer
+
+    from posenc_cli.cli import app
+
+    return set(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+
+
+def run_once(argv: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{shlex.join(argv)} failed ({proc.returncode}):\n{proc.stderr}")
+    return elapsed
+
+
+def build_rows(tmp: Path) -> tuple[list[Row], list[str]]:
+    py, posenc = sys.executable, posenc_argv()
+    commands = available_commands()
+    config = tmp / "llama-3.1-config.json"
+    config.write_text(json.dumps(LLAMA31, indent=2))
+    rows = [
+        Row('python -c "import typer, numpy"', [py, "-c", "import typer, numpy"]),
+        Row("posenc scale yarn --original-max 32k --target 128k --head-dim 128 --theta 1e6",
+            [*posenc, "scale", "yarn", "--original-max", "32k", "--target", "128k", "--head-dim", "128",
+             "--theta", "1e6"], baseline='python -c "import typer, numpy"'),
+        Row("posenc inspect llama-3.1-config.json --json", [*posenc, "inspect", str(config), "--json"],
+            baseline='python -c "import typer, numpy"'),
+    ]
+    skipped = []
+    if "pick" in commands:
+        rows += [
+            Row('python -c "import typer, yaml"', [py, "-c", "import typer, yaml"]),
+            Row("posenc pick --ctx 128k", [*posenc, "pick", "--ctx", "128k"],
+                baseline='python -c "import typer, yaml"'),
+        ]
+    else:
+        skipped.append("posenc pick (no such command)")
+    if "plot" in commands:
+        rows += [
+            Row('python -c "import matplotlib.pyplot"', [py, "-c", "import matplotlib.pyplot"]),
+            Row("posenc plot sinusoidal --max-len 512 --d-model 128 -o plot.png",
+                [*posenc, "plot", "sinusoidal", "--max-len", "512", "--d-model", "128", "-o", str(tmp / "plot.png")],
+                baseline='python -c "import matplotlib.pyplot"'),
+        ]
+    else:
+        skipped.append("posenc plot (no such command)")
+    return rows, skipped
+
+
+def table(rows: list[Row]) -> str:
+    by_label = {r.label: r for r in rows}
+    lines = ["| command | best ms | median ms | ratio to baseline (best) |", "|---|---:|---:|---:|"]
+    for r in rows:
+        ratio = "baseline" if r.baseline is None else f"{r.best_ms / by_label[r.baseline].best_ms:.2f}x"
+        lines.append(f"| `{r.label}` | {r.best_ms:.1f} | {r.median_ms:.1f} | {ratio} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15, help="timed runs per command (best-of-N); default 15")
+    args = parser.parse_args()
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    with tempfile.TemporaryDirectory(prefix="posenc-bench-") as tmpdir:
+        tmp = Path(tmpdir)
+        rows, skipped = build_rows(tmp)
+        for r in rows:  # warm-up: page cache, .pyc files
+            run_once(r.argv, tmp)
+        for _ in range(args.runs):
+            for r in rows:
+                r.times.append(run_once(r.argv, tmp))
+    print(f"Python {sys.version.split()[0]}, best of {args.runs} runs after one warm-up, fresh process each\n")
+    print(table(rows))
+    for s in skipped:
+        print(f"\nskipped: {s}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,488 @@
+"""``posenc plot``: heatmaps and charts of sinusoidal, RoPE, ALiBi and RoPE scaling, to PNG/SVG/PDF or the terminal.
+
+Only typer and the stdlib load at import time (``import posenc_cli.cli`` must stay free of numpy and matplotlib).
+Each command validates every option first (one ``error:`` line, exit 2, nothing written), then computes the data
+with :mod:`posenc_cli.plots`, builds the figure, renders it to bytes and writes the file atomically. The path
+written goes to stderr; stdout stays empty unless ``--json`` (path and plotted parameters) or ``--terminal``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from posenc_cli.errors import PosencError
+
+if TYPE_CHECKING:
+    from posenc_cli.scaling import ScaleRequest
+
+plot_app = typer.Typer(
+    help="Draw positional encodings: heatmaps and charts to PNG, SVG or PDF, or straight into the terminal.",
+    no_args_is_help=True,
+)
+
+SUFFIXES = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+MAX_DPI = 1200
+MAX_FEATURES = 1 << 20  # columns of a heatmap (d_model, head_dim): beyond this the column sweep gets slow
+MAX_ALIBI_HEADS = 64
+MAX_ALIBI_SEQ = 512
+MAX_DISTANCE = 1 << 20
+
+OutputOpt = Annotated[str | None, typer.Option(
+    "--output", "-o", help="File to write; .png, .svg or .pdf picks the format. Default: a descriptive .png name "
+    "in the current folder.")]
+DpiOpt = Annotated[int, typer.Option(help="Dots per inch; also the pixel grid large heatmaps are averaged to.")]
+TitleOpt = Annotated[str | None, typer.Option(help="Replace the figure title.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the path written and the plotted parameters as JSON.")]
+TerminalOpt = Annotated[bool, typer.Option(
+    "--terminal", help="Draw into the terminal with coloured half-block cells instead of writing a file.")]
+WidthOpt = Annotated[int | None, typer.Option(help="--terminal: columns to use (default: the terminal's width).")]
+NoTerminalOpt = Annotated[bool, typer.Option("--terminal", hidden=True)]
+
+
+def _cmap_opt(default: str) -> Any:
+    return typer.Option(help=f"Matplotlib colormap (default {default}); in the terminal: RdBu, coolwarm, viridis, "
+                             "magma, gray (add _r to reverse).")
+
+
+# ---------------------------------------------------------------- validation (stdlib only)
+
+
+def _positive(value: int, name: str, limit: int | None = None) -> int:
+    if value < 1:
+        raise PosencError(f"{name} must be a positive integer, got {value}")
+    if limit is not None and value > limit:
+        raise PosencError(f"{name} {value} is too large to draw; the limit is {limit:,}")
+    return value
+
+
+def _even_dim(value: int, name: str) -> int:
+    _positive(value, name, MAX_FEATURES)
+    if value % 2:
+        raise PosencError(f"{name} must be even (RoPE rotates features in pairs), got {value}")
+    return value
+
+
+def _base(value: float, name: str) -> float:
+    if not math.isfinite(value) or value <= 1:
+        raise PosencError(f"{name} must be a finite number greater than 1, got {value!r}")
+    return float(value)
+
+
+def _length(text: str, name: str, limit: int | None = None) -> int:
+    from posenc_cli.units import parse_length
+
+    value = parse_length(text, name=name)
+    if limit is not None and value > limit:
+        raise PosencError(f"{name} {text} is too large to draw; the limit is {limit:,}")
+    return value
+
+
+def _num(x: float) -> str:
+    """A number for a file name: 500000 -> '500000', 1e6 -> '1000000', 2.5 -> '2.5'."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the figure goes: a file (path + format) or the terminal."""
+
+    path: Path | None
+    fmt: str
+    dpi: int
+    terminal: bool
+    as_json: bool
+
+
+def _target(output: str | None, default_name: str, dpi: int, terminal: bool, as_json: bool,
+            width: int | None = None) -> Target:
+    """Check the output options before anything is computed: suffix, folder, permissions, conflicts."""
+    _positive(dpi, "--dpi", MAX_DPI)
+    if width is not None and not terminal:
+        raise PosencError("--width sets the terminal width; it needs --terminal")
+    if terminal:
+        if output is not None:
+            raise PosencError("--terminal draws in the terminal and writes no file; drop -o/--output")
+        if as_json:
+            raise PosencError("--terminal and --json both print to stdout; give one of them")
+        if width is not None:
+            _positive(width, "--width", 10_000)
+        return Target(None, "terminal", dpi, True, False)
+    path = Path(output if output is not None else default_name)
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        shown = f"suffix {path.suffix!r}" if path.suffix else "no suffix"
+        raise PosencError(f"cannot tell the format of {path}: {shown}; use .png, .svg or .pdf")
+    folder = path.parent
+    if not folder.is_dir():
+        raise PosencError(f"cannot write {path}: folder {folder} does not exist")
+    if path.is_dir():
+        raise PosencError(f"cannot write {path}: it is a directory")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise PosencError(f"cannot write {path}: the file is read-only")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PosencError(f"cannot write {path}: folder {folder} is not writable")
+    return Target(path, SUFFIXES[suffix], dpi, False, as_json)
+
+
+def _no_terminal(terminal: bool, kind: str) -> None:
+    if terminal:
+        raise PosencError(f"--terminal draws the heatmap kinds (sinusoidal, rope, alibi); {kind} is a line chart: "
+                          "write it to a file with -o")
+
+
+def _terminal_size(width: int | None) -> tuple[int, int]:
+    """(columns, lines) for --terminal: --width, else the terminal's size (120 x 40 when not a terminal)."""
+    size = shutil.get_terminal_size((120, 40))
+    return (width or size.columns), max(size.lines, 12)
+
+
+def _emit(target: Target, fig: Any, kind: str, params: dict[str, Any], title: str | None) -> None:
+    """Render to bytes, write atomically, report the path (stderr) or the JSON (stdout)."""
+    from posenc_cli.cli import note, print_json
+    from posenc_cli.config import atomic_write_bytes
+    from posenc_cli.plots import figure_bytes
+
+    assert target.path is not None
+    data = figure_bytes(fig, target.fmt)
+    atomic_write_bytes(target.path, data)
+    if target.as_json:
+        print_json({"path": str(target.path), "kind": kind, "format": target.fmt, "dpi": target.dpi,
+                    "bytes": len(data), "title": title, **params})
+    else:
+        note(f"wrote {target.path}")
+
+
+def _print_terminal(renderable: Any, columns: int) -> None:
+    from rich.console import Console
+
+    tty = sys.stdout.isatty()
+    out = Console(file=sys.stdout, width=columns, force_terminal=True, highlight=False,
+                  color_system="auto" if tty else "truecolor")
+    out.print(renderable)
+
+
+def _grid_params(hm: Any) -> dict[str, Any]:
+    return {"shape": list(hm.full_shape), "drawn_shape": list(hm.values.shape), "aggregated": hm.aggregated}
+
+
+# ---------------------------------------------------------------- sinusoidal
+
+
+@plot_app.command()
+def sinusoidal(
+    max_len: Annotated[str, typer.Option(help="Positions: 512, 4k, 128k (k=1024).")] = "512",
+    d_model: Annotated[int, typer.Option(help="Embedding dimension.")] = 128,
+    base: Annotated[float, typer.Option(help="Frequency base.")] = 10000.0,
+    output: OutputOpt = None,
+    dpi: DpiOpt = 150,
+    cmap: Annotated[str, _cmap_opt("RdBu")] = "RdBu",
+    title: TitleOpt = None,
+    terminal: TerminalOpt = False,
+    width: WidthOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Heatmap of the sinusoidal encoding (position x dimension); large inputs are averaged to the pixel grid.
+
+    Example: posenc plot sinusoidal --max-len 512 --d-model 128
+    """
+    n = _length(max_len, "--max-len")
+    d = _positive(d_model, "--d-model", MAX_FEATURES)
+    b = _base(base, "--base")
+    target = _target(output, f"posenc-sinusoidal-{n}x{d}.png", dpi, terminal, as_json, width)
+    params: dict[str, Any] = {"max_len": n, "d_model": d, "base": b, "cmap": cmap}
+    if target.terminal:
+        from posenc_cli import plots
+
+        plots.terminal_palette(cmap)
+        columns, lines = _terminal_size(width)
+        hm = plots.heatmap_data_sinusoidal(n, d, 2 * (lines - 6), columns, base=b)
+        _print_terminal(plots.terminal_heatmap([hm], cmap=cmap, title=title), columns)
+        return
+    from posenc_cli import plots
+
+    plots.check_cmap(cmap)
+    hm = plots.heatmap_data_sinusoidal(n, d, *plots.pixel_grid(dpi), base=b)
+    fig = plots.heatmap_figure([hm], cmap=cmap, dpi=dpi, title=title)
+    _emit(target, fig, "sinusoidal", {**params, **_grid_params(hm)}, title or hm.title)
+
+
+# ---------------------------------------------------------------- rope
+
+
+def _scale_request(
+    method: str, *, factor: float | None, original_max: str | None, target: str | None, theta: float,
+    head_dim: int, partial_rotary_factor: float | None, beta_fast: float | None, beta_slow: float | None,
+    attention_factor: float | None, mscale: float | None, mscale_all_dim: float | None, truncate: bool | None,
+    low_freq_factor: float, high_freq_factor: float, short_factor: str | None, long_factor: str | None,
+) -> ScaleRequest:
+    """The request ``posenc scale METHOD`` would build from the same options (stdlib only)."""
+    from posenc_cli import scaling
+    from posenc_cli.config import parse_factor_list
+
+    if method not in scaling.METHODS:
+        raise PosencError(f"method {method!r} is not known; use one of: {', '.join(scaling.METHODS)}")
+    if original_max is None:
+        raise PosencError(f"{method} needs the original (trained) context length: pass --original-max, e.g. 4k")
+    return scaling.make_request(
+        method, factor=factor,
+        original_max=_length(original_max, "--original-max") if original_max is not None else None,
+        target=_length(target, "--target") if target is not None else None,
+        theta=theta, head_dim=head_dim, partial_rotary_factor=partial_rotary_factor, beta_fast=beta_fast,
+        beta_slow=beta_slow, attention_factor=attention_factor, mscale=mscale, mscale_all_dim=mscale_all_dim,
+        truncate=truncate, low_freq_factor=low_freq_factor, high_freq_factor=high_freq_factor,
+        short_factor=parse_factor_list(short_factor, "--short-factor") if short_factor else None,
+        long_factor=parse_factor_list(long_factor, "--long-factor") if long_factor else None,
+    )
+
+
+FactorOpt = Annotated[float | None, typer.Option(help="Scale factor S (target = original x S).")]
+OriginalOpt = Annotated[str | None, typer.Option(help="Trained context length: 4k, 8k, 32k.")]
+ScaleTargetOpt = Annotated[str | None, typer.Option("--target", help="Extended context length: 32k, 128k.")]
+PrfOpt = Annotated[float | None, typer.Option(help="Fraction of head_dim that rotates.")]
+BetaFastOpt = Annotated[float | None, typer.Option(help="YaRN: ramp start in rotations (32).")]
+BetaSlowOpt = Annotated[float | None, typer.Option(help="YaRN: ramp end in rotations (1).")]
+AttnOpt = Annotated[float | None, typer.Option(help="YaRN/LongRoPE: explicit cos/sin factor.")]
+MscaleOpt = Annotated[float | None, typer.Option(help="YaRN: mscale (with --mscale-all-dim).")]
+MscaleAllOpt = Annotated[float | None, typer.Option(help="YaRN: mscale_all_dim.")]
+TruncateOpt = Annotated[bool | None, typer.Option("--truncate/--no-truncate", help="YaRN: round the ramp.")]
+LowOpt = Annotated[float, typer.Option(help="llama3: low_freq_factor.")]
+HighOpt = Annotated[float, typer.Option(help="llama3: high_freq_factor.")]
+ShortOpt = Annotated[str | None, typer.Option(help="longrope: JSON list or @file.")]
+LongOpt = Annotated[str | None, typer.Option(help="longrope: JSON list or @file.")]
+
+
+@plot_app.command()
+def rope(
+    max_len: Annotated[str | None, typer.Option(help="Positions (default 4096, or the target with --method).")] = None,
+    head_dim: Annotated[int, typer.Option(help="Head dimension (even).")] = 128,
+    theta: Annotated[float, typer.Option(help="rope_theta.")] = 10000.0,
+    method: Annotated[str | None, typer.Option(
+        help="Scaling method drawn beside the original: linear, ntk, dynamic, yarn, longrope, llama3.")] = None,
+    factor: FactorOpt = None,
+    original_max: OriginalOpt = None,
+    scale_target: ScaleTargetOpt = None,
+    partial_rotary_factor: PrfOpt = None,
+    beta_fast: BetaFastOpt = None,
+    beta_slow: BetaSlowOpt = None,
+    attention_factor: AttnOpt = None,
+    mscale: MscaleOpt = None,
+    mscale_all_dim: MscaleAllOpt = None,
+    truncate: TruncateOpt = None,
+    low_freq_factor: LowOpt = 1.0,
+    high_freq_factor: HighOpt = 4.0,
+    short_factor: ShortOpt = None,
+    long_factor: LongOpt = None,
+    output: OutputOpt = None,
+    dpi: DpiOpt = 150,
+    cmap: Annotated[str, _cmap_opt("RdBu")] = "RdBu",
+    title: TitleOpt = None,
+    terminal: TerminalOpt = False,
+    width: WidthOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """cos(pos * theta_i) over positions x pairs; with --method, the original and the scaled side by side.
+
+    Example: posenc plot rope --max-len 16k --method yarn --factor 4 --original-max 4k
+    """
+    hd = _even_dim(head_dim, "--head-dim")
+    th = _base(theta, "--theta")
+    req = None
+    if method is not None:
+        req = _scale_request(
+            method, factor=factor, original_max=original_max, target=scale_target, theta=th, head_dim=hd,
+            partial_rotary_factor=partial_rotary_factor, beta_fast=beta_fast, beta_slow=beta_slow,
+            attention_factor=attention_factor, mscale=mscale, mscale_all_dim=mscale_all_dim, truncate=truncate,
+            low_freq_factor=low_freq_factor, high_freq_factor=high_freq_factor, short_factor=short_factor,
+            long_factor=long_factor)
+    else:
+        given = [flag for flag, value in (("--factor", factor), ("--original-max", original_max),
+                                          ("--target", scale_target), ("--short-factor", short_factor),
+                                          ("--long-factor", long_factor)) if value is not None]
+        if given:
+            raise PosencError(f"{given[0]} describes a scaling method; add --method (linear, ntk, dynamic, yarn, "
+                              "longrope or llama3)")
+    prf = 1.0 if partial_rotary_factor is None else partial_rotary_factor
+    if req is None and (not math.isfinite(prf) or not 0 < prf <= 1 or int(hd * prf) < 2 or int(hd * prf) % 2):
+        raise PosencError(f"--partial-rotary-factor {prf:g} must be in (0, 1] and leave an even rotary dim")
+    n = _length(max_len, "--max-len") if max_len is not None else (req.target if req else 4096)
+    suffix = f"-{req.method}-x{_num(req.factor)}" if req else ""
+    tgt = _target(output, f"posenc-rope-{n}x{hd}{suffix}.png", dpi, terminal, as_json, width)
+    params: dict[str, Any] = {"max_len": n, "head_dim": hd, "theta": th, "cmap": cmap, "method": method}
+    if req is not None:
+        from posenc_cli.scaling import rope_parameters
+
+        params.update(factor=req.factor, original_max=req.original_max, target=req.target,
+                      rope_parameters=rope_parameters(req))
+    from posenc_cli import plots
+
+    if tgt.terminal:
+        plots.terminal_palette(cmap)
+        columns, lines = _terminal_size(width)
+        panels = 2 if req else 1
+        panel_cols = max(4, (columns - 2 * (panels - 1)) // panels)
+        maps = plots.rope_cos_data(n, hd, th, 2 * (lines - 8), panel_cols, partial_rotary_factor=prf, request=req)
+        _print_terminal(plots.terminal_heatmap(maps, cmap=cmap, title=title or _rope_title(hd, n, req)), columns)
+        return
+    plots.check_cmap(cmap)
+    maps = plots.rope_cos_data(n, hd, th, *plots.pixel_grid(dpi, 2 if req else 1), partial_rotary_factor=prf,
+                               request=req)
+    fig = plots.heatmap_figure(maps, cmap=cmap, dpi=dpi, title=title or _rope_title(hd, n, req))
+    params["panels"] = [{"title": m.title, **_grid_params(m)} for m in maps]
+    _emit(tgt, fig, "rope", params, title or _rope_title(hd, n, req))
+
+
+def _rope_title(head_dim: int, n: int, req: ScaleRequest | None) -> str:
+    what = "RoPE cos(pos * theta_i)"
+    return f"{what}: head dim {head_dim}, {n:,} positions" + (", original vs scaled" if req else "")
+
+
+# ---------------------------------------------------------------- alibi
+
+
+@plot_app.command()
+def alibi(
+    heads: Annotated[int, typer.Option(help="Attention heads (any count; official slopes).")] = 8,
+    seq_len: Annotated[str, typer.Option(help=f"Positions per side of each matrix (at most {MAX_ALIBI_SEQ}).")] = "32",
+    output: OutputOpt = None,
+    dpi: DpiOpt = 150,
+    cmap: Annotated[str, _cmap_opt("viridis")] = "viridis",
+    title: TitleOpt = None,
+    terminal: TerminalOpt = False,
+    width: WidthOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Each head's causal ALiBi bias matrix as small multiples, future keys masked, slope in each title.
+
+    Example: posenc plot alibi --heads 8 --seq-len 32
+    """
+    h = _positive(heads, "--heads", MAX_ALIBI_HEADS)
+    n = _length(seq_len, "--seq-len", MAX_ALIBI_SEQ)
+    tgt = _target(output, f"posenc-alibi-{h}x{n}.png", dpi, terminal, as_json, width)
+    from posenc_cli import plots
+
+    if tgt.terminal:
+        plots.terminal_palette(cmap)
+        columns, _ = _terminal_size(width)
+        data = plots.alibi_data(h, n)
+        _print_terminal(plots.terminal_alibi(data, columns, cmap=cmap, title=title), columns)
+        return
+    plots.check_cmap(cmap)
+    data = plots.alibi_data(h, n)
+    fig = plots.alibi_figure(data, cmap=cmap, dpi=dpi, title=title)
+    _emit(tgt, fig, "alibi", {"heads": h, "seq_len": n, "cmap": cmap, "slopes": data.slopes.tolist()}, title)
+
+
+# ---------------------------------------------------------------- frequencies
+
+
+@plot_app.command()
+def frequencies(
+    head_dim: Annotated[int, typer.Option(help="Head dimension (even).")] = 128,
+    theta: Annotated[float, typer.Option(help="rope_theta.")] = 10000.0,
+    original_max: OriginalOpt = None,
+    factor: FactorOpt = None,
+    scale_target: ScaleTargetOpt = None,
+    methods: Annotated[str, typer.Option(
+        help="Comma-separated: linear, ntk, dynamic, yarn, longrope, llama3.")] = "linear,ntk,yarn,llama3",
+    partial_rotary_factor: PrfOpt = None,
+    beta_fast: BetaFastOpt = None,
+    beta_slow: BetaSlowOpt = None,
+    attention_factor: AttnOpt = None,
+    mscale: MscaleOpt = None,
+    mscale_all_dim: MscaleAllOpt = None,
+    truncate: TruncateOpt = None,
+    low_freq_factor: LowOpt = 1.0,
+    high_freq_factor: HighOpt = 4.0,
+    short_factor: ShortOpt = None,
+    long_factor: LongOpt = None,
+    output: OutputOpt = None,
+    dpi: DpiOpt = 150,
+    title: TitleOpt = None,
+    as_json: JsonOpt = False,
+    terminal: NoTerminalOpt = False,
+) -> None:
+    """Wavelength per pair (log scale) for each scaling method against the unscaled one.
+
+    The original context length is a dashed line; YaRN's ramp and llama3's blended band are shaded.
+    Example: posenc plot frequencies --head-dim 128 --theta 500000 --original-max 8k --factor 8
+    """
+    from posenc_cli import scaling
+
+    _no_terminal(terminal, "frequencies")
+    hd = _even_dim(head_dim, "--head-dim")
+    th = _base(theta, "--theta")
+    names = [m.strip() for m in methods.split(",") if m.strip()]
+    if not names:
+        raise PosencError("--methods is empty; give e.g. linear,ntk,yarn,llama3")
+    for m in names:
+        if m not in scaling.METHODS:
+            raise PosencError(f"method {m!r} is not known; use one of: {', '.join(scaling.METHODS)}")
+    if len(set(names)) != len(names):
+        raise PosencError(f"--methods lists a method twice: {methods}")
+    requests = [_scale_request(
+        m, factor=factor, original_max=original_max, target=scale_target, theta=th, head_dim=hd,
+        partial_rotary_factor=partial_rotary_factor, beta_fast=beta_fast, beta_slow=beta_slow,
+        attention_factor=attention_factor, mscale=mscale, mscale_all_dim=mscale_all_dim, truncate=truncate,
+        low_freq_factor=low_freq_factor, high_freq_factor=high_freq_factor, short_factor=short_factor,
+        long_factor=long_factor) for m in names]
+    first = requests[0]
+    default = f"posenc-frequencies-d{hd}-theta{_num(th)}-x{_num(first.factor)}.png"
+    tgt = _target(output, default, dpi, False, as_json)
+    from posenc_cli import plots
+
+    chart = plots.frequency_chart_data(requests)
+    fig = plots.frequency_figure(chart, dpi=dpi, title=title)
+    params = {"head_dim": hd, "theta": th, "original_max": first.original_max, "target": first.target,
+              "factor": first.factor, "methods": names,
+              "rope_parameters": {c.method: c.rope_parameters for c in chart.curves},
+              "yarn_range": list(chart.yarn_range) if chart.yarn_range else None,
+              "llama3_band": list(chart.llama3_band) if chart.llama3_band else None}
+    _emit(tgt, fig, "frequencies", params, title)
+
+
+# ---------------------------------------------------------------- decay
+
+
+@plot_app.command()
+def decay(
+    head_dim: Annotated[int, typer.Option(help="Head dimension d (even).")] = 128,
+    theta: Annotated[str, typer.Option(help="One or more bases, comma-separated: 10000,500000.")] = "10000",
+    max_distance: Annotated[str, typer.Option(help="Largest relative distance: 1000, 32k.")] = "1000",
+    log_x: Annotated[bool, typer.Option(help="Logarithmic distance axis.")] = False,
+    output: OutputOpt = None,
+    dpi: DpiOpt = 150,
+    title: TitleOpt = None,
+    as_json: JsonOpt = False,
+    terminal: NoTerminalOpt = False,
+) -> None:
+    """RoFormer's long-term decay: the relative upper bound against relative distance, one curve per base.
+
+    Example: posenc plot decay --head-dim 128 --theta 10000,500000
+    """
+    _no_terminal(terminal, "decay")
+    hd = _even_dim(head_dim, "--head-dim")
+    bases: list[float] = []
+    for part in theta.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            raise PosencError(f"--theta {part.strip()!r} is not a number; give e.g. 10000,500000") from None
+        bases.append(_base(value, "--theta"))
+    if len(set(bases)) != len(bases):
+        raise PosencError(f"--theta lists a base twice: {theta}")
+    r = _length(max_distance, "--max-distance", MAX_DISTANCE)
+    names = "-".join(_num(b) for b in bases)
+    tgt = _target(output, f"posenc-decay-d{hd}-theta{names}.png", dpi, False, as_json)
+    from posenc_cli import plots
+
+    curves = [plots.decay_bound(hd, b, r) for b in bases]
+    fig = plots.decay_figure(curves, dpi=dpi, title=title, log_x=log_x)
+    _emit(tgt, fig, "decay", {"head_dim": hd, "theta": bases, "max_distance": r, "log_x": log_x}, title)

@@ -1,0 +1,120 @@
+"""Start-up cost guards (fresh interpreters, so nothing a test imported earlier leaks in) and README coverage."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+
+from posenc_cli.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("numpy", "matplotlib", "torch", "transformers")
+
+_PROBE = """
+import json, sys
+{body}
+loaded = {{name: name in sys.modules for name in {heavy!r}}}
+sys.__stderr__.write("MODULES " + json.dumps(loaded) + "\\n")
+"""
+
+
+def loaded_modules(body: str, cwd: Path | None = None) -> dict[str, bool]:
+    code = _PROBE.format(body=body, heavy=HEAVY)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=cwd)
+    marker = [line for line in proc.stderr.splitlines() if line.startswith("MODULES ")]
+    assert marker, (proc.returncode, proc.stdout, proc.stderr)
+    return json.loads(marker[-1][len("MODULES "):])
+
+
+def run_cli_body(argv: list[str]) -> str:
+    return (
+        "from posenc_cli.cli import app\n"
+        f"code = app({argv!r}, standalone_mode=False)\n"
+        "assert code == 0, code\n"
+    )
+
+
+def test_importing_the_cli_is_light() -> None:
+    loaded = loaded_modules("import posenc_cli.cli")
+    assert loaded == dict.fromkeys(HEAVY, False)
+
+
+def test_importing_the_package_is_light() -> None:
+    loaded = loaded_modules("import posenc_cli\nfrom posenc_cli import PosencError, parse_length")
+    assert loaded == dict.fromkeys(HEAVY, False)
+
+
+SCALE = ["scale", "yarn", "--original-max", "32k", "--target", "128k", "--head-dim", "128"]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [[], ["--format", "hf-v5"], ["--format", "vllm"], ["--format", "llama.cpp"], ["--theta", "1e6"]],
+    ids=["hf", "hf-v5", "vllm", "llama.cpp", "theta"],
+)
+def test_scale_needs_neither_numpy_nor_matplotlib(extra: list[str]) -> None:
+    loaded = loaded_modules(run_cli_body([*SCALE, *extra]))
+    assert loaded == dict.fromkeys(HEAVY, False)
+
+
+def test_scale_from_config_needs_neither_numpy_nor_matplotlib(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28,
+                               "max_position_embeddings": 32768, "rope_theta": 1e6, "rope_scaling": None}))
+    body = run_cli_body(["scale", "yarn", "--config", str(cfg), "--target", "128k", "-o", str(tmp_path / "o.json")])
+    assert loaded_modules(body) == dict.fromkeys(HEAVY, False)
+    assert json.loads((tmp_path / "o.json").read_text())["rope_scaling"]["factor"] == 4.0
+
+
+def test_scale_explain_uses_numpy_but_not_matplotlib() -> None:
+    loaded = loaded_modules(run_cli_body([*SCALE, "--explain"]))
+    assert loaded["numpy"] is True  # the per-pair table computes the frequencies
+    assert loaded["matplotlib"] is False
+    assert loaded["torch"] is False and loaded["transformers"] is False
+
+
+def test_inspect_does_not_import_matplotlib(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 131072,
+        "rope_theta": 500000.0, "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                                                 "original_max_position_embeddings": 8192, "rope_type": "llama3"}}))
+    for extra in ([], ["--json"]):
+        loaded = loaded_modules(run_cli_body(["inspect", str(cfg), *extra]))
+        assert loaded["matplotlib"] is False
+        assert loaded["torch"] is False and loaded["transformers"] is False
+
+
+def test_console_script_main_matches_app() -> None:
+    """`posenc` (the console script) runs the same app: python -m posenc_cli scale ... prints the JSON."""
+    proc = subprocess.run([sys.executable, "-m", "posenc_cli", *SCALE, "--theta", "1e6"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["rope_scaling"]["factor"] == 4.0
+
+
+# ---------------------------------------------------------------- README covers every command
+
+def _command_names() -> list[str]:
+    group = typer.main.get_command(app)
+    commands = getattr(group, "commands", {})
+    return sorted(name for name, cmd in commands.items() if not getattr(cmd, "hidden", False))
+
+
+def test_app_has_the_issue_commands() -> None:
+    names = _command_names()
+    assert {"scale", "inspect", "verify"} <= set(names)
+
+
+@pytest.mark.parametrize("name", _command_names())
+def test_every_command_has_a_readme_section(name: str) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    headings = [line for line in readme.splitlines() if re.match(r"#{1,6}\s", line)]
+    pattern = re.compile(rf"posenc {re.escape(name)}(?![\w-])")
+    assert any(pattern.search(h) for h in headings), f"README.md has no heading for `posenc {name}`"
