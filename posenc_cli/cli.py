@@ -326,17 +326,15 @@ def inspect(
 
 
 def _render_inspect(r: dict[str, Any]) -> None:
-    out = console()
-    # markup=False: names and values come from the config file; rich would eat "[full_attention]" as a tag
-    out.print(f"model_type: {r.get('model_type')}   family: {r['family']}", markup=False)
+    # plain text: values come from the config file, and a wrapped slope list would not paste back
+    out = [f"model_type: {r.get('model_type')}   family: {r['family']}"]
     if r["family"] != "rope":
         if r.get("alibi_slopes"):
-            out.print("slopes: " + ", ".join(f"{s:.6g}" for s in r["alibi_slopes"]))
-        out.print(r["summary"], markup=False)
-        return
-    for layer in r["layers"]:
+            out.append(f"slopes ({r['num_heads']} heads): " + ", ".join(f"{s:.6g}" for s in r["alibi_slopes"]))
+        out.append(r["summary"])
+    for layer in r.get("layers", []):
         if len(r["layers"]) > 1:
-            out.print(f"\n[{layer['layer']}]", markup=False)
+            out.append(f"[{layer['layer']}]")
         ext = layer["extended_context"]
         lines = [
             ("rope type", layer["rope_type"]),
@@ -359,8 +357,8 @@ def _render_inspect(r: dict[str, Any]) -> None:
                 lines.append((f"at seq_len {at}", f"effective theta {d['effective_theta']:,.1f}"))
             else:
                 lines.append((f"at seq_len {at}", f"{d['factors_used']} factors (long above {d['switch_above']:,})"))
-        for key, value in lines:
-            out.print(f"{key:>17}: {value}", markup=False)
+        out += [f"{key:>17}: {value}" for key, value in lines]
+    sys.stdout.write("\n".join(out) + "\n")
 
 
 @app.command()
@@ -481,7 +479,7 @@ def rules_show(
     for n, rule in enumerate(ruleset.rules, 1):
         cond = " and ".join(c.text() for c in rule.when) or "always (catch-all)"
         ext = rule.body.get("extension")
-        extra = f"; extension {ext['method']} x{ext['factor']}" if ext else ""
+        extra = f"; extension {ext['method']}, factor {ext['factor']}" if ext else ""
         out.append(f"  {n:2}. {rule.id}: when {cond} -> {rule.body['encoding']}{extra}")
     out.append("hard guards (veto any rule):")
     out += [f"  - {name}: {(guard.__doc__ or '').strip()}" for name, guard in GUARDS.items()]

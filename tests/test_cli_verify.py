@@ -91,8 +91,21 @@ def test_float32_failure_is_reported_in_the_table_and_exit_code() -> None:
 
 
 def test_float32_passes_in_a_short_window() -> None:
-    code, report = verify_json("--dtype", "float32", "--max-position", "4k")
+    code, report = verify_json("--dtype", "float32", "--max-position", "1k")
     assert code == 0, [c for c in report["checks"] if not c["passed"]]
+
+
+def test_float32_sinusoidal_table_drifts_with_position() -> None:
+    # the float32 table's angles are rounded like any float32 model's: error grows about linearly with position
+    errors = []
+    for window in ("1k", "4k"):
+        _, report = verify_json("--dtype", "float32", "--max-position", window)
+        row = next(c for c in report["checks"] if c["name"] == "sinusoidal shift is one rotation")
+        errors.append(row["max_abs_error"])
+    assert errors[1] > 2 * errors[0]
+    _, report64 = verify_json("--max-position", "4k")
+    row64 = next(c for c in report64["checks"] if c["name"] == "sinusoidal shift is one rotation")
+    assert row64["passed"] and row64["max_abs_error"] < 1e-9
 
 
 def test_layout_half_only() -> None:
