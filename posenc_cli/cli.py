@@ -505,6 +505,11 @@ def _keep_only(name: str | None) -> None:
         app.registered_groups = groups
 
 
+from posenc_cli.experiment_cli import experiment_app  # noqa: E402
+
+app.add_typer(experiment_app, name="experiment")
+
+
 def main() -> None:
     """Console-script entry point."""
     _keep_only(sys.argv[1] if len(sys.argv) > 1 else None)

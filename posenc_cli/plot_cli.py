@@ -144,7 +144,7 @@ def _terminal_size(width: int | None) -> tuple[int, int]:
     return (width or size.columns), max(size.lines, 12)
 
 
-def _emit(target: Target, fig: Any, kind: str, params: dict[str, Any], title: str | None) -> None:
+def _emit(target: Target, fig: Any, kind: str, params: dict[str, Any]) -> None:
     """Render to bytes, write atomically, report the path (stderr) or the JSON (stdout)."""
     from posenc_cli.cli import note, print_json
     from posenc_cli.config import atomic_write_bytes
@@ -154,6 +154,7 @@ def _emit(target: Target, fig: Any, kind: str, params: dict[str, Any], title: st
     data = figure_bytes(fig, target.fmt)
     atomic_write_bytes(target.path, data)
     if target.as_json:
+        title = fig.get_suptitle() or fig.axes[0].get_title()  # the title drawn, default or --title
         print_json({"path": str(target.path), "kind": kind, "format": target.fmt, "dpi": target.dpi,
                     "bytes": len(data), "title": title, **params})
     else:
@@ -211,7 +212,7 @@ def sinusoidal(
     plots.check_cmap(cmap)
     hm = plots.heatmap_data_sinusoidal(n, d, *plots.pixel_grid(dpi), base=b)
     fig = plots.heatmap_figure([hm], cmap=cmap, dpi=dpi, title=title)
-    _emit(target, fig, "sinusoidal", {**params, **_grid_params(hm)}, title or hm.title)
+    _emit(target, fig, "sinusoidal", {**params, **_grid_params(hm)})
 
 
 # ---------------------------------------------------------------- rope
@@ -336,7 +337,7 @@ def rope(
                                request=req)
     fig = plots.heatmap_figure(maps, cmap=cmap, dpi=dpi, title=title or _rope_title(hd, n, req))
     params["panels"] = [{"title": m.title, **_grid_params(m)} for m in maps]
-    _emit(tgt, fig, "rope", params, title or _rope_title(hd, n, req))
+    _emit(tgt, fig, "rope", params)
 
 
 def _rope_title(head_dim: int, n: int, req: ScaleRequest | None) -> str:
@@ -377,7 +378,7 @@ def alibi(
     plots.check_cmap(cmap)
     data = plots.alibi_data(h, n)
     fig = plots.alibi_figure(data, cmap=cmap, dpi=dpi, title=title)
-    _emit(tgt, fig, "alibi", {"heads": h, "seq_len": n, "cmap": cmap, "slopes": data.slopes.tolist()}, title)
+    _emit(tgt, fig, "alibi", {"heads": h, "seq_len": n, "cmap": cmap, "slopes": data.slopes.tolist()})
 
 
 # ---------------------------------------------------------------- frequencies
@@ -445,7 +446,7 @@ def frequencies(
               "rope_parameters": {c.method: c.rope_parameters for c in chart.curves},
               "yarn_range": list(chart.yarn_range) if chart.yarn_range else None,
               "llama3_band": list(chart.llama3_band) if chart.llama3_band else None}
-    _emit(tgt, fig, "frequencies", params, title)
+    _emit(tgt, fig, "frequencies", params)
 
 
 # ---------------------------------------------------------------- decay
@@ -485,4 +486,4 @@ def decay(
 
     curves = [plots.decay_bound(hd, b, r) for b in bases]
     fig = plots.decay_figure(curves, dpi=dpi, title=title, log_x=log_x)
-    _emit(tgt, fig, "decay", {"head_dim": hd, "theta": bases, "max_distance": r, "log_x": log_x}, title)
+    _emit(tgt, fig, "decay", {"head_dim": hd, "theta": bases, "max_distance": r, "log_x": log_x})

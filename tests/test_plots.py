@@ -133,6 +133,9 @@ def test_json_prints_path_and_parameters(in_tmp: Path) -> None:
     assert info["kind"] == "sinusoidal" and info["format"] == "png" and info["dpi"] == 150
     assert (info["max_len"], info["d_model"], info["base"], info["cmap"]) == (64, 16, 10000.0, "RdBu")
     assert info["aggregated"] is False and info["shape"] == [64, 16] and info["title"] == "hello"
+    default = json.loads(ok(run("alibi", "--heads", "2", "--seq-len", "4", "--json")).stdout)
+    assert default["title"] == "ALiBi causal bias: 2 heads, 4 positions (official slopes)"
+    assert default["slopes"] == [2**-4, 2**-8]
     assert info["bytes"] == (in_tmp / info["path"]).stat().st_size
 
 
