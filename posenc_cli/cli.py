@@ -505,9 +505,7 @@ def _keep_only(name: str | None) -> None:
         app.registered_groups = groups
 
 
-from posenc_cli.experiment_cli import experiment_app  # noqa: E402
 
-app.add_typer(experiment_app, name="experiment")
 
 
 def main() -> None:
