@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+from _timing import markdown_table  # noqa: E402
 
 from posenc_cli.encodings import apply_rope, sinusoidal  # noqa: E402
 from posenc_cli.verify import VerifySettings, run  # noqa: E402
@@ -166,13 +167,13 @@ def main() -> None:
     print(f"numpy {np.__version__}, Python {platform.python_version()}, {platform.machine()}; "
           "best-of-N timeit, seconds per call; ratio = baseline / posenc (>1: posenc faster)")
     print()
-    print("| benchmark | posenc | baseline | baseline time | ratio | note |")
-    print("|---|---:|---|---:|---:|---|")
+    cells = []
     for name, ours, base_name, base, note in rows:
         ours_s = "-" if ours != ours else fmt_time(ours)
         base_s = "-" if base is None else fmt_time(base)
         ratio = "-" if base is None or ours != ours else f"{base / ours:.2f}x"
-        print(f"| {name} | {ours_s} | {base_name} | {base_s} | {ratio} | {note} |")
+        cells.append([name, ours_s, base_name, base_s, ratio, note])
+    print(markdown_table(["benchmark", "posenc", "baseline", "baseline time", "ratio", "note"], cells, align="lrlrrl"))
 
 
 if __name__ == "__main__":

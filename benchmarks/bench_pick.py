@@ -16,32 +16,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
-from pathlib import Path
+
+import _timing
 
 LIMIT = 1.3
-
-
-def posenc_command() -> list[str]:
-    """The console script installed next to this interpreter, else ``python -m posenc_cli``."""
-    script = Path(sys.executable).with_name("posenc")
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script)]
-    found = shutil.which("posenc")
-    if found and Path(found).parent == Path(sys.executable).parent:
-        return [found]
-    return [sys.executable, "-m", "posenc_cli"]
-
-
-def time_once(argv: list[str], env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -63,36 +43,29 @@ def main() -> None:
 
 
 def bench(args: argparse.Namespace, env: dict[str, str]) -> None:
-
     commands = {
         'python -c "import typer, yaml"': [sys.executable, "-c", "import typer, yaml"],
-        f"posenc pick --ctx {args.ctx}": [*posenc_command(), "pick", "--ctx", args.ctx],
+        f"posenc pick --ctx {args.ctx}": [*_timing.posenc_command(), "pick", "--ctx", args.ctx],
     }
-    for argv in commands.values():
-        for _ in range(args.warmup):
-            time_once(argv, env)
-    times: dict[str, list[float]] = {name: [] for name in commands}
-    for _ in range(args.runs):
-        for name, argv in commands.items():  # interleaved
-            times[name].append(time_once(argv, env))
+    samples = _timing.interleaved(commands, args.runs, warmup=args.warmup, env=env)
 
     base_name, pick_name = commands
-    base_best, base_median = min(times[base_name]), statistics.median(times[base_name])
+    base_best, base_median = _timing.best(samples[base_name]), _timing.median(samples[base_name])
     caching = "off (caller's settings)" if args.no_bytecode_cache else "on (temporary PYTHONPYCACHEPREFIX)"
     print(f"python {sys.version.split()[0]}, {args.runs} runs each after {args.warmup} warm-up, interleaved; "
           f"pick runs as: {' '.join(commands[pick_name][:1])}; bytecode cache {caching}")
     print()
-    print("| command | best (ms) | median (ms) | best / baseline | median / baseline |")
-    print("|---|---:|---:|---:|---:|")
+    rows = []
     for name in commands:
-        best, median = min(times[name]), statistics.median(times[name])
-        print(f"| `{name}` | {best * 1e3:.1f} | {median * 1e3:.1f} | {best / base_best:.2f}x | "
-              f"{median / base_median:.2f}x |")
-    ratio = statistics.median(times[pick_name]) / base_median
+        best, median = _timing.best(samples[name]), _timing.median(samples[name])
+        rows.append([f"`{name}`", f"{best * 1e3:.1f}", f"{median * 1e3:.1f}", f"{best / base_best:.2f}x",
+                     f"{median / base_median:.2f}x"])
+    print(_timing.markdown_table(["command", "best (ms)", "median (ms)", "best / baseline", "median / baseline"],
+                                 rows))
+    ratio = _timing.median(samples[pick_name]) / base_median
     verdict = "within" if ratio <= LIMIT else "OVER"
     print()
     print(f"median ratio {ratio:.2f}x: {verdict} the {LIMIT}x budget")
-
 
 if __name__ == "__main__":
     main()

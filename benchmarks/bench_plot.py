@@ -17,13 +17,12 @@ import argparse
 import json
 import os
 import platform
-import resource
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+import _timing
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -35,32 +34,6 @@ proc = subprocess.run(sys.argv[1:], capture_output=True)
 peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
 print(json.dumps({"rc": proc.returncode, "peak_kib": peak_kib, "stderr": proc.stderr.decode()[-500:]}))
 """
-
-
-def _child_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def wall(argv: list[str], cwd: str) -> tuple[float, float]:
-    """(wall seconds, CPU seconds user+sys) of one fresh process."""
-    cpu = _child_cpu()
-    start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
-    return elapsed, _child_cpu() - cpu
-
-
-def interleaved(commands: dict[str, list[str]], runs: int, cwd: str) -> dict[str, list[tuple[float, float]]]:
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
-    for argv in commands.values():  # warm-up, discarded
-        wall(argv, cwd)
-    for _ in range(runs):
-        for name, argv in commands.items():
-            times[name].append(wall(argv, cwd))
-    return times
 
 
 def peak_rss_mib(argv: list[str], cwd: str) -> float:
@@ -84,29 +57,27 @@ def main() -> None:
             "posenc plot sinusoidal --max-len 131072 --d-model 4096 -o big.png":
                 [*POSENC, "plot", "sinusoidal", "--max-len", "131072", "--d-model", "4096", "-o", "big.png"],
         }
-        times = interleaved(commands, args.runs, tmp)
+        samples = _timing.interleaved(commands, args.runs, cwd=tmp)
         big = commands["posenc plot sinusoidal --max-len 131072 --d-model 4096 -o big.png"]
         rss_big = peak_rss_mib(big, tmp)
         rss_pyplot = peak_rss_mib(commands['python -c "import matplotlib.pyplot"'], tmp)
     names = list(commands)
-    walls = {name: [w for w, _ in times[name]] for name in names}
-    cpus = {name: [c for _, c in times[name]] for name in names}
-    base_best, base_median = min(walls[names[0]]), statistics.median(walls[names[0]])
-    base_cpu = statistics.median(cpus[names[0]])
+    base_best, base_median = _timing.best(samples[names[0]]), _timing.median(samples[names[0]])
+    base_cpu = _timing.median_cpu(samples[names[0]])
     print(f"posenc plot timings ({env_note}; {args.runs} fresh processes each after a warm-up, interleaved)\n")
-    print("| command | wall best | wall median | ratio best / median | CPU median (ratio) |")
-    print("|---|---:|---:|---:|---:|")
+    rows = []
     for name in names:
-        best, median, cpu = min(walls[name]), statistics.median(walls[name]), statistics.median(cpus[name])
-        ratio = f"{best / base_best:.2f}x / {median / base_median:.2f}x"
-        print(f"| `{name}` | {best:.3f} s | {median:.3f} s | {ratio} | {cpu:.3f} s ({cpu / base_cpu:.2f}x) |")
+        best, median = _timing.best(samples[name]), _timing.median(samples[name])
+        cpu = _timing.median_cpu(samples[name])
+        rows.append([f"`{name}`", f"{best:.3f} s", f"{median:.3f} s",
+                     f"{best / base_best:.2f}x / {median / base_median:.2f}x", f"{cpu:.3f} s ({cpu / base_cpu:.2f}x)"])
+    print(_timing.markdown_table(["command", "wall best", "wall median", "ratio best / median", "CPU median (ratio)"],
+                                 rows))
     print()
-    print("| process | peak RSS |")
-    print("|---|---:|")
-    print(f'| `python -c "import matplotlib.pyplot"` | {rss_pyplot:.0f} MiB |')
-    print(f"| `posenc plot sinusoidal --max-len 131072 --d-model 4096` | {rss_big:.0f} MiB |")
-    small = names[1]
-    ratio = statistics.median(walls[small]) / base_median
+    print(_timing.markdown_table(["process", "peak RSS"], [
+        ['`python -c "import matplotlib.pyplot"`', f"{rss_pyplot:.0f} MiB"],
+        ["`posenc plot sinusoidal --max-len 131072 --d-model 4096`", f"{rss_big:.0f} MiB"]]))
+    ratio = _timing.median(samples[names[1]]) / base_median
     verdict = "within" if ratio <= 1.5 else "OVER"
     print(f"\nsmall plot / import pyplot (medians): {ratio:.2f}x, {verdict} the 1.5x target")
 

@@ -11,24 +11,16 @@ commands so drift in machine load hits every row alike. The ratio compares best 
 from __future__ import annotations
 
 import argparse
-import json
-import shlex
-import statistics
-import subprocess
+import shutil
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-LLAMA31 = {
-    "architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
-    "max_position_embeddings": 131072, "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32,
-    "num_key_value_heads": 8, "rope_theta": 500000.0,
-    "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
-                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
-    "vocab_size": 128256,
-}
+import _timing
+
+# Llama 3.1 8B's config.json, as the tests use it
+LLAMA31 = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "llama-3.1-8b.json"
 
 
 @dataclass
@@ -36,20 +28,15 @@ class Row:
     label: str
     argv: list[str]
     baseline: str | None = None  # label of the row this one is compared with
-    times: list[float] = field(default_factory=list)
+    samples: list[_timing.Sample] = field(default_factory=list)
 
     @property
     def best_ms(self) -> float:
-        return min(self.times) * 1000
+        return _timing.best(self.samples) * 1000
 
     @property
     def median_ms(self) -> float:
-        return statistics.median(self.times) * 1000
-
-
-def posenc_argv() -> list[str]:
-    script = Path(sys.executable).parent / "posenc"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "posenc_cli"]
+        return _timing.median(self.samples) * 1000
 
 
 def available_commands() -> set[str]:
@@ -60,20 +47,11 @@ def available_commands() -> set[str]:
     return set(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
 
 
-def run_once(argv: list[str], cwd: Path) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{shlex.join(argv)} failed ({proc.returncode}):\n{proc.stderr}")
-    return elapsed
-
-
 def build_rows(tmp: Path) -> tuple[list[Row], list[str]]:
-    py, posenc = sys.executable, posenc_argv()
+    py, posenc = sys.executable, _timing.posenc_command()
     commands = available_commands()
     config = tmp / "llama-3.1-config.json"
-    config.write_text(json.dumps(LLAMA31, indent=2))
+    shutil.copyfile(LLAMA31, config)
     rows = [
         Row('python -c "import typer, numpy"', [py, "-c", "import typer, numpy"]),
         Row("posenc scale yarn --original-max 32k --target 128k --head-dim 128 --theta 1e6",
@@ -105,11 +83,11 @@ def build_rows(tmp: Path) -> tuple[list[Row], list[str]]:
 
 def table(rows: list[Row]) -> str:
     by_label = {r.label: r for r in rows}
-    lines = ["| command | best ms | median ms | ratio to baseline (best) |", "|---|---:|---:|---:|"]
+    cells = []
     for r in rows:
         ratio = "baseline" if r.baseline is None else f"{r.best_ms / by_label[r.baseline].best_ms:.2f}x"
-        lines.append(f"| `{r.label}` | {r.best_ms:.1f} | {r.median_ms:.1f} | {ratio} |")
-    return "\n".join(lines)
+        cells.append([f"`{r.label}`", f"{r.best_ms:.1f}", f"{r.median_ms:.1f}", ratio])
+    return _timing.markdown_table(["command", "best ms", "median ms", "ratio to baseline (best)"], cells)
 
 
 def main() -> None:
@@ -121,11 +99,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="posenc-bench-") as tmpdir:
         tmp = Path(tmpdir)
         rows, skipped = build_rows(tmp)
-        for r in rows:  # warm-up: page cache, .pyc files
-            run_once(r.argv, tmp)
-        for _ in range(args.runs):
-            for r in rows:
-                r.times.append(run_once(r.argv, tmp))
+        samples = _timing.interleaved({r.label: r.argv for r in rows}, args.runs, cwd=tmp)
+        for r in rows:
+            r.samples = samples[r.label]
     print(f"Python {sys.version.split()[0]}, best of {args.runs} runs after one warm-up, fresh process each\n")
     print(table(rows))
     for s in skipped:

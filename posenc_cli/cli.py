@@ -17,6 +17,7 @@ from typer._click.exceptions import ClickException
 from typer.core import TyperGroup
 
 from posenc_cli import __version__
+from posenc_cli import options as opts
 from posenc_cli.errors import ExitCode, PosencError
 
 if TYPE_CHECKING:
@@ -170,24 +171,24 @@ def _render_verify(report: Any) -> None:
 @app.command()
 def scale(
     method: Annotated[str, typer.Argument(help="linear, ntk, dynamic, yarn, longrope or llama3.")],
-    factor: Annotated[float | None, typer.Option(help="Scale factor S (target = original x S).")] = None,
-    original_max: Annotated[str | None, typer.Option(help="Trained context length: 4k, 32k, 131072.")] = None,
-    target: Annotated[str | None, typer.Option(help="Extended context length: 128k, 1M.")] = None,
+    factor: opts.FactorOpt = None,
+    original_max: opts.OriginalMaxOpt = None,
+    target: opts.TargetOpt = None,
     theta: Annotated[float | None, typer.Option(help="rope_theta (default 10000 or the config's).")] = None,
     head_dim: Annotated[int | None, typer.Option(help="Head dimension (default 128 or the config's).")] = None,
-    partial_rotary_factor: Annotated[float | None, typer.Option(help="Fraction of head_dim that rotates.")] = None,
+    partial_rotary_factor: opts.PartialRotaryFactorOpt = None,
     config: Annotated[str | None, typer.Option(help="Read theta, head dim and lengths from a config.json.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="hf, hf-v5, vllm or llama.cpp.")] = "hf",
-    beta_fast: Annotated[float | None, typer.Option(help="YaRN: ramp start in rotations (32).")] = None,
-    beta_slow: Annotated[float | None, typer.Option(help="YaRN: ramp end in rotations (1).")] = None,
-    attention_factor: Annotated[float | None, typer.Option(help="YaRN/LongRoPE: explicit cos/sin factor.")] = None,
-    mscale: Annotated[float | None, typer.Option(help="YaRN: mscale (with --mscale-all-dim).")] = None,
-    mscale_all_dim: Annotated[float | None, typer.Option(help="YaRN: mscale_all_dim.")] = None,
-    truncate: Annotated[bool | None, typer.Option("--truncate/--no-truncate", help="YaRN: round the ramp.")] = None,
-    low_freq_factor: Annotated[float, typer.Option(help="llama3: low_freq_factor.")] = 1.0,
-    high_freq_factor: Annotated[float, typer.Option(help="llama3: high_freq_factor.")] = 4.0,
-    short_factor: Annotated[str | None, typer.Option(help="longrope: JSON list or @file.")] = None,
-    long_factor: Annotated[str | None, typer.Option(help="longrope: JSON list or @file.")] = None,
+    beta_fast: opts.BetaFastOpt = None,
+    beta_slow: opts.BetaSlowOpt = None,
+    attention_factor: opts.AttentionFactorOpt = None,
+    mscale: opts.MscaleOpt = None,
+    mscale_all_dim: opts.MscaleAllDimOpt = None,
+    truncate: opts.TruncateOpt = None,
+    low_freq_factor: opts.LowFreqFactorOpt = 1.0,
+    high_freq_factor: opts.HighFreqFactorOpt = 4.0,
+    short_factor: opts.ShortFactorOpt = None,
+    long_factor: opts.LongFactorOpt = None,
     fine_tuned: Annotated[bool, typer.Option(help="The model is fine-tuned at this scale (no >8x warning).")] = False,
     explain: Annotated[bool, typer.Option(help="Per-pair table on stderr.")] = False,
     output: Annotated[str | None, typer.Option("--output", "-o", help="Write the patched --config here.")] = None,
@@ -199,8 +200,7 @@ def scale(
     Example: posenc scale yarn --original-max 32k --target 128k --theta 1e6
     """
     from posenc_cli import scaling
-    from posenc_cli.config import load_json, parse_factor_list
-    from posenc_cli.units import parse_length
+    from posenc_cli.config import load_json
 
     if fmt not in scaling.FORMATS:
         raise PosencError(f"--format {fmt!r} is not known; use one of: {', '.join(scaling.FORMATS)}")
@@ -213,19 +213,16 @@ def scale(
     if config is not None:
         source = load_json(config)
         facts = _scale_facts(source, config)
-    orig = parse_length(original_max, name="--original-max") if original_max is not None else facts.get("original")
-    tgt = parse_length(target, name="--target") if target is not None else None
-    kwargs: dict[str, Any] = {
-        "theta": theta if theta is not None else facts.get("theta", scaling.DEFAULT_THETA),
-        "head_dim": head_dim if head_dim is not None else facts.get("head_dim", scaling.DEFAULT_HEAD_DIM),
-        "partial_rotary_factor": partial_rotary_factor if partial_rotary_factor is not None else facts.get("prf"),
-        "beta_fast": beta_fast, "beta_slow": beta_slow, "attention_factor": attention_factor, "mscale": mscale,
-        "mscale_all_dim": mscale_all_dim, "truncate": truncate, "low_freq_factor": low_freq_factor,
-        "high_freq_factor": high_freq_factor, "fine_tuned": fine_tuned,
-        "short_factor": parse_factor_list(short_factor, "--short-factor") if short_factor else None,
-        "long_factor": parse_factor_list(long_factor, "--long-factor") if long_factor else None,
-    }
-    req = scaling.make_request(method, factor=factor, original_max=orig, target=tgt, **kwargs)
+    options = opts.ScaleOptions(
+        factor=factor, original_max=original_max, target=target, partial_rotary_factor=partial_rotary_factor,
+        beta_fast=beta_fast, beta_slow=beta_slow, attention_factor=attention_factor, mscale=mscale,
+        mscale_all_dim=mscale_all_dim, truncate=truncate, low_freq_factor=low_freq_factor,
+        high_freq_factor=high_freq_factor, short_factor=short_factor, long_factor=long_factor)
+    req = opts.scale_request(
+        method, options, theta=theta if theta is not None else facts.get("theta", scaling.DEFAULT_THETA),
+        head_dim=head_dim if head_dim is not None else facts.get("head_dim", scaling.DEFAULT_HEAD_DIM),
+        original_max=facts.get("original"), partial_rotary_factor=facts.get("prf"), fine_tuned=fine_tuned,
+        has_config=True)
     # build the result before any note, so a rejected request or format ends as the one `error:` line on stderr
     writing = source is not None and config is not None and bool(output or in_place)
     if writing:
@@ -237,7 +234,7 @@ def scale(
         note(line)
     for name, default in (("theta", theta), ("head_dim", head_dim)):
         if default is None and name not in facts:
-            note(f"note: --{name.replace('_', '-')} not given; using {kwargs[name]:g}")
+            note(f"note: --{name.replace('_', '-')} not given; using {getattr(req, name):g}")
     for line in scaling.warnings_for(req):
         note(line)
     if req.method == "dynamic":

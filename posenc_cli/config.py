@@ -255,15 +255,25 @@ def parse_factor_list(text: str, name: str) -> list[float]:
     return [float(v) for v in raw]
 
 
+def read_text(path: str | os.PathLike[str], label: str | None = None, *, kind: str = "file",
+              error: type[PosencError] = PosencError) -> str:
+    """The UTF-8 text of ``path``; a missing or unreadable file is one ``error`` naming ``label`` (default: the path).
+
+    ``kind`` names what was expected in the "no such ..." message (``file``, ``rules file``).
+    """
+    label = str(Path(path)) if label is None else label
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{label}: no such {kind}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"{label}: cannot read it ({exc.__class__.__name__})") from None
+
+
 def load_json_value(path: str) -> Any:
     """Any JSON value from a file, with the same one-line errors as :func:`load_json`."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PosencError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PosencError(f"{p}: cannot read it ({exc.__class__.__name__})") from None
+    text = read_text(p)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

@@ -149,14 +149,19 @@ def yarn_correction_range(
     return max(low, 0), min(high, dim - 1)
 
 
+def _original_and_factor(spec: RopeSpec) -> tuple[int, float]:
+    """yarn / longrope: the trained length and the factor (absent: ``max_position_embeddings / original``)."""
+    original = int(spec.params["original_max_position_embeddings"])
+    factor = spec.params.get("factor")
+    if factor is None:
+        factor = spec.max_position_embeddings / original
+    return original, float(factor)
+
+
 def _yarn(spec: RopeSpec, seq_len: int | None, truncate_source: Mapping[str, Any] | None = None) -> Frequencies:
     p = spec.params
     dim, base = spec.rotary_dim, spec.theta
-    original = int(p["original_max_position_embeddings"])
-    factor = p.get("factor")
-    if factor is None:
-        factor = spec.max_position_embeddings / original
-    factor = float(factor)
+    original, factor = _original_and_factor(spec)
     attention = yarn_attention_factor(p, factor)
     beta_fast = p.get("beta_fast") or 32
     beta_slow = p.get("beta_slow") or 1
@@ -186,11 +191,8 @@ def longrope_attention_factor(params: Mapping[str, Any], factor: float, original
 def _longrope(spec: RopeSpec, seq_len: int | None) -> Frequencies:
     p = spec.params
     dim, base = spec.rotary_dim, spec.theta
-    original = int(p["original_max_position_embeddings"])
-    factor = p.get("factor")
-    if factor is None:
-        factor = spec.max_position_embeddings / original
-    attention = longrope_attention_factor(p, float(factor), original)
+    original, factor = _original_and_factor(spec)
+    attention = longrope_attention_factor(p, factor, original)
     use_long = bool(seq_len and seq_len > original)
     ext = np.asarray(p["long_factor"] if use_long else p["short_factor"], dtype=F32)
     if ext.shape != (dim // 2,):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from posenc_cli import options as opts
 from posenc_cli.errors import PosencError
 
 if TYPE_CHECKING:
@@ -45,6 +46,8 @@ TerminalOpt = Annotated[bool, typer.Option(
     "--terminal", help="Draw into the terminal with coloured half-block cells instead of writing a file.")]
 WidthOpt = Annotated[int | None, typer.Option(help="--terminal: columns to use (default: the terminal's width).")]
 NoTerminalOpt = Annotated[bool, typer.Option("--terminal", hidden=True)]
+HeadDimOpt = Annotated[int, typer.Option(help="Head dimension (even).")]
+ThetaOpt = Annotated[float, typer.Option(help="rope_theta.")]
 
 
 def _cmap_opt(default: str) -> Any:
@@ -218,69 +221,27 @@ def sinusoidal(
 # ---------------------------------------------------------------- rope
 
 
-def _scale_request(
-    method: str, *, factor: float | None, original_max: str | None, target: str | None, theta: float,
-    head_dim: int, partial_rotary_factor: float | None, beta_fast: float | None, beta_slow: float | None,
-    attention_factor: float | None, mscale: float | None, mscale_all_dim: float | None, truncate: bool | None,
-    low_freq_factor: float, high_freq_factor: float, short_factor: str | None, long_factor: str | None,
-) -> ScaleRequest:
-    """The request ``posenc scale METHOD`` would build from the same options (stdlib only)."""
-    from posenc_cli import scaling
-    from posenc_cli.config import parse_factor_list
-
-    if method not in scaling.METHODS:
-        raise PosencError(f"method {method!r} is not known; use one of: {', '.join(scaling.METHODS)}")
-    if original_max is None:
-        raise PosencError(f"{method} needs the original (trained) context length: pass --original-max, e.g. 4k")
-    return scaling.make_request(
-        method, factor=factor,
-        original_max=_length(original_max, "--original-max") if original_max is not None else None,
-        target=_length(target, "--target") if target is not None else None,
-        theta=theta, head_dim=head_dim, partial_rotary_factor=partial_rotary_factor, beta_fast=beta_fast,
-        beta_slow=beta_slow, attention_factor=attention_factor, mscale=mscale, mscale_all_dim=mscale_all_dim,
-        truncate=truncate, low_freq_factor=low_freq_factor, high_freq_factor=high_freq_factor,
-        short_factor=parse_factor_list(short_factor, "--short-factor") if short_factor else None,
-        long_factor=parse_factor_list(long_factor, "--long-factor") if long_factor else None,
-    )
-
-
-FactorOpt = Annotated[float | None, typer.Option(help="Scale factor S (target = original x S).")]
-OriginalOpt = Annotated[str | None, typer.Option(help="Trained context length: 4k, 8k, 32k.")]
-ScaleTargetOpt = Annotated[str | None, typer.Option("--target", help="Extended context length: 32k, 128k.")]
-PrfOpt = Annotated[float | None, typer.Option(help="Fraction of head_dim that rotates.")]
-BetaFastOpt = Annotated[float | None, typer.Option(help="YaRN: ramp start in rotations (32).")]
-BetaSlowOpt = Annotated[float | None, typer.Option(help="YaRN: ramp end in rotations (1).")]
-AttnOpt = Annotated[float | None, typer.Option(help="YaRN/LongRoPE: explicit cos/sin factor.")]
-MscaleOpt = Annotated[float | None, typer.Option(help="YaRN: mscale (with --mscale-all-dim).")]
-MscaleAllOpt = Annotated[float | None, typer.Option(help="YaRN: mscale_all_dim.")]
-TruncateOpt = Annotated[bool | None, typer.Option("--truncate/--no-truncate", help="YaRN: round the ramp.")]
-LowOpt = Annotated[float, typer.Option(help="llama3: low_freq_factor.")]
-HighOpt = Annotated[float, typer.Option(help="llama3: high_freq_factor.")]
-ShortOpt = Annotated[str | None, typer.Option(help="longrope: JSON list or @file.")]
-LongOpt = Annotated[str | None, typer.Option(help="longrope: JSON list or @file.")]
-
-
 @plot_app.command()
 def rope(
     max_len: Annotated[str | None, typer.Option(help="Positions (default 4096, or the target with --method).")] = None,
-    head_dim: Annotated[int, typer.Option(help="Head dimension (even).")] = 128,
-    theta: Annotated[float, typer.Option(help="rope_theta.")] = 10000.0,
+    head_dim: HeadDimOpt = 128,
+    theta: ThetaOpt = 10000.0,
     method: Annotated[str | None, typer.Option(
         help="Scaling method drawn beside the original: linear, ntk, dynamic, yarn, longrope, llama3.")] = None,
-    factor: FactorOpt = None,
-    original_max: OriginalOpt = None,
-    scale_target: ScaleTargetOpt = None,
-    partial_rotary_factor: PrfOpt = None,
-    beta_fast: BetaFastOpt = None,
-    beta_slow: BetaSlowOpt = None,
-    attention_factor: AttnOpt = None,
-    mscale: MscaleOpt = None,
-    mscale_all_dim: MscaleAllOpt = None,
-    truncate: TruncateOpt = None,
-    low_freq_factor: LowOpt = 1.0,
-    high_freq_factor: HighOpt = 4.0,
-    short_factor: ShortOpt = None,
-    long_factor: LongOpt = None,
+    factor: opts.FactorOpt = None,
+    original_max: opts.OriginalMaxOpt = None,
+    target: opts.TargetOpt = None,
+    partial_rotary_factor: opts.PartialRotaryFactorOpt = None,
+    beta_fast: opts.BetaFastOpt = None,
+    beta_slow: opts.BetaSlowOpt = None,
+    attention_factor: opts.AttentionFactorOpt = None,
+    mscale: opts.MscaleOpt = None,
+    mscale_all_dim: opts.MscaleAllDimOpt = None,
+    truncate: opts.TruncateOpt = None,
+    low_freq_factor: opts.LowFreqFactorOpt = 1.0,
+    high_freq_factor: opts.HighFreqFactorOpt = 4.0,
+    short_factor: opts.ShortFactorOpt = None,
+    long_factor: opts.LongFactorOpt = None,
     output: OutputOpt = None,
     dpi: DpiOpt = 150,
     cmap: Annotated[str, _cmap_opt("RdBu")] = "RdBu",
@@ -297,15 +258,15 @@ def rope(
     th = _base(theta, "--theta")
     req = None
     if method is not None:
-        req = _scale_request(
-            method, factor=factor, original_max=original_max, target=scale_target, theta=th, head_dim=hd,
-            partial_rotary_factor=partial_rotary_factor, beta_fast=beta_fast, beta_slow=beta_slow,
-            attention_factor=attention_factor, mscale=mscale, mscale_all_dim=mscale_all_dim, truncate=truncate,
-            low_freq_factor=low_freq_factor, high_freq_factor=high_freq_factor, short_factor=short_factor,
-            long_factor=long_factor)
+        options = opts.ScaleOptions(
+            factor=factor, original_max=original_max, target=target, partial_rotary_factor=partial_rotary_factor,
+            beta_fast=beta_fast, beta_slow=beta_slow, attention_factor=attention_factor, mscale=mscale,
+            mscale_all_dim=mscale_all_dim, truncate=truncate, low_freq_factor=low_freq_factor,
+            high_freq_factor=high_freq_factor, short_factor=short_factor, long_factor=long_factor)
+        req = opts.scale_request(method, options, theta=th, head_dim=hd)
     else:
         given = [flag for flag, value in (("--factor", factor), ("--original-max", original_max),
-                                          ("--target", scale_target), ("--short-factor", short_factor),
+                                          ("--target", target), ("--short-factor", short_factor),
                                           ("--long-factor", long_factor)) if value is not None]
         if given:
             raise PosencError(f"{given[0]} describes a scaling method; add --method (linear, ntk, dynamic, yarn, "
@@ -386,24 +347,24 @@ def alibi(
 
 @plot_app.command()
 def frequencies(
-    head_dim: Annotated[int, typer.Option(help="Head dimension (even).")] = 128,
-    theta: Annotated[float, typer.Option(help="rope_theta.")] = 10000.0,
-    original_max: OriginalOpt = None,
-    factor: FactorOpt = None,
-    scale_target: ScaleTargetOpt = None,
+    head_dim: HeadDimOpt = 128,
+    theta: ThetaOpt = 10000.0,
+    original_max: opts.OriginalMaxOpt = None,
+    factor: opts.FactorOpt = None,
+    target: opts.TargetOpt = None,
     methods: Annotated[str, typer.Option(
         help="Comma-separated: linear, ntk, dynamic, yarn, longrope, llama3.")] = "linear,ntk,yarn,llama3",
-    partial_rotary_factor: PrfOpt = None,
-    beta_fast: BetaFastOpt = None,
-    beta_slow: BetaSlowOpt = None,
-    attention_factor: AttnOpt = None,
-    mscale: MscaleOpt = None,
-    mscale_all_dim: MscaleAllOpt = None,
-    truncate: TruncateOpt = None,
-    low_freq_factor: LowOpt = 1.0,
-    high_freq_factor: HighOpt = 4.0,
-    short_factor: ShortOpt = None,
-    long_factor: LongOpt = None,
+    partial_rotary_factor: opts.PartialRotaryFactorOpt = None,
+    beta_fast: opts.BetaFastOpt = None,
+    beta_slow: opts.BetaSlowOpt = None,
+    attention_factor: opts.AttentionFactorOpt = None,
+    mscale: opts.MscaleOpt = None,
+    mscale_all_dim: opts.MscaleAllDimOpt = None,
+    truncate: opts.TruncateOpt = None,
+    low_freq_factor: opts.LowFreqFactorOpt = 1.0,
+    high_freq_factor: opts.HighFreqFactorOpt = 4.0,
+    short_factor: opts.ShortFactorOpt = None,
+    long_factor: opts.LongFactorOpt = None,
     output: OutputOpt = None,
     dpi: DpiOpt = 150,
     title: TitleOpt = None,
@@ -428,12 +389,12 @@ def frequencies(
             raise PosencError(f"method {m!r} is not known; use one of: {', '.join(scaling.METHODS)}")
     if len(set(names)) != len(names):
         raise PosencError(f"--methods lists a method twice: {methods}")
-    requests = [_scale_request(
-        m, factor=factor, original_max=original_max, target=scale_target, theta=th, head_dim=hd,
-        partial_rotary_factor=partial_rotary_factor, beta_fast=beta_fast, beta_slow=beta_slow,
-        attention_factor=attention_factor, mscale=mscale, mscale_all_dim=mscale_all_dim, truncate=truncate,
-        low_freq_factor=low_freq_factor, high_freq_factor=high_freq_factor, short_factor=short_factor,
-        long_factor=long_factor) for m in names]
+    options = opts.ScaleOptions(
+        factor=factor, original_max=original_max, target=target, partial_rotary_factor=partial_rotary_factor,
+        beta_fast=beta_fast, beta_slow=beta_slow, attention_factor=attention_factor, mscale=mscale,
+        mscale_all_dim=mscale_all_dim, truncate=truncate, low_freq_factor=low_freq_factor,
+        high_freq_factor=high_freq_factor, short_factor=short_factor, long_factor=long_factor)
+    requests = [opts.scale_request(m, options, theta=th, head_dim=hd) for m in names]
     first = requests[0]
     default = f"posenc-frequencies-d{hd}-theta{_num(th)}-x{_num(first.factor)}.png"
     tgt = _target(output, default, dpi, False, as_json)

@@ -39,6 +39,7 @@ from typing import Any
 
 import yaml
 
+from posenc_cli.config import read_text
 from posenc_cli.errors import PosencError
 from posenc_cli.units import format_length, format_tokens
 
@@ -178,13 +179,7 @@ def load_rules(path: str | Path | None = None) -> RuleSet:
     label = str(p) if path is not None else "default.yaml (shipped)"
     if p.is_dir():
         raise RulesError(f"{label} is a directory, not a rules file")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RulesError(f"{label}: no such rules file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RulesError(f"{label}: cannot read it ({exc.__class__.__name__})") from None
-    return parse_rules(text, label)
+    return parse_rules(read_text(p, label, kind="rules file", error=RulesError), label)
 
 
 def parse_rules(text: str, label: str = "<rules>") -> RuleSet:

@@ -11,26 +11,19 @@ from typing import Any
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from clihelpers import assert_usage_error, run
 
 from posenc_cli import verify as core
-from posenc_cli.cli import app
-
-runner = CliRunner()
-
-
-def invoke(*args: str) -> Any:
-    return runner.invoke(app, list(args))
 
 
 def verify_json(*args: str) -> tuple[int, dict[str, Any]]:
-    result = invoke("verify", "--json", *args)
+    result = run("verify", "--json", *args)
     assert result.stderr == ""
     return result.exit_code, json.loads(result.stdout)
 
 
 def test_verify_defaults_pass() -> None:
-    result = invoke("verify")
+    result = run("verify")
     assert result.exit_code == 0, result.output
     assert "all checks passed" in result.stdout
     assert "FAIL" not in result.stdout
@@ -84,7 +77,7 @@ def test_float32_fails_at_a_million_positions_but_float64_passes() -> None:
 
 
 def test_float32_failure_is_reported_in_the_table_and_exit_code() -> None:
-    result = invoke("verify", "--dtype", "float32")
+    result = run("verify", "--dtype", "float32")
     assert result.exit_code == 1
     assert "FAIL" in result.stdout
     assert "all checks passed" not in result.stdout
@@ -117,11 +110,11 @@ def test_layout_half_only() -> None:
 
 
 def test_same_seed_same_json_other_seed_other_numbers() -> None:
-    first = invoke("verify", "--json", "--seed", "7", "--max-position", "64k")
-    second = invoke("verify", "--json", "--seed", "7", "--max-position", "64k")
+    first = run("verify", "--json", "--seed", "7", "--max-position", "64k")
+    second = run("verify", "--json", "--seed", "7", "--max-position", "64k")
     assert first.exit_code == second.exit_code == 0
     assert first.stdout == second.stdout
-    other = invoke("verify", "--json", "--seed", "8", "--max-position", "64k")
+    other = run("verify", "--json", "--seed", "8", "--max-position", "64k")
     errors = [c["max_rel_error"] for c in json.loads(first.stdout)["checks"]]
     other_errors = [c["max_rel_error"] for c in json.loads(other.stdout)["checks"]]
     assert errors != other_errors
@@ -129,7 +122,7 @@ def test_same_seed_same_json_other_seed_other_numbers() -> None:
 
 @pytest.mark.parametrize("max_position", ["2", "3", "5", "64", "65", "1025"])
 def test_tiny_windows_run(max_position: str) -> None:
-    result = invoke("verify", "--json", "--max-position", max_position)
+    result = run("verify", "--json", "--max-position", max_position)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["settings"]["max_position"] == int(max_position)
 
@@ -183,26 +176,18 @@ BAD_INPUTS = [
 
 @pytest.mark.parametrize(("args", "bad"), BAD_INPUTS, ids=[" ".join(a) for a, _ in BAD_INPUTS])
 def test_bad_input_is_one_error_line(args: list[str], bad: str) -> None:
-    result = invoke("verify", *args)
-    assert result.exit_code == 2, result.output
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    assert bad in lines[0]
-    assert "Traceback" not in result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert_usage_error(run("verify", *args), bad)
 
 
 @pytest.mark.parametrize("args", [["--head-dim", "100000000"], ["--head-dim", "16384", "--trials", "1"]])
 def test_too_big_names_gib(args: list[str]) -> None:
-    result = invoke("verify", *args)
+    result = run("verify", *args)
     assert result.exit_code == 2
     assert "GiB" in result.stderr and "--head-dim" in result.stderr
 
 
 def test_version() -> None:
-    result = invoke("--version")
+    result = run("--version")
     assert result.exit_code == 0
     assert result.stdout.strip() == "posenc 0.1.0"
 

@@ -12,40 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
-
-from posenc_cli.cli import app
+from clihelpers import assert_usage_error, ok, run, write_json
 
 RTOL = 2e-6
 TWO_PI = 2 * math.pi
-
-
-def run(*args: str, input: str | None = None) -> Result:
-    return CliRunner().invoke(app, list(args), input=input)
-
-
-def ok(result: Result) -> Result:
-    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr, result.exception)
-    assert "Traceback" not in result.stderr
-    return result
-
-
-def assert_usage_error(result: Result, *needles: str) -> str:
-    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("error: "), lines[0]
-    assert "Traceback" not in result.stderr
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
-
-
-def write(tmp_path: Path, cfg: Any, name: str = "config.json") -> str:
-    path = tmp_path / name
-    path.write_text(json.dumps(cfg, indent=2))
-    return str(path)
 
 
 def inspect_json(path: str, *extra: str) -> dict[str, Any]:
@@ -89,7 +59,7 @@ def llama3_expected(theta: float, d: int, s: float, lf: float, hf: float, origin
 # ---------------------------------------------------------------- shapes of config.json
 
 def test_legacy_rope_scaling_llama31_json(tmp_path: Path) -> None:
-    r = inspect_json(write(tmp_path, LLAMA31))
+    r = inspect_json(write_json(tmp_path, LLAMA31))
     assert r["family"] == "rope"
     assert r["rope_type"] == "llama3"
     assert r["rope_theta"] == 500000.0
@@ -104,7 +74,7 @@ def test_legacy_rope_scaling_llama31_json(tmp_path: Path) -> None:
 
 
 def test_llama31_human_output(tmp_path: Path) -> None:
-    result = ok(run("inspect", write(tmp_path, LLAMA31)))
+    result = ok(run("inspect", write_json(tmp_path, LLAMA31)))
     out = result.stdout
     assert "llama3" in out
     assert "500000" in out
@@ -118,7 +88,7 @@ def test_v5_rope_parameters_theta_inside(tmp_path: Path) -> None:
     cfg = {"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28, "max_position_embeddings": 131072,
            "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768,
                                "rope_theta": 1000000.0}}
-    r = inspect_json(write(tmp_path, cfg))
+    r = inspect_json(write_json(tmp_path, cfg))
     assert r["rope_type"] == "yarn"
     assert r["rope_theta"] == 1e6
     assert r["rotary_dim"] == 128
@@ -134,7 +104,7 @@ def test_v5_rope_parameters_theta_inside(tmp_path: Path) -> None:
 def test_v5_theta_inside_wins_over_top_level(tmp_path: Path) -> None:
     cfg = {"model_type": "llama", "hidden_size": 2048, "num_attention_heads": 16, "max_position_embeddings": 8192,
            "rope_theta": 10000.0, "rope_parameters": {"rope_type": "default", "rope_theta": 250000.0}}
-    r = inspect_json(write(tmp_path, cfg))
+    r = inspect_json(write_json(tmp_path, cfg))
     assert r["rope_theta"] == 250000.0
     assert_close(r["inv_freq"], default_inv(250000.0, 128))
 
@@ -143,14 +113,14 @@ def test_legacy_rope_scaling_wins_over_rope_parameters(tmp_path: Path) -> None:
     cfg = {"model_type": "llama", "hidden_size": 2048, "num_attention_heads": 16, "max_position_embeddings": 8192,
            "rope_theta": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 2.0},
            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}
-    r = inspect_json(write(tmp_path, cfg))
+    r = inspect_json(write_json(tmp_path, cfg))
     assert r["rope_type"] == "linear"
 
 
 def test_type_instead_of_rope_type(tmp_path: Path) -> None:
     cfg = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 8192,
            "rope_theta": 10000.0, "rope_scaling": {"type": "linear", "factor": 2.0}}
-    r = inspect_json(write(tmp_path, cfg))
+    r = inspect_json(write_json(tmp_path, cfg))
     assert r["rope_type"] == "linear"
     assert_close(r["inv_freq"], [f / 2.0 for f in default_inv(10000.0, 128)])
     assert r["trained_context"] == 4096  # 8192 / factor 2
@@ -167,7 +137,7 @@ LONG = [1.0 + 0.5 * i for i in range(48)]
 
 def test_legacy_su_is_longrope(tmp_path: Path) -> None:
     cfg = _phi3({"type": "su", "short_factor": SHORT, "long_factor": LONG}, original_max_position_embeddings=4096)
-    r = inspect_json(write(tmp_path, cfg))
+    r = inspect_json(write_json(tmp_path, cfg))
     assert r["rope_type"] == "longrope"
     assert r["rotary_dim"] == 96 and len(r["inv_freq"]) == 48
     assert r["trained_context"] == 4096
@@ -179,7 +149,7 @@ def test_legacy_su_is_longrope(tmp_path: Path) -> None:
 def test_phi3_top_level_original_wins(tmp_path: Path) -> None:
     cfg = _phi3({"type": "longrope", "short_factor": SHORT, "long_factor": LONG,
                  "original_max_position_embeddings": 2048}, original_max_position_embeddings=4096)
-    path = write(tmp_path, cfg)
+    path = write_json(tmp_path, cfg)
     r = inspect_json(path)
     assert r["trained_context"] == 4096
     # 3000 is above the dict's 2048 but not above the top-level 4096: still the short factors
@@ -192,7 +162,7 @@ def test_phi3_top_level_original_wins(tmp_path: Path) -> None:
 def test_longrope_switches_to_long_factors_above_original(tmp_path: Path) -> None:
     cfg = _phi3({"rope_type": "longrope", "short_factor": SHORT, "long_factor": LONG},
                 original_max_position_embeddings=4096)
-    path = write(tmp_path, cfg)
+    path = write_json(tmp_path, cfg)
     at_start = inspect_json(path)
     at_original = inspect_json(path, "--seq-len", "4096")
     above = inspect_json(path, "--seq-len", "4097")
@@ -207,10 +177,10 @@ def test_longrope_switches_to_long_factors_above_original(tmp_path: Path) -> Non
 def test_head_dim_present_vs_derived(tmp_path: Path) -> None:
     base = {"model_type": "qwen3", "hidden_size": 2048, "num_attention_heads": 32, "max_position_embeddings": 40960,
             "rope_theta": 1000000.0, "rope_scaling": None}
-    derived = inspect_json(write(tmp_path, base, "derived.json"))
+    derived = inspect_json(write_json(tmp_path, base, "derived.json"))
     assert derived["head_dim"] == 64 and derived["rotary_dim"] == 64
     assert_close(derived["inv_freq"], default_inv(1e6, 64))
-    explicit = inspect_json(write(tmp_path, {**base, "head_dim": 128}, "explicit.json"))
+    explicit = inspect_json(write_json(tmp_path, {**base, "head_dim": 128}, "explicit.json"))
     assert explicit["head_dim"] == 128 and explicit["rotary_dim"] == 128
     assert_close(explicit["inv_freq"], default_inv(1e6, 128))
 
@@ -223,7 +193,7 @@ def test_partial_rotary_factor(tmp_path: Path, where: str) -> None:
         cfg.update(rope_theta=10000.0, partial_rotary_factor=0.4)
     else:
         cfg["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.4}
-    r = inspect_json(write(tmp_path, cfg))
+    r = inspect_json(write_json(tmp_path, cfg))
     assert r["head_dim"] == 80
     assert r["rotary_dim"] == 32
     assert len(r["inv_freq"]) == 16
@@ -233,7 +203,7 @@ def test_partial_rotary_factor(tmp_path: Path, where: str) -> None:
 def test_gpt_neox_rotary_pct(tmp_path: Path) -> None:
     cfg = {"model_type": "gpt_neox", "hidden_size": 2048, "num_attention_heads": 16, "max_position_embeddings": 2048,
            "rotary_pct": 0.25, "rotary_emb_base": 10000}
-    r = inspect_json(write(tmp_path, cfg))
+    r = inspect_json(write_json(tmp_path, cfg))
     assert r["rotary_dim"] == 32
     assert r["rope_theta"] == 10000.0
 
@@ -243,7 +213,7 @@ def test_nested_per_layer_types(tmp_path: Path) -> None:
            "max_position_embeddings": 131072,
            "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
                                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}}
-    path = write(tmp_path, cfg)
+    path = write_json(tmp_path, cfg)
     r = inspect_json(path)
     layers = {layer["layer"]: layer for layer in r["layers"]}
     assert set(layers) == {"full_attention", "sliding_attention"}
@@ -257,7 +227,7 @@ def test_nested_per_layer_types(tmp_path: Path) -> None:
 
 
 def test_json_required_fields(tmp_path: Path) -> None:
-    r = inspect_json(write(tmp_path, LLAMA31))
+    r = inspect_json(write_json(tmp_path, LLAMA31))
     for key in ("rope_type", "rope_theta", "rotary_dim", "inv_freq", "attention_factor"):
         assert key in r
     assert all(isinstance(v, float) for v in r["inv_freq"])
@@ -270,11 +240,11 @@ def test_yarn_mscale_pair_and_explicit_attention_factor(tmp_path: Path) -> None:
           "max_position_embeddings": 163840, "rope_theta": 10000,
           "rope_scaling": {"type": "yarn", "factor": 40, "beta_fast": 32, "beta_slow": 1, "mscale": 1.0,
                            "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096}}
-    r = inspect_json(write(tmp_path, ds, "ds.json"))
+    r = inspect_json(write_json(tmp_path, ds, "ds.json"))
     assert r["rope_type"] == "yarn" and r["rotary_dim"] == 64
     assert r["attention_factor"] == pytest.approx(1.0, rel=1e-12)  # mscale / mscale_all_dim cancel
     explicit = {**ds, "rope_scaling": {**ds["rope_scaling"], "attention_factor": 1.25}}
-    assert inspect_json(write(tmp_path, explicit, "explicit.json"))["attention_factor"] == 1.25
+    assert inspect_json(write_json(tmp_path, explicit, "explicit.json"))["attention_factor"] == 1.25
 
 
 # ---------------------------------------------------------------- length-dependent methods
@@ -286,7 +256,7 @@ def _dynamic_cfg() -> dict[str, Any]:
 
 @pytest.mark.parametrize("seq_len", [8192, 16384, 100000])
 def test_dynamic_grows_theta_above_max(tmp_path: Path, seq_len: int) -> None:
-    path = write(tmp_path, _dynamic_cfg())
+    path = write_json(tmp_path, _dynamic_cfg())
     theta, s, lmax, d = 10000.0, 2.0, 4096, 64
     expected_theta = theta * ((s * seq_len / lmax) - (s - 1)) ** (d / (d - 2))
     r = inspect_json(path, "--seq-len", str(seq_len))
@@ -297,7 +267,7 @@ def test_dynamic_grows_theta_above_max(tmp_path: Path, seq_len: int) -> None:
 
 
 def test_dynamic_below_max_is_unchanged(tmp_path: Path) -> None:
-    path = write(tmp_path, _dynamic_cfg())
+    path = write_json(tmp_path, _dynamic_cfg())
     at_init = inspect_json(path)
     below = inspect_json(path, "--seq-len", "2k")
     assert below["inv_freq"] == at_init["inv_freq"]
@@ -306,7 +276,7 @@ def test_dynamic_below_max_is_unchanged(tmp_path: Path) -> None:
 
 
 def test_dynamic_human_output_mentions_effective_theta(tmp_path: Path) -> None:
-    out = ok(run("inspect", write(tmp_path, _dynamic_cfg()), "--seq-len", "16k")).stdout
+    out = ok(run("inspect", write_json(tmp_path, _dynamic_cfg()), "--seq-len", "16k")).stdout
     assert "effective theta" in out
     expected = 10000.0 * ((2.0 * 16384 / 4096) - 1.0) ** (64 / 62)
     assert f"{expected:,.1f}" in out
@@ -315,7 +285,7 @@ def test_dynamic_human_output_mentions_effective_theta(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- stdin
 
 def test_stdin(tmp_path: Path) -> None:
-    from_file = inspect_json(write(tmp_path, LLAMA31))
+    from_file = inspect_json(write_json(tmp_path, LLAMA31))
     result = ok(run("inspect", "-", "--json", input=json.dumps(LLAMA31)))
     assert json.loads(result.stdout) == from_file
 
@@ -340,7 +310,7 @@ def alibi_slopes_pow2(n: int) -> list[float]:
     ids=["bloom", "mpt"],
 )
 def test_alibi_models(tmp_path: Path, cfg: dict[str, Any], heads: int) -> None:
-    path = write(tmp_path, cfg)
+    path = write_json(tmp_path, cfg)
     r = inspect_json(path)
     assert r["family"] == "alibi"
     assert r["num_heads"] == heads
@@ -352,18 +322,18 @@ def test_alibi_models(tmp_path: Path, cfg: dict[str, Any], heads: int) -> None:
 
 
 def test_alibi_non_power_of_two_heads(tmp_path: Path) -> None:
-    r = inspect_json(write(tmp_path, {"model_type": "bloom", "n_head": 6, "hidden_size": 768}))
+    r = inspect_json(write_json(tmp_path, {"model_type": "bloom", "n_head": 6, "hidden_size": 768}))
     assert_close(r["alibi_slopes"], [0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125], rtol=1e-12)
 
 
 def test_mpt_without_alibi_is_not_alibi(tmp_path: Path) -> None:
     cfg = {"model_type": "mpt", "n_heads": 32, "d_model": 4096, "max_seq_len": 2048, "attn_config": {"alibi": False}}
-    r = inspect_json(write(tmp_path, cfg))
+    r = inspect_json(write_json(tmp_path, cfg))
     assert r["family"] != "alibi"
 
 
 def test_learned_gpt2(tmp_path: Path) -> None:
-    path = write(tmp_path, {"model_type": "gpt2", "n_head": 12, "n_embd": 768, "n_positions": 1024, "n_layer": 12})
+    path = write_json(tmp_path, {"model_type": "gpt2", "n_head": 12, "n_embd": 768, "n_positions": 1024, "n_layer": 12})
     r = inspect_json(path)
     assert r["family"] == "learned"
     assert r["max_position_embeddings"] == 1024
@@ -390,12 +360,12 @@ def test_malformed_json(tmp_path: Path) -> None:
 
 
 def test_json_array(tmp_path: Path) -> None:
-    path = write(tmp_path, [LLAMA31])
+    path = write_json(tmp_path, [LLAMA31])
     assert_usage_error(run("inspect", path), path, "object")
 
 
 def test_bad_seq_len(tmp_path: Path) -> None:
-    assert_usage_error(run("inspect", write(tmp_path, LLAMA31), "--seq-len", "abc"), "--seq-len", "abc")
+    assert_usage_error(run("inspect", write_json(tmp_path, LLAMA31), "--seq-len", "abc"), "--seq-len", "abc")
 
 
 def test_not_utf8(tmp_path: Path) -> None:
@@ -431,4 +401,4 @@ _LLAMA_BASE: dict[str, Any] = {"model_type": "llama", "hidden_size": 4096, "num_
 )
 def test_malformed_rope_parameters_are_one_line_errors(tmp_path: Path, extra: dict[str, Any],
                                                        needles: list[str]) -> None:
-    assert_usage_error(run("inspect", write(tmp_path, {**_LLAMA_BASE, **extra}), "--json"), *needles)
+    assert_usage_error(run("inspect", write_json(tmp_path, {**_LLAMA_BASE, **extra}), "--json"), *needles)

@@ -30,15 +30,14 @@ import pytest
 transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
+from clihelpers import ok, run  # noqa: E402
 from transformers import AutoConfig, GPTNeoXConfig, LlamaConfig  # noqa: E402
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
 from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding  # noqa: E402
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
-from typer.testing import CliRunner, Result  # noqa: E402
 
 from posenc_cli import scaling  # noqa: E402
-from posenc_cli.cli import app  # noqa: E402
 from posenc_cli.config import describe  # noqa: E402
 from posenc_cli.frequencies import Frequencies, RopeSpec, compute  # noqa: E402
 
@@ -134,12 +133,6 @@ def factor_list(n: int, seed: int) -> list[float]:
     """A LongRoPE-like list: ``n`` non-decreasing factors in [1, 64]."""
     values = np.sort(np.random.default_rng(seed).uniform(1.0, 64.0, n))
     return [round(float(v), 6) for v in values]
-
-
-def invoke(*args: str) -> Result:
-    result = CliRunner().invoke(app, list(args))
-    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr, result.exception)
-    return result
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -531,7 +524,7 @@ def _request_from_argv(argv: list[str]) -> scaling.ScaleRequest:
 @pytest.mark.parametrize("argv", CLI_CASES, ids=lambda a: " ".join(a[:5]))
 def test_scale_cli_output_loads_cleanly(argv: list[str], fmt: str, tmp_path: Path) -> None:
     """The real command's stdout, merged into a Llama config.json and read with from_pretrained."""
-    result = invoke("scale", *argv, "--format", fmt)
+    result = ok(run("scale", *argv, "--format", fmt))
     printed = json.loads(result.stdout)
     req = _request_from_argv(argv)
     folder = tmp_path / "model"
@@ -549,8 +542,8 @@ def test_scale_cli_output_loads_cleanly(argv: list[str], fmt: str, tmp_path: Pat
 def test_scale_cli_patched_fixture_loads_cleanly(fmt: str, tmp_path: Path) -> None:
     """`posenc scale --config llama-3.1-8b.json -o ...`: the patched real config loads and means what posenc says."""
     out = tmp_path / "config.json"
-    invoke("scale", "yarn", "--config", str(FIXTURES / "llama-3.1-8b.json"), "--factor", "4", "--format", fmt,
-           "-o", str(out))
+    ok(run("scale", "yarn", "--config", str(FIXTURES / "llama-3.1-8b.json"), "--factor", "4", "--format", fmt,
+           "-o", str(out)))
     patched = json.loads(out.read_text())
     config = load_clean(patched)
     model = describe(patched)
@@ -576,7 +569,7 @@ def _fixture(name: str) -> dict[str, Any]:
 
 
 def _inspect(name: str, *extra: str) -> dict[str, Any]:
-    result = invoke("inspect", str(FIXTURES / f"{name}.json"), "--json", *extra)
+    result = ok(run("inspect", str(FIXTURES / f"{name}.json"), "--json", *extra))
     data: dict[str, Any] = json.loads(result.stdout)
     return data
 

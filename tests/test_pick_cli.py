@@ -9,7 +9,6 @@ output of `posenc scale`.
 from __future__ import annotations
 
 import json
-import math
 import re
 import shlex
 import subprocess
@@ -19,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
+from clihelpers import assert_usage_error, ok, run, write_json
+from reference import alibi_slopes_official
 
-from posenc_cli.cli import app
 from posenc_cli.rules import GUARDS, load_rules
 from posenc_cli.scaling import format_hf, make_request
 from posenc_cli.slopes import alibi_slope_list
@@ -31,39 +30,10 @@ HEADINGS = ("1. Encoding", "2. Hyperparameters", "3. Extension", "4. Test plan",
 K = 1024
 
 
-def run(*args: str) -> Result:
-    return CliRunner().invoke(app, list(args))
-
-
-def ok(result: Result) -> Result:
-    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr, result.exception)
-    assert "Traceback" not in result.stderr
-    return result
-
-
 def pick_json(*args: str) -> dict[str, Any]:
     result = ok(run("pick", *args, "--json"))
     answer: dict[str, Any] = json.loads(result.stdout)  # stdout is the JSON and nothing else
     return answer
-
-
-def assert_usage_error(result: Result, *needles: str) -> str:
-    """exit 2, nothing on stdout, exactly one stderr line 'error: ...' containing every needle, no traceback."""
-    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
-    assert result.stdout == ""
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("error: "), lines[0]
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
-
-
-def write_config(folder: Path, name: str, cfg: dict[str, Any]) -> str:
-    path = folder / name
-    path.write_text(json.dumps(cfg), encoding="utf-8")
-    return str(path)
 
 
 # The model configs of the README scenarios (the same content is quoted in the scenario table).
@@ -79,7 +49,7 @@ GPT2 = {"model_type": "gpt2", "n_positions": 1024, "n_embd": 768, "n_head": 12, 
 
 @pytest.fixture
 def configs(tmp_path: Path) -> dict[str, str]:
-    return {name: write_config(tmp_path, f"{name}.json", cfg) for name, cfg in
+    return {name: write_json(tmp_path, cfg, f"{name}.json") for name, cfg in
             (("llama8k", LLAMA_8K), ("llama4k", LLAMA_4K), ("qwen32k", QWEN_32K), ("bloom", BLOOM), ("gpt2", GPT2))}
 
 
@@ -187,22 +157,9 @@ def test_new_model_128k(configs: dict[str, str]) -> None:
     assert niah_lengths(a) == [131072]
 
 
-def reference_alibi_slopes(n: int) -> list[float]:
-    """The ALiBi paper's get_slopes (Press et al.), recursive form, written out independently."""
-
-    def power_of_2(m: int) -> list[float]:
-        start = 2 ** (-(2 ** -(math.log2(m) - 3)))
-        return [start * start**i for i in range(m)]
-
-    if math.log2(n).is_integer():
-        return power_of_2(n)
-    closest = 2 ** math.floor(math.log2(n))
-    return power_of_2(closest) + reference_alibi_slopes(2 * closest)[0::2][: n - closest]
-
-
 def test_reference_alibi_slopes_known_values() -> None:
-    assert reference_alibi_slopes(8) == [2.0**-i for i in range(1, 9)]
-    assert reference_alibi_slopes(12)[8:] == pytest.approx([2**-0.5, 2**-1.5, 2**-2.5, 2**-3.5])
+    assert alibi_slopes_official(8) == [2.0**-i for i in range(1, 9)]
+    assert alibi_slopes_official(12)[8:] == pytest.approx([2**-0.5, 2**-1.5, 2**-2.5, 2**-3.5])
 
 
 @pytest.mark.parametrize("heads", [12, 32, 40])
@@ -214,12 +171,12 @@ def test_new_model_strong_extrapolation_is_alibi_with_official_slopes(heads: int
     slopes = [float(s) for s in a["hyperparameters"]["slopes"].split(",")]
     assert len(slopes) == heads
     assert slopes == pytest.approx(alibi_slope_list(heads), rel=1e-5)
-    assert slopes == pytest.approx(reference_alibi_slopes(heads), rel=1e-5)
+    assert slopes == pytest.approx(alibi_slopes_official(heads), rel=1e-5)
     # the human-readable answer quotes the same slopes
     text = ok(run("pick", "--ctx", "128k", "--extrapolation", "strong", "--heads", str(heads))).stdout
     line = re.search(r"^\s+slopes: (.+)$", text, re.M)
     assert line, text
-    assert [float(s) for s in line.group(1).split(",")] == pytest.approx(reference_alibi_slopes(heads), rel=1e-5)
+    assert [float(s) for s in line.group(1).split(",")] == pytest.approx(alibi_slopes_official(heads), rel=1e-5)
 
 
 def test_existing_8k_rope_to_32k_no_budget_uses_scale_code(configs: dict[str, str]) -> None:
@@ -286,7 +243,7 @@ def test_alibi_model_from_config(configs: dict[str, str]) -> None:
     assert a["rule"] == "existing-alibi"
     assert a["extension"] is None
     assert [float(s) for s in a["hyperparameters"]["slopes"].split(",")] == pytest.approx(
-        reference_alibi_slopes(32), rel=1e-5)
+        alibi_slopes_official(32), rel=1e-5)
     # with its real trained length, and far past it: still no extension, needle test at the full length
     far = pick_json("--ctx", "32k", "--trained-ctx", "2k", "--config", configs["bloom"])
     assert far["rule"] == "existing-alibi" and far["extension"] is None

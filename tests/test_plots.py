@@ -19,10 +19,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner, Result
+from clihelpers import assert_usage_error, ok
+from clihelpers import run as run_posenc
+from reference import alibi_slopes_official
+from typer.testing import Result
 
 from posenc_cli import plots, scaling
-from posenc_cli.cli import app
 from posenc_cli.encodings import alibi_bias, sinusoidal
 from posenc_cli.frequencies import RopeSpec, compute, default_inv_freq
 
@@ -35,26 +37,8 @@ DECAY_ORACLE = {0: 32.5, 1: 31.538, 5: 20.845, 10: 17.954, 25: 14.237, 50: 12.62
 
 
 def run(*args: str) -> Result:
-    return CliRunner().invoke(app, ["plot", *args])
-
-
-def ok(result: Result) -> Result:
-    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr, result.exception)
-    assert "Traceback" not in result.stderr
-    return result
-
-
-def assert_usage_error(result: Result, *needles: str) -> str:
-    """exit 2, nothing on stdout, exactly one stderr line 'error: ...' containing every needle."""
-    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("error: "), lines[0]
-    assert "Traceback" not in result.stderr
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
+    """``posenc plot ARGS...``"""
+    return run_posenc("plot", *args)
 
 
 @pytest.fixture
@@ -353,8 +337,8 @@ def test_frequency_chart_lines_are_scales_wavelengths(in_tmp: Path, captured: li
 def test_frequency_chart_yarn_line_equals_scale_explain(in_tmp: Path, captured: list[Any]) -> None:
     ok(run("frequencies", *FREQ_ARGS, "--methods", "yarn", "-o", "f.png"))
     y = np.asarray(line_by_gid(captured[0], "method:yarn").get_ydata())
-    explain = CliRunner().invoke(app, ["scale", "yarn", "--original-max", "8k", "--factor", "8", "--theta", "500000",
-                                       "--head-dim", "128", "--explain"])
+    explain = run_posenc("scale", "yarn", "--original-max", "8k", "--factor", "8", "--theta", "500000",
+                         "--head-dim", "128", "--explain")
     assert explain.exit_code == 0, explain.stderr
     rows = re.findall(r"^\W*(\d+)\W+([\d,]+\.\d\d)\W+([\d,]+\.\d\d)\W", explain.stderr, flags=re.MULTILINE)
     assert len(rows) == 64
@@ -378,18 +362,6 @@ def test_frequency_chart_longrope_and_options(in_tmp: Path, captured: list[Any])
                                TWO_PI / yarn.inv_freq.astype(np.float64), rtol=1e-15)
 
 
-def _official_slopes(n: int) -> list[float]:
-    """Press et al.'s get_slopes, written out independently."""
-    def power_of_2(k: int) -> list[float]:
-        start = 2 ** (-(2 ** -(math.log2(k) - 3)))
-        return [start * start**i for i in range(k)]
-
-    if math.log2(n).is_integer():
-        return power_of_2(n)
-    closest = 2 ** math.floor(math.log2(n))
-    return power_of_2(closest) + _official_slopes(2 * closest)[0::2][: n - closest]
-
-
 @pytest.mark.parametrize("heads", [8, 12, 5])
 def test_alibi_small_multiples(in_tmp: Path, captured: list[Any], heads: int) -> None:
     ok(run("alibi", "--heads", str(heads), "--seq-len", "16", "-o", "a.png"))
@@ -397,7 +369,7 @@ def test_alibi_small_multiples(in_tmp: Path, captured: list[Any], heads: int) ->
     panels = [ax for ax in fig.axes if ax.images and ax.get_title().startswith("head ")]
     assert len(panels) == heads
     bias = alibi_bias(heads, 16)
-    slopes = _official_slopes(heads)
+    slopes = alibi_slopes_official(heads)
     future = np.triu(np.ones((16, 16), dtype=bool), k=1)
     for h, ax in enumerate(panels):
         arr = ax.images[0].get_array()

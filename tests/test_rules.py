@@ -15,11 +15,10 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from clihelpers import assert_usage_error, run, write_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner, Result
 
-from posenc_cli.cli import app
 from posenc_cli.errors import PosencError
 from posenc_cli.picker import PickInputs, pick
 from posenc_cli.rules import GUARDS, RulesError, load_rules, parse_rules
@@ -54,21 +53,6 @@ rules:
     why: catch-all
 """
 FIRST_LINE, LAST_LINE = 5, 14
-
-
-def run(*args: str) -> Result:
-    return CliRunner().invoke(app, list(args))
-
-
-def one_error_line(result: Result) -> str:
-    """exit 2, nothing on stdout, exactly one stderr line 'error: ...', no traceback."""
-    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
-    assert result.stdout == ""
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("error: "), lines[0]
-    return lines[0]
 
 
 def edit(old: str, new: str, text: str = VALID) -> str:
@@ -197,14 +181,14 @@ def test_broken_rules_file_through_the_cli(tmp_path: Path, text: str, rule: str 
                                           fragment: str) -> None:
     path = tmp_path / "broken.yaml"
     path.write_text(text, encoding="utf-8")
-    line_text = one_error_line(run("rules", "validate", str(path)))
+    line_text = assert_usage_error(run("rules", "validate", str(path)))
     assert f"{path}:{line}:" in line_text if line else str(path) in line_text
     if rule is not None:
         assert f"rule {rule!r}" in line_text
     assert fragment in line_text
     # pick with the broken file: the same error, nothing on stdout
-    assert one_error_line(run("pick", "--ctx", "4k", "--rules", str(path))) == line_text
-    assert one_error_line(run("rules", "show", "--rules", str(path))) == line_text
+    assert assert_usage_error(run("pick", "--ctx", "4k", "--rules", str(path))) == line_text
+    assert assert_usage_error(run("rules", "show", "--rules", str(path))) == line_text
 
 
 def test_yaml_syntax_error_names_the_line_yaml_reports() -> None:
@@ -233,9 +217,9 @@ def test_python_tag_is_rejected_and_nothing_runs(tmp_path: Path) -> None:
     path = tmp_path / "evil.yaml"
     path.write_text(f'version: !!python/object/apply:os.system ["touch {marker}"]\n' + VALID.split("\n", 1)[1],
                     encoding="utf-8")
-    line = one_error_line(run("rules", "validate", str(path)))
+    line = assert_usage_error(run("rules", "validate", str(path)))
     assert "YAML error" in line and f"{path}:1:" in line
-    one_error_line(run("pick", "--ctx", "4k", "--rules", str(path)))
+    assert_usage_error(run("pick", "--ctx", "4k", "--rules", str(path)))
     assert not marker.exists()
 
 
@@ -243,23 +227,23 @@ def test_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "missing.yaml"
     with pytest.raises(RulesError, match="no such rules file"):
         load_rules(path)
-    line = one_error_line(run("rules", "validate", str(path)))
+    line = assert_usage_error(run("rules", "validate", str(path)))
     assert str(path) in line and "no such rules file" in line
-    assert one_error_line(run("pick", "--ctx", "128k", "--rules", str(path))) == line
+    assert assert_usage_error(run("pick", "--ctx", "128k", "--rules", str(path))) == line
 
 
 def test_directory(tmp_path: Path) -> None:
     with pytest.raises(RulesError, match="is a directory"):
         load_rules(tmp_path)
-    line = one_error_line(run("rules", "validate", str(tmp_path)))
+    line = assert_usage_error(run("rules", "validate", str(tmp_path)))
     assert str(tmp_path) in line and "directory" in line
-    one_error_line(run("pick", "--ctx", "128k", "--rules", str(tmp_path)))
+    assert_usage_error(run("pick", "--ctx", "128k", "--rules", str(tmp_path)))
 
 
 def test_not_utf8(tmp_path: Path) -> None:
     path = tmp_path / "latin1.yaml"
     path.write_bytes(VALID.replace("because", "caf\xe9").encode("latin-1"))
-    line = one_error_line(run("rules", "validate", str(path)))
+    line = assert_usage_error(run("rules", "validate", str(path)))
     assert str(path) in line
 
 
@@ -461,19 +445,16 @@ def test_guard_no_absolute_positions_for_new_models(tmp_path: Path, encoding: st
 
 def test_guard_absolute_positions_allowed_for_existing_model(tmp_path: Path) -> None:
     """Keeping an existing GPT-2's learned table is not a new-model recommendation."""
-    config = tmp_path / "gpt2.json"
-    config.write_text(json.dumps({"model_type": "gpt2", "n_positions": 1024, "n_embd": 768, "n_head": 12}))
+    config = write_json(tmp_path, {"model_type": "gpt2", "n_positions": 1024, "n_embd": 768, "n_head": 12}, "gpt2.json")
     rules = [{"id": "keep-learned", "when": [{"fact": "existing", "op": "==", "value": True}],
               "encoding": "learned absolute positions"}]
-    answer = decide_id(tiny(rules), tmp_path, ctx=1024, config=str(config))
+    answer = decide_id(tiny(rules), tmp_path, ctx=1024, config=config)
     assert answer["rule"] == "keep-learned" and answer["vetoed"] == []
 
 
 def _rope_config(tmp_path: Path, max_pos: int) -> str:
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
-                                "max_position_embeddings": max_pos, "rope_theta": 10000.0}))
-    return str(path)
+    return write_json(tmp_path, {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
+                                 "max_position_embeddings": max_pos, "rope_theta": 10000.0})
 
 
 def test_guard_no_scaling_above_8x_without_fine_tuning(tmp_path: Path) -> None:
@@ -537,7 +518,7 @@ def test_every_rule_vetoed_is_a_rules_error(tmp_path: Path) -> None:
     path.write_text(text, encoding="utf-8")
     with pytest.raises(RulesError, match="vetoed"):
         pick(PickInputs(ctx=4096, rules=str(path)))
-    line = one_error_line(run("pick", "--ctx", "4k", "--rules", str(path)))
+    line = assert_usage_error(run("pick", "--ctx", "4k", "--rules", str(path)))
     assert str(path) in line and "vetoed" in line
 
 

@@ -15,35 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
-
-from posenc_cli.cli import app
+from clihelpers import assert_usage_error, ok, run, write_json
+from typer.testing import Result
 
 TWO_PI = 2 * math.pi
-
-
-def run(*args: str, input: str | None = None) -> Result:
-    return CliRunner().invoke(app, list(args), input=input)
-
-
-def ok(result: Result) -> Result:
-    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr, result.exception)
-    assert "Traceback" not in result.stderr
-    return result
-
-
-def assert_usage_error(result: Result, *needles: str) -> str:
-    """exit 2, nothing on stdout, exactly one stderr line 'error: ...' containing every needle."""
-    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, lines
-    line = lines[0]
-    assert line.startswith("error: "), line
-    assert "Traceback" not in result.stderr
-    for needle in needles:
-        assert needle in line, (needle, line)
-    return line
 
 
 def scale_json(*args: str) -> tuple[dict[str, Any], Result]:
@@ -393,12 +368,6 @@ QWEN_LIKE: dict[str, Any] = {
 ROPE_KEYS = {"rope_theta", "rope_scaling", "rope_parameters", "max_position_embeddings"}
 
 
-def _write(path: Path, cfg: dict[str, Any]) -> bytes:
-    raw = (json.dumps(cfg, indent=2) + "\n").encode()
-    path.write_bytes(raw)
-    return raw
-
-
 def _assert_kept(original: dict[str, Any], patched: dict[str, Any], dropped: frozenset[str] = frozenset()) -> None:
     for key, value in original.items():
         if key in dropped:
@@ -411,8 +380,7 @@ def _assert_kept(original: dict[str, Any], patched: dict[str, Any], dropped: fro
 
 
 def test_config_supplies_facts(tmp_path: Path) -> None:
-    cfg = tmp_path / "config.json"
-    _write(cfg, QWEN_LIKE)
+    cfg = Path(write_json(tmp_path, QWEN_LIKE))
     out, result = scale_json("yarn", "--config", str(cfg), "--target", "128k")
     assert out == {"rope_theta": 1e6, "max_position_embeddings": 131072,
                    "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}
@@ -423,8 +391,8 @@ def test_config_supplies_facts(tmp_path: Path) -> None:
 
 
 def test_config_output_hf(tmp_path: Path) -> None:
-    cfg = tmp_path / "config.json"
-    raw = _write(cfg, QWEN_LIKE)
+    cfg = Path(write_json(tmp_path, QWEN_LIKE))
+    raw = cfg.read_bytes()
     dest = tmp_path / "new.json"
     result = ok(run("scale", "yarn", "--config", str(cfg), "--target", "128k", "--output", str(dest)))
     assert result.stdout == ""
@@ -440,8 +408,7 @@ def test_config_output_hf(tmp_path: Path) -> None:
 
 def test_config_output_adds_missing_keys_at_the_end(tmp_path: Path) -> None:
     base = {k: v for k, v in QWEN_LIKE.items() if k != "rope_scaling"}
-    cfg = tmp_path / "config.json"
-    _write(cfg, base)
+    cfg = Path(write_json(tmp_path, base))
     dest = tmp_path / "new.json"
     ok(run("scale", "linear", "--config", str(cfg), "--factor", "2", "-o", str(dest)))
     patched = json.loads(dest.read_text())
@@ -452,8 +419,7 @@ def test_config_output_adds_missing_keys_at_the_end(tmp_path: Path) -> None:
 
 
 def test_config_output_hf_v5(tmp_path: Path) -> None:
-    cfg = tmp_path / "config.json"
-    _write(cfg, QWEN_LIKE)
+    cfg = Path(write_json(tmp_path, QWEN_LIKE))
     dest = tmp_path / "new.json"
     ok(run("scale", "yarn", "--config", str(cfg), "--target", "128k", "--format", "hf-v5", "--output", str(dest)))
     patched = json.loads(dest.read_text())
@@ -464,8 +430,7 @@ def test_config_output_hf_v5(tmp_path: Path) -> None:
 
 
 def test_in_place(tmp_path: Path) -> None:
-    cfg = tmp_path / "config.json"
-    _write(cfg, QWEN_LIKE)
+    cfg = Path(write_json(tmp_path, QWEN_LIKE))
     before = cfg.stat().st_mode
     result = ok(run("scale", "llama3", "--config", str(cfg), "--target", "128k", "--in-place"))
     assert result.stdout == ""
@@ -483,8 +448,7 @@ def test_phi3_top_level_original_is_updated(tmp_path: Path) -> None:
     phi = {"model_type": "phi3", "hidden_size": 3072, "num_attention_heads": 32, "max_position_embeddings": 4096,
            "original_max_position_embeddings": 4096, "rope_theta": 10000.0, "rope_scaling": None,
            "vocab_size": 32064}
-    cfg = tmp_path / "config.json"
-    _write(cfg, phi)
+    cfg = Path(write_json(tmp_path, phi))
     ok(run("scale", "yarn", "--config", str(cfg), "--factor", "4", "--in-place"))
     patched = json.loads(cfg.read_text())
     assert patched["original_max_position_embeddings"] == 4096
@@ -493,8 +457,8 @@ def test_phi3_top_level_original_is_updated(tmp_path: Path) -> None:
 
 
 def test_output_into_missing_folder_fails_cleanly(tmp_path: Path) -> None:
-    cfg = tmp_path / "config.json"
-    raw = _write(cfg, QWEN_LIKE)
+    cfg = Path(write_json(tmp_path, QWEN_LIKE))
+    raw = cfg.read_bytes()
     missing = tmp_path / "nope" / "new.json"
     assert_usage_error(run("scale", "yarn", "--config", str(cfg), "--target", "128k", "--output", str(missing)),
                        "nope")
@@ -503,8 +467,8 @@ def test_output_into_missing_folder_fails_cleanly(tmp_path: Path) -> None:
 
 
 def test_output_onto_a_directory_fails_cleanly(tmp_path: Path) -> None:
-    cfg = tmp_path / "config.json"
-    raw = _write(cfg, QWEN_LIKE)
+    cfg = Path(write_json(tmp_path, QWEN_LIKE))
+    raw = cfg.read_bytes()
     (tmp_path / "sub").mkdir()
     assert_usage_error(run("scale", "yarn", "--config", str(cfg), "--target", "128k", "--output",
                            str(tmp_path / "sub")), "sub")
@@ -516,8 +480,8 @@ def test_output_onto_a_directory_fails_cleanly(tmp_path: Path) -> None:
 def test_in_place_in_read_only_folder_fails_cleanly(tmp_path: Path) -> None:
     folder = tmp_path / "model"
     folder.mkdir()
-    cfg = folder / "config.json"
-    raw = _write(cfg, QWEN_LIKE)
+    cfg = Path(write_json(folder, QWEN_LIKE))
+    raw = cfg.read_bytes()
     folder.chmod(0o555)
     try:
         assert_usage_error(run("scale", "yarn", "--config", str(cfg), "--target", "128k", "--in-place"),
@@ -532,8 +496,8 @@ def test_in_place_failing_rename_leaves_file_and_no_temp(tmp_path: Path, monkeyp
     """Works as root too: the final rename fails after the temp file was written."""
     import posenc_cli.config as config_module
 
-    cfg = tmp_path / "config.json"
-    raw = _write(cfg, QWEN_LIKE)
+    cfg = Path(write_json(tmp_path, QWEN_LIKE))
+    raw = cfg.read_bytes()
 
     def boom(src: Any, dst: Any) -> None:
         assert Path(src).exists()  # the temp file was fully written before the rename
@@ -556,8 +520,8 @@ def test_in_place_without_config() -> None:
 
 
 def test_output_with_non_hf_format(tmp_path: Path) -> None:
-    cfg = tmp_path / "config.json"
-    raw = _write(cfg, QWEN_LIKE)
+    cfg = Path(write_json(tmp_path, QWEN_LIKE))
+    raw = cfg.read_bytes()
     assert_usage_error(run("scale", "yarn", "--config", str(cfg), "--target", "128k", "--format", "vllm",
                            "--output", str(tmp_path / "n.json")), "vllm")
     assert cfg.read_bytes() == raw
@@ -574,8 +538,7 @@ LLAMA31: dict[str, Any] = {
 
 
 def test_already_scaled_config_uses_its_original_length(tmp_path: Path) -> None:
-    cfg = tmp_path / "config.json"
-    _write(cfg, LLAMA31)
+    cfg = Path(write_json(tmp_path, LLAMA31))
     out, result = scale_json("yarn", "--config", str(cfg), "--target", "64k")
     assert out["rope_scaling"]["original_max_position_embeddings"] == 8192
     assert out["rope_scaling"]["factor"] == 8.0  # 64k / 8k, not 64k / 128k
@@ -593,8 +556,7 @@ def test_already_scaled_config_uses_its_original_length(tmp_path: Path) -> None:
     ids=["bloom", "mpt", "gpt2"],
 )
 def test_no_rope_config_has_nothing_to_scale(tmp_path: Path, cfg: dict[str, Any]) -> None:
-    path = tmp_path / "config.json"
-    _write(path, cfg)
+    path = write_json(tmp_path, cfg)
     assert_usage_error(run("scale", "yarn", "--config", str(path), "--factor", "2"), "nothing to scale")
 
 
@@ -712,14 +674,13 @@ def test_error_is_the_only_stderr_line_even_when_defaults_would_be_noted() -> No
 
 
 def test_error_after_reading_an_already_scaled_config_is_one_line(tmp_path: Path) -> None:
-    cfg = tmp_path / "config.json"
-    _write(cfg, LLAMA31)
+    cfg = Path(write_json(tmp_path, LLAMA31))
     assert_usage_error(run("scale", "yarn", "--config", str(cfg), "--factor", "0.5"), "0.5")
 
 
 def test_config_with_malformed_rope_parameters(tmp_path: Path) -> None:
-    cfg = tmp_path / "config.json"
-    raw = _write(cfg, {**QWEN_LIKE, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}})
+    cfg = Path(write_json(tmp_path, {**QWEN_LIKE, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}))
+    raw = cfg.read_bytes()
     assert_usage_error(run("scale", "yarn", "--config", str(cfg), "--factor", "2", "--in-place"),
                        "low_freq_factor")
     assert cfg.read_bytes() == raw

@@ -1,0 +1,98 @@
+"""The RoPE scaling options that ``posenc scale`` and ``posenc plot rope/frequencies`` share, and the one way they
+become a validated :class:`~posenc_cli.scaling.ScaleRequest`.
+
+Only typer and the stdlib load at import time (``import posenc_cli.cli`` must stay free of numpy and matplotlib);
+:func:`scale_request` imports the scaling, config and units modules when it runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from posenc_cli.errors import PosencError
+
+if TYPE_CHECKING:
+    from posenc_cli.scaling import ScaleRequest
+
+FactorOpt = Annotated[float | None, typer.Option(help="Scale factor S (target = original x S).")]
+OriginalMaxOpt = Annotated[str | None, typer.Option(help="Trained context length: 4k, 32k, 131072.")]
+TargetOpt = Annotated[str | None, typer.Option("--target", help="Extended context length: 128k, 1M.")]
+PartialRotaryFactorOpt = Annotated[float | None, typer.Option(help="Fraction of head_dim that rotates.")]
+BetaFastOpt = Annotated[float | None, typer.Option(help="YaRN: ramp start in rotations (32).")]
+BetaSlowOpt = Annotated[float | None, typer.Option(help="YaRN: ramp end in rotations (1).")]
+AttentionFactorOpt = Annotated[float | None, typer.Option(help="YaRN/LongRoPE: explicit cos/sin factor.")]
+MscaleOpt = Annotated[float | None, typer.Option(help="YaRN: mscale (with --mscale-all-dim).")]
+MscaleAllDimOpt = Annotated[float | None, typer.Option(help="YaRN: mscale_all_dim.")]
+TruncateOpt = Annotated[bool | None, typer.Option("--truncate/--no-truncate", help="YaRN: round the ramp.")]
+LowFreqFactorOpt = Annotated[float, typer.Option(help="llama3: low_freq_factor.")]
+HighFreqFactorOpt = Annotated[float, typer.Option(help="llama3: high_freq_factor.")]
+ShortFactorOpt = Annotated[str | None, typer.Option(help="longrope: JSON list or @file.")]
+LongFactorOpt = Annotated[str | None, typer.Option(help="longrope: JSON list or @file.")]
+
+
+@dataclass(frozen=True)
+class ScaleOptions:
+    """The shared scaling options as the command line gave them (lengths and factor lists still text).
+
+    The defaults are the options' defaults; give ``low_freq_factor=1.0`` and ``high_freq_factor=4.0`` in the
+    command signatures too (typer reads them there).
+    """
+
+    factor: float | None = None
+    original_max: str | None = None
+    target: str | None = None
+    partial_rotary_factor: float | None = None
+    beta_fast: float | None = None
+    beta_slow: float | None = None
+    attention_factor: float | None = None
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
+    truncate: bool | None = None
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    short_factor: str | None = None
+    long_factor: str | None = None
+
+
+def scale_request(
+    method: str,
+    options: ScaleOptions,
+    *,
+    theta: float,
+    head_dim: int,
+    original_max: int | None = None,
+    partial_rotary_factor: float | None = None,
+    fine_tuned: bool = False,
+    has_config: bool = False,
+) -> ScaleRequest:
+    """Parse and validate ``options`` for ``method`` into the request ``posenc scale`` prints.
+
+    ``theta`` and ``head_dim`` are the model's; ``original_max`` and ``partial_rotary_factor`` are what a model
+    config says, used when the options leave them out. ``has_config``: the command takes ``--config`` (the error for
+    a missing original length then names it). Every mistake is one :class:`PosencError`.
+    """
+    from posenc_cli import scaling
+    from posenc_cli.config import parse_factor_list
+    from posenc_cli.units import parse_length
+
+    if method not in scaling.METHODS:
+        raise PosencError(f"method {method!r} is not known; use one of: {', '.join(scaling.METHODS)}")
+    if options.original_max is not None:
+        original_max = parse_length(options.original_max, name="--original-max")
+    if original_max is None and not has_config:  # with --config, make_request says where the length can come from
+        raise PosencError(f"{method} needs the original (trained) context length: pass --original-max, e.g. 4k")
+    return scaling.make_request(
+        method, factor=options.factor, original_max=original_max,
+        target=parse_length(options.target, name="--target") if options.target is not None else None,
+        theta=theta, head_dim=head_dim,
+        partial_rotary_factor=(options.partial_rotary_factor if options.partial_rotary_factor is not None
+                               else partial_rotary_factor),
+        beta_fast=options.beta_fast, beta_slow=options.beta_slow, attention_factor=options.attention_factor,
+        mscale=options.mscale, mscale_all_dim=options.mscale_all_dim, truncate=options.truncate,
+        low_freq_factor=options.low_freq_factor, high_freq_factor=options.high_freq_factor, fine_tuned=fine_tuned,
+        short_factor=parse_factor_list(options.short_factor, "--short-factor") if options.short_factor else None,
+        long_factor=parse_factor_list(options.long_factor, "--long-factor") if options.long_factor else None,
+    )

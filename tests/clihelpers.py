@@ -1,0 +1,52 @@
+"""Helpers the CLI tests share: run ``posenc`` in-process, check a success or a one-line usage error, write a config.
+
+A plain module, imported as ``from clihelpers import ...``: pytest puts ``tests/`` on ``sys.path`` for the test files
+in it (they are not a package), as it does for ``reference``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner, Result
+
+from posenc_cli.cli import app
+
+
+def run(*args: str, input: str | None = None) -> Result:
+    """``posenc ARGS...`` in-process; ``input`` is what stdin reads."""
+    return CliRunner().invoke(app, list(args), input=input)
+
+
+def ok(result: Result) -> Result:
+    """Exit 0 and no traceback on stderr; returns ``result``."""
+    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr, result.exception)
+    assert "Traceback" not in result.stderr
+    return result
+
+
+def assert_usage_error(result: Result, *needles: str) -> str:
+    """Exit 2, nothing on stdout, exactly one stderr line 'error: ...' containing every needle, no traceback.
+
+    Returns that line.
+    """
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, lines
+    line = lines[0]
+    assert line.startswith("error: "), line
+    for needle in needles:
+        assert needle in line, (needle, line)
+    return line
+
+
+def write_json(folder: Path, data: Any, name: str = "config.json") -> str:
+    """Write ``data`` as indented JSON (UTF-8, final newline) to ``folder / name``; returns the path as text."""
+    path = folder / name
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return str(path)
