@@ -73,6 +73,14 @@ def test_transcript_is_real(command: str, expected: str) -> None:
     assert run(command) == expected.rstrip("\n")
 
 
+def test_python_examples_run() -> None:
+    """The "Use it from Python" code runs as printed."""
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    assert blocks
+    for code in blocks:
+        exec(compile(code, "README.md", "exec"), {})
+
+
 def _rewrite() -> None:
     text = README.read_text(encoding="utf-8")
 
