@@ -282,19 +282,15 @@ def _explain(req: Any) -> None:
     """Per-pair table (stderr): what the method does to each frequency pair."""
     from rich.table import Table
 
-    from posenc_cli import scaling
-    from posenc_cli.frequencies import RopeSpec, compute, default_inv_freq
+    from posenc_cli.frequencies import for_request
 
-    spec = RopeSpec(scaling.rope_parameters(req), req.head_dim, scaling.max_position_embeddings(req))
-    freqs = compute(spec, req.target)
-    original = default_inv_freq(req.theta, req.rotary_dim)
-    bands = freqs.bands if req.method != "ntk" else ["rebased"] * original.size
+    freqs = for_request(req)
     table = Table(title=f"{req.method}: factor {req.factor:g}, {req.original_max} -> {req.target} positions, "
                         f"rotary dim {req.rotary_dim}, theta {req.theta:g}")
     for col in ("pair", "original wavelength", "new wavelength", "effective scale", "band"):
         table.add_column(col, justify="right" if col != "band" else "left")
-    for i, (o, n, band) in enumerate(zip(original.tolist(), freqs.inv_freq.tolist(), bands, strict=True)):
-        table.add_row(str(i), f"{6.283185307179586 / o:,.2f}", f"{6.283185307179586 / n:,.2f}", f"{o / n:.4f}", band)
+    for i, old, new, ratio, band in freqs.pair_table():
+        table.add_row(str(i), f"{old:,.2f}", f"{new:,.2f}", f"{ratio:.4f}", band)
     err = console(stderr=True)
     err.print(table)
     err.print(f"attention factor (cos and sin): {freqs.attention_factor:.6f}; "

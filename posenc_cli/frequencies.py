@@ -15,13 +15,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from posenc_cli.encodings import float32_power, rope_inv_freq
 from posenc_cli.errors import PosencError
+
+if TYPE_CHECKING:
+    from posenc_cli.scaling import ScaleRequest
 
 F32 = np.float32
 Array32 = npt.NDArray[np.float32]
@@ -75,6 +78,13 @@ class Frequencies:
     @property
     def wavelengths(self) -> npt.NDArray[np.float64]:
         return 2 * math.pi / self.inv_freq.astype(np.float64)
+
+    def pair_table(self) -> list[tuple[int, float, float, float, str]]:
+        """Per pair: index, original wavelength, new wavelength, effective scale (old / new frequency), band."""
+        old = self.base_inv_freq.astype(np.float64)
+        new = self.inv_freq.astype(np.float64)
+        return [(i, 2 * math.pi / o, 2 * math.pi / n, o / n, band)
+                for i, (o, n, band) in enumerate(zip(old.tolist(), new.tolist(), self.bands, strict=True))]
 
 
 def rdiv32(scalar: float, values: Array32) -> Array32:
@@ -253,3 +263,19 @@ def compute(spec: RopeSpec, seq_len: int | None = None, *, top_level: Mapping[st
     if spec.rope_type == "yarn" and top_level is not None:
         return _yarn(spec, seq_len, top_level)
     return fn(spec, seq_len)
+
+
+def for_request(req: ScaleRequest, seq_len: int | None = None) -> Frequencies:
+    """What a scaling request does at ``seq_len`` (default: its target length), as transformers computes it.
+
+    Unlike :func:`compute`, ``base_inv_freq`` is always the model's unscaled spectrum (``req.theta``), also for
+    static NTK, whose own rope dict is plain RoPE with a larger theta.
+    """
+    from posenc_cli.scaling import max_position_embeddings, rope_parameters
+
+    spec = RopeSpec(rope_parameters(req), req.head_dim, max_position_embeddings(req))
+    freqs = compute(spec, req.target if seq_len is None else seq_len)
+    if req.method == "ntk":
+        freqs.bands = ["rebased"] * freqs.inv_freq.size
+    freqs.base_inv_freq = default_inv_freq(req.theta, req.rotary_dim)
+    return freqs

@@ -209,11 +209,10 @@ def cos_heatmap(max_len: int, inv_freq: npt.ArrayLike, max_rows: int, max_cols: 
 
 def scaled_frequencies(req: ScaleRequest) -> tuple[npt.NDArray[np.float32], Frequencies]:
     """(unscaled inv_freq, ``Frequencies``) for a scaling request, exactly as ``posenc scale --explain``."""
-    from posenc_cli.frequencies import RopeSpec, compute, default_inv_freq
-    from posenc_cli.scaling import max_position_embeddings, rope_parameters
+    from posenc_cli.frequencies import for_request
 
-    spec = RopeSpec(rope_parameters(req), req.head_dim, max_position_embeddings(req))
-    return default_inv_freq(req.theta, req.rotary_dim), compute(spec, req.target)
+    freqs = for_request(req)
+    return freqs.base_inv_freq, freqs
 
 
 def rope_cos_data(
