@@ -7,12 +7,14 @@ numpy, matplotlib and the core modules are imported inside the commands that nee
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+import typer.main
 from typer._click.exceptions import ClickException
 from typer.core import TyperGroup
 
@@ -24,8 +26,30 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
+#: Command groups whose modules load only when the group is used (or listed in help): name -> (module, Typer app).
+LAZY_GROUPS = {
+    "plot": ("posenc_cli.plot_cli", "plot_app"),
+    "experiment": ("posenc_cli.experiment_cli", "experiment_app"),
+}
+
+
 class PosencGroup(TyperGroup):
-    """Runs a command and turns any usage error or :class:`PosencError` into one ``error:`` line."""
+    """Runs a command and turns any usage error or :class:`PosencError` into one ``error:`` line.
+
+    ``plot`` and ``experiment`` are attached on first use, so other commands never import their modules.
+    """
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = super().list_commands(ctx)
+        return names + [name for name in LAZY_GROUPS if name not in names]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in LAZY_GROUPS and cmd_name not in self.commands:
+            module, attr = LAZY_GROUPS[cmd_name]
+            command = typer.main.get_command(getattr(importlib.import_module(module), attr))
+            command.name = cmd_name
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def main(
         self,
@@ -479,11 +503,6 @@ def rules_show(
     sys.stdout.write("\n".join(out) + "\n")
 
 
-from posenc_cli.plot_cli import plot_app  # noqa: E402
-
-app.add_typer(plot_app, name="plot")
-
-
 def _keep_only(name: str | None) -> None:
     """Register only the command or group the user asked for.
 
@@ -493,12 +512,9 @@ def _keep_only(name: str | None) -> None:
     commands = [c for c in app.registered_commands
                 if (c.name or (c.callback.__name__ if c.callback else "")).replace("_", "-") == name]
     groups = [g for g in app.registered_groups if g.name == name]
-    if commands or groups:
+    if commands or groups or name in LAZY_GROUPS:
         app.registered_commands = commands
         app.registered_groups = groups
-
-
-
 
 
 def main() -> None:

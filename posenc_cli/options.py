@@ -33,7 +33,7 @@ ShortFactorOpt = Annotated[str | None, typer.Option(help="longrope: JSON list or
 LongFactorOpt = Annotated[str | None, typer.Option(help="longrope: JSON list or @file.")]
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # a plain bag of values; frozen/eq would only add start-up time
 class ScaleOptions:
     """The shared scaling options as the command line gave them (lengths and factor lists still text).
 

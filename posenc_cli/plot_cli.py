@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from posenc_cli.scaling import ScaleRequest
 
 plot_app = typer.Typer(
+    add_completion=False,
     help="Draw positional encodings: heatmaps and charts to PNG, SVG or PDF, or straight into the terminal.",
     no_args_is_help=True,
 )

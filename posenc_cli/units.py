@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import Decimal
 
 from posenc_cli.errors import PosencError
 
 _NUMBER = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?|\.\d+)\s*(?P<suffix>[A-Za-z]?)\s*$")
 
 _LENGTH_SUFFIX = {"": 1, "k": 1024, "K": 1024, "m": 1024**2, "M": 1024**2}
-_TOKEN_SUFFIX = {"": 1, "k": 10**3, "K": 10**3, "m": 10**6, "M": 10**6, "b": 10**9, "B": 10**9,
+_TOKEN_SUFFIX: dict[str, int] = {"": 1, "k": 10**3, "K": 10**3, "m": 10**6, "M": 10**6, "b": 10**9, "B": 10**9,
                  "t": 10**12, "T": 10**12}
 
 MAX_LENGTH = 1 << 40  # far beyond any real context window; guards float overflow such as 1e999
@@ -56,13 +55,15 @@ def parse_tokens(text: str, *, name: str = "--budget") -> int:
             f"{name} {str(text)!r} is not a token count; use 0 or none, or a number with K, M, B or T "
             "(decimal), e.g. 500M, 2B"
         )
-    # exact decimal arithmetic: float would turn 2.01B into 2009999999
-    value = Decimal(match["num"]) * _TOKEN_SUFFIX[match["suffix"]]
-    if value > 10**18:
+    # exact integer arithmetic on the decimal digits: float would turn 2.01B into 2009999999
+    whole, _, fraction = match["num"].partition(".")
+    numerator = int((whole or "0") + fraction) * _TOKEN_SUFFIX[match["suffix"]]
+    denominator: int = 10 ** len(fraction)
+    if numerator > 10**18 * denominator:
         raise PosencError(f"{name} {str(text)!r} is too large")
-    if value != value.to_integral_value():
+    if numerator % denominator:
         raise PosencError(f"{name} {str(text)!r} is not a whole number of tokens")
-    return int(value)
+    return numerator // denominator
 
 
 def format_length(n: int) -> str:

@@ -103,8 +103,9 @@ def test_console_script_main_matches_app() -> None:
 
 def _command_names() -> list[str]:
     group = typer.main.get_command(app)
-    commands = getattr(group, "commands", {})
-    return sorted(name for name, cmd in commands.items() if not getattr(cmd, "hidden", False))
+    ctx = typer.Context(group)
+    names = group.list_commands(ctx)  # type: ignore[attr-defined]
+    return sorted(name for name in names if not getattr(group.get_command(ctx, name), "hidden", False))  # type: ignore[attr-defined]
 
 
 def test_app_has_the_issue_commands() -> None:

@@ -1,0 +1,15 @@
+"""``posenc experiment``: train tiny decoder-only transformers and measure how positions extrapolate.
+
+Layout of the package:
+
+* :mod:`~posenc_cli.experiment.settings` - methods, presets and input checks (stdlib only).
+* :mod:`~posenc_cli.experiment.data` - the byte corpus (Python's own standard library by default), the copy task.
+* :mod:`~posenc_cli.experiment.model` - the transformer and the torch side of each position method; every formula
+  (sinusoidal table, RoPE inverse frequencies and scalings, ALiBi slopes) comes from posenc's numpy core.
+* :mod:`~posenc_cli.experiment.run` - training, evaluation and the results dict.
+* :mod:`~posenc_cli.experiment.chart` - the PNG chart (matplotlib, Agg).
+
+torch is imported by ``data``, ``model`` and ``run`` only; nothing outside this package imports them at module level.
+"""
+
+from __future__ import annotations
