@@ -44,7 +44,8 @@ def available_commands() -> set[str]:
 
     from posenc_cli.cli import app
 
-    return set(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+    group = typer.main.get_command(app)
+    return set(group.list_commands(typer.Context(group)))  # type: ignore[attr-defined]
 
 
 def build_rows(tmp: Path) -> tuple[list[Row], list[str]]:
