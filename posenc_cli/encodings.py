@@ -70,6 +70,14 @@ def _check_base(base: float) -> float:
     return float(base)
 
 
+def sinusoidal_inv_freq(d_model: int, base: float = 10000.0) -> npt.NDArray[np.float64]:
+    """Frequencies ``base ** (-2i / d_model)`` of the sinusoidal encoding's ``ceil(d_model / 2)`` pairs (float64)."""
+    d = _positive_int(d_model, "d_model")
+    n_pairs = (d + 1) // 2
+    inv: npt.NDArray[np.float64] = np.power(_check_base(base), -np.arange(0, 2 * n_pairs, 2, dtype=np.float64) / d)
+    return inv
+
+
 def sinusoidal(
     n_positions: int, d_model: int, base: float = 10000.0, dtype: npt.DTypeLike = np.float64
 ) -> FloatArray:
@@ -87,8 +95,7 @@ def sinusoidal(
     base = _check_base(base)
     dt = _float_dtype(dtype)
     ensure_fits((n, d), dt, "sinusoidal encoding")
-    n_pairs = (d + 1) // 2
-    inv = np.power(base, -np.arange(0, 2 * n_pairs, 2, dtype=np.float64) / d).astype(dt)
+    inv = sinusoidal_inv_freq(d, base).astype(dt)
     angles = np.arange(n, dtype=dt)[:, None] * inv[None, :]
     pe = np.empty((n, d), dtype=dt)
     np.sin(angles, out=pe[:, 0::2])

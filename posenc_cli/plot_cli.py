@@ -80,6 +80,12 @@ def _base(value: float, name: str) -> float:
     return float(value)
 
 
+def _format_number(x: float) -> str:
+    from posenc_cli.units import format_number
+
+    return format_number(x)
+
+
 def _length(text: str, name: str, limit: int | None = None) -> int:
     from posenc_cli.units import parse_length
 
@@ -87,11 +93,6 @@ def _length(text: str, name: str, limit: int | None = None) -> int:
     if limit is not None and value > limit:
         raise PosencError(f"{name} {text} is too large to draw; the limit is {limit:,}")
     return value
-
-
-def _num(x: float) -> str:
-    """A number for a file name: 500000 -> '500000', 1e6 -> '1000000', 2.5 -> '2.5'."""
-    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
 
 
 @dataclass(frozen=True)
@@ -276,7 +277,7 @@ def rope(
     if req is None and (not math.isfinite(prf) or not 0 < prf <= 1 or int(hd * prf) < 2 or int(hd * prf) % 2):
         raise PosencError(f"--partial-rotary-factor {prf:g} must be in (0, 1] and leave an even rotary dim")
     n = _length(max_len, "--max-len") if max_len is not None else (req.target if req else 4096)
-    suffix = f"-{req.method}-x{_num(req.factor)}" if req else ""
+    suffix = f"-{req.method}-x{_format_number(req.factor)}" if req else ""
     tgt = _target(output, f"posenc-rope-{n}x{hd}{suffix}.png", dpi, terminal, as_json, width)
     params: dict[str, Any] = {"max_len": n, "head_dim": hd, "theta": th, "cmap": cmap, "method": method}
     if req is not None:
@@ -397,7 +398,7 @@ def frequencies(
         high_freq_factor=high_freq_factor, short_factor=short_factor, long_factor=long_factor)
     requests = [opts.scale_request(m, options, theta=th, head_dim=hd) for m in names]
     first = requests[0]
-    default = f"posenc-frequencies-d{hd}-theta{_num(th)}-x{_num(first.factor)}.png"
+    default = f"posenc-frequencies-d{hd}-theta{_format_number(th)}-x{_format_number(first.factor)}.png"
     tgt = _target(output, default, dpi, False, as_json)
     from posenc_cli import plots
 
@@ -442,7 +443,7 @@ def decay(
     if len(set(bases)) != len(bases):
         raise PosencError(f"--theta lists a base twice: {theta}")
     r = _length(max_distance, "--max-distance", MAX_DISTANCE)
-    names = "-".join(_num(b) for b in bases)
+    names = "-".join(_format_number(b) for b in bases)
     tgt = _target(output, f"posenc-decay-d{hd}-theta{names}.png", dpi, False, as_json)
     from posenc_cli import plots
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from posenc_cli.encodings import alibi_bias, alibi_slopes, rope_inv_freq, sinusoidal
+from posenc_cli.encodings import alibi_bias, alibi_slopes, rope_inv_freq, sinusoidal, sinusoidal_inv_freq
 from posenc_cli.errors import PosencError
 
 if TYPE_CHECKING:
@@ -155,13 +155,6 @@ def _aggregate_columns(
     return out
 
 
-def _sinusoidal_freqs(d_model: int, base: float) -> F64:
-    # the expression encodings.sinusoidal uses, so size-1 blocks reproduce its matrix bit for bit
-    n_pairs = (d_model + 1) // 2
-    freqs: F64 = np.power(base, -np.arange(0, 2 * n_pairs, 2, dtype=np.float64) / d_model)
-    return freqs
-
-
 def heatmap_data_sinusoidal(
     max_len: int, d_model: int, max_rows: int, max_cols: int, base: float = 10000.0
 ) -> Heatmap:
@@ -176,7 +169,7 @@ def heatmap_data_sinusoidal(
     if row_edges.size - 1 == max_len and col_edges.size - 1 == d_model:
         exact: F64 = sinusoidal(max_len, d_model, base).astype(np.float64, copy=False)
         return Heatmap(exact, (max_len, d_model), title, *labels)
-    freqs = _sinusoidal_freqs(d_model, base)
+    freqs = sinusoidal_inv_freq(d_model, base)  # the frequencies encodings.sinusoidal uses
 
     def columns(starts: I64, sizes: I64, c0: int, c1: int) -> F64:
         dims = np.arange(c0, c1)

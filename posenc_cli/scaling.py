@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from posenc_cli.errors import PosencError
-from posenc_cli.units import format_length
+from posenc_cli.units import format_length, format_number
 
 METHODS: dict[str, str] = {
     "linear": "linear",
@@ -266,11 +266,6 @@ def format_vllm(req: ScaleRequest, model: str = "MODEL") -> list[str]:
             "--max-model-len", str(req.target)]
 
 
-def _num(x: float) -> str:
-    """A number as a command-line flag value: integers without a decimal point, others exactly (repr)."""
-    return str(int(x)) if float(x).is_integer() else repr(float(x))
-
-
 class NoEquivalent(PosencError):
     """The method cannot be expressed with the target program's command-line flags."""
 
@@ -285,16 +280,17 @@ def format_llama_cpp(req: ScaleRequest) -> tuple[list[str], list[str]]:
     ctx = ["--ctx-size", str(req.target)]
     caveats: list[str] = []
     if req.method == "linear":
-        flags = ["--rope-scaling", "linear", "--rope-scale", _num(req.factor), "--rope-freq-base", _num(theta)]
+        flags = ["--rope-scaling", "linear", "--rope-scale", format_number(req.factor),
+                 "--rope-freq-base", format_number(theta)]
     elif req.method == "ntk":
-        flags = ["--rope-scaling", "none", "--rope-freq-base", _num(theta)]
+        flags = ["--rope-scaling", "none", "--rope-freq-base", format_number(theta)]
     elif req.method == "yarn":
-        flags = ["--rope-scaling", "yarn", "--rope-scale", _num(req.factor), "--yarn-orig-ctx", str(req.original_max),
-                 "--rope-freq-base", _num(theta)]
+        flags = ["--rope-scaling", "yarn", "--rope-scale", format_number(req.factor),
+                 "--yarn-orig-ctx", str(req.original_max), "--rope-freq-base", format_number(theta)]
         if req.beta_fast is not None:
-            flags += ["--yarn-beta-fast", _num(req.beta_fast)]
+            flags += ["--yarn-beta-fast", format_number(req.beta_fast)]
         if req.beta_slow is not None:
-            flags += ["--yarn-beta-slow", _num(req.beta_slow)]
+            flags += ["--yarn-beta-slow", format_number(req.beta_slow)]
         if req.truncate is False:
             caveats.append("llama.cpp always rounds YaRN's correction range (truncate=true); with truncate=false "
                            "its frequencies differ slightly from transformers")

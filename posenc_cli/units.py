@@ -75,6 +75,11 @@ def format_length(n: int) -> str:
     return str(n)
 
 
+def format_number(x: float) -> str:
+    """A number as a flag value or file-name part: whole numbers without a decimal point, others exactly (repr)."""
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
 def format_tokens(n: int) -> str:
     """Human spelling of a token count: 2000000000 -> '2B'."""
     for div, suffix in ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K")):
