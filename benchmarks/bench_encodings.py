@@ -11,7 +11,11 @@ Baselines:
     preallocated arrays, i.e. one transcendental per output element and nothing else;
 (d) Hugging Face's ``apply_rotary_pos_emb`` (transformers, Llama) on torch CPU tensors, with cos/sin built the
     way ``LlamaRotaryEmbedding`` builds them; posenc's time includes forming its own cos/sin;
-(e) the wall time of ``posenc verify`` with its defaults (the compute only: ``posenc_cli.verify.run``).
+(e) the wall time of ``posenc verify`` with its defaults (the compute only: ``posenc_cli.verify.run``);
+(f) ``posenc verify --dtype bfloat16`` (three precision columns in bfloat16 via ml_dtypes) against (e);
+(g) the search for the first position whose rotation equals its neighbour's (cos/sin table in bfloat16, 1M
+    positions, 64 pairs: no collision, so the whole window is scanned) against comparing every pair of every
+    position, chunk by chunk.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 from _timing import markdown_table  # noqa: E402
 
-from posenc_cli.encodings import apply_rope, sinusoidal  # noqa: E402
+from posenc_cli import precision  # noqa: E402
+from posenc_cli.encodings import apply_rope, rope_inv_freq, sinusoidal  # noqa: E402
 from posenc_cli.verify import VerifySettings, run  # noqa: E402
 from tests import reference as ref  # noqa: E402
 
@@ -160,9 +165,34 @@ def bench_verify() -> list[Row]:
     return [("(e) posenc verify (defaults), compute only", t, "-", None, "")]
 
 
+def bench_half_precision() -> list[Row]:
+    t64 = best(lambda: run(VerifySettings()), repeat=3, min_time=0.0)
+    t16 = best(lambda: run(VerifySettings(dtype="bfloat16")), repeat=3, min_time=0.0)
+    rows: list[Row] = [("(f) posenc verify --dtype bfloat16, compute only", t16, "(e) float64 defaults", t64,
+                        "ratio < 1: the bfloat16 columns cost more")]
+    inv = rope_inv_freq(128, 10000.0, dtype=np.float32).astype(np.float32)
+    top = 1 << 20
+
+    def every_pair() -> int | None:
+        for start in range(0, top, 1 << 16):
+            pos = np.arange(start, min(start + (1 << 16) + 1, top), dtype=np.int64)
+            c, s = precision.rotation(pos, inv, "table", "bfloat16")
+            same = np.all((c[1:] == c[:-1]) & (s[1:] == s[:-1]), axis=1)
+            if same.any():
+                return int(pos[1:][same][0])
+        return None
+
+    assert every_pair() == precision.first_identical(inv, "table", "bfloat16", top)
+    ours = best(lambda: precision.first_identical(inv, "table", "bfloat16", top), repeat=3, min_time=0.0)
+    rows.append(("(g) first identical position, 1M x 64 pairs", ours, "every pair compared", best(every_pair, 3, 0.0),
+                 "fastest pair finds candidates"))
+    return rows
+
+
 def main() -> None:
     rows: list[Row] = []
-    for bench in (bench_sinusoidal_small, bench_rope_small, bench_sinusoidal_floor, bench_rope_vs_hf, bench_verify):
+    for bench in (bench_sinusoidal_small, bench_rope_small, bench_sinusoidal_floor, bench_rope_vs_hf, bench_verify,
+                  bench_half_precision):
         rows += bench()
     print(f"numpy {np.__version__}, Python {platform.python_version()}, {platform.machine()}; "
           "best-of-N timeit, seconds per call; ratio = baseline / posenc (>1: posenc faster)")

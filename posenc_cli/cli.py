@@ -18,7 +18,7 @@ import typer.main
 from typer._click.exceptions import ClickException
 from typer.core import TyperGroup
 
-from posenc_cli import __version__
+from posenc_cli import __version__, verify_cli
 from posenc_cli import options as opts
 from posenc_cli.errors import ExitCode, PosencError
 
@@ -127,69 +127,8 @@ def _root(
     """Pick, scale, inspect and verify positional encodings."""
 
 
-@app.command()
-def verify(
-    head_dim: Annotated[int, typer.Option(help="Features per head (even).")] = 128,
-    base: Annotated[float, typer.Option(help="RoPE base (theta).")] = 10000.0,
-    layout: Annotated[str, typer.Option(help="interleaved, half or both.")] = "both",
-    trials: Annotated[int, typer.Option(help="Random q,k pairs per check.")] = 16,
-    max_position: Annotated[str, typer.Option(help="Largest position tried: 4096, 128k, 1M (k=1024).")] = "1M",
-    dtype: Annotated[str, typer.Option(help="float64 or float32: the dtype the pass/fail checks run in.")] = "float64",
-    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
-    tolerance: Annotated[float, typer.Option(help="Largest relative error that passes.")] = 1e-4,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
-) -> None:
-    """Prove RoPE's relative-distance property and related invariants numerically.
-
-    Exit 0 when every check passes, 1 when one fails.
-    """
-    from posenc_cli import verify as core
-    from posenc_cli.encodings import LAYOUTS
-    from posenc_cli.units import parse_length
-
-    if layout == "both":
-        layouts = LAYOUTS
-    elif layout in LAYOUTS:
-        layouts = (layout,)
-    else:
-        raise PosencError(f"--layout {layout!r} is not known; use interleaved, half or both")
-    settings = core.VerifySettings(
-        head_dim=head_dim, base=base, layouts=layouts, trials=trials,
-        max_position=parse_length(max_position, name="--max-position"), dtype=dtype, seed=seed,
-        tolerance=tolerance,
-    )
-    report = core.run(settings)
-    if as_json:
-        print_json(report.as_dict())
-    else:
-        _render_verify(report)
-    raise typer.Exit(ExitCode.OK if report.passed else ExitCode.CHECK_FAILED)
-
-
-def _render_verify(report: Any) -> None:
-    from rich.table import Table
-
-    s = report.settings
-    out = console()
-    table = Table(title=f"posenc verify: head_dim={s.head_dim} base={s.base:g} dtype={s.dtype} tol={s.tolerance:g}")
-    for col in ("check", "result", "max abs err", "max rel err", "detail"):
-        table.add_column(col)
-    for c in report.checks:
-        table.add_row(c.name, "pass" if c.passed else "FAIL", f"{c.max_abs_error:.2e}", f"{c.max_rel_error:.2e}",
-                      c.detail)
-    out.print(table)
-    prec = Table(title="relative-distance error by absolute position (relative to |q||k|)")
-    for col in ("position", "float32", "float64"):
-        prec.add_column(col, justify="right")
-    for r in report.precision:
-        prec.add_row(f"{r.position:,}", f"{r.float32_rel_error:.2e}", f"{r.float64_rel_error:.2e}")
-    out.print(prec)
-    if report.float32_exceeds_from is None:
-        out.print(f"float32 stays within {s.tolerance:g} up to position {s.max_position:,}.")
-    else:
-        out.print(f"float32 exceeds {s.tolerance:g} from position {report.float32_exceeds_from:,}: beyond it, "
-                  "form the angles position * inv_freq in float64.")
-    out.print("all checks passed" if report.passed else "some checks FAILED")
+# one module per command; registering it imports only typer
+app.command("verify")(verify_cli.verify)
 
 
 @app.command()

@@ -294,3 +294,26 @@ def trained_context(params: Mapping[str, Any], max_pos: int) -> tuple[int, int |
     if rope_type == "dynamic":
         return max_pos, None, "dynamic NTK grows the base past max_position_embeddings"
     return max_pos, max_pos, "max_position_embeddings"
+
+
+# the dtype names a config's `torch_dtype` / `dtype` uses, as posenc names them
+_CONFIG_DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "float32": "float32", "float64": "float64",
+                  "bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32", "fp32": "float32"}
+
+
+def declared_dtype(cfg: Mapping[str, Any]) -> tuple[str | None, str]:
+    """(dtype the weights are published in, where it was read) from ``dtype`` / ``torch_dtype``.
+
+    transformers 5 writes ``dtype``, 4 wrote ``torch_dtype``; multimodal configs may carry it only in
+    ``text_config``. ``None`` when the config names no usable dtype (absent, ``"auto"``).
+    """
+    for where, source in (("", cfg), ("text_config.", cfg.get("text_config"))):
+        if not isinstance(source, Mapping):
+            continue
+        for key in ("dtype", "torch_dtype"):
+            value = source.get(key)
+            if isinstance(value, str):
+                name = _CONFIG_DTYPES.get(value.removeprefix("torch.").lower())
+                if name is not None:
+                    return name, f"{where}{key} in the config"
+    return None, "the config names no dtype"

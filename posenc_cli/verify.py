@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from posenc_cli.config import ModelPositions
 from posenc_cli.encodings import (
     LAYOUTS,
     Layout,
@@ -26,9 +27,20 @@ from posenc_cli.encodings import (
     to_half_layout,
 )
 from posenc_cli.errors import PosencError
+from posenc_cli.precision import (
+    DTYPE_NAMES,
+    HALF_DTYPES,
+    LOSS_MODES,
+    Column,
+    Trace,
+    advice,
+    default_tolerance,
+    measure,
+    rounding_bound,
+)
 
-DTYPES = {"float32": np.float32, "float64": np.float64}
-
+# A shuffled input must change RoPE attention's output by more than this fraction of its largest value.
+_MOVES = 1e-2
 # Sizes of the auxiliary checks: small, because they test exact algebraic identities.
 _SHIFT_COUNT = 64
 _SEQ = 48
@@ -46,7 +58,17 @@ class VerifySettings:
     max_position: int = 1 << 20
     dtype: str = "float64"
     seed: int = 0
-    tolerance: float = 1e-4
+    tolerance: float | None = None  # None: precision.default_tolerance(dtype)
+
+    @property
+    def check_dtype(self) -> np.dtype[Any]:
+        """The dtype the algebraic checks run in: ``dtype``, or float32 for half precision (half-precision models
+        compute RoPE in float32; what half precision costs is measured by the precision columns)."""
+        return np.dtype(np.float32) if self.dtype in HALF_DTYPES else np.dtype(self.dtype)
+
+    @property
+    def tol(self) -> float:
+        return default_tolerance(self.dtype) if self.tolerance is None else self.tolerance
 
     def validate(self) -> None:
         if self.head_dim < 2 or self.head_dim % 2:
@@ -57,9 +79,9 @@ class VerifySettings:
             raise PosencError(f"--trials must be at least 1, got {self.trials}")
         if self.max_position < 2:
             raise PosencError(f"--max-position must be at least 2, got {self.max_position}")
-        if self.dtype not in DTYPES:
-            raise PosencError(f"--dtype {self.dtype!r} is not known; use one of: {', '.join(DTYPES)}")
-        if not math.isfinite(self.tolerance) or self.tolerance <= 0:
+        if self.dtype not in DTYPE_NAMES:
+            raise PosencError(f"--dtype {self.dtype!r} is not known; use one of: {', '.join(DTYPE_NAMES)}")
+        if self.tolerance is not None and (not math.isfinite(self.tolerance) or self.tolerance <= 0):
             raise PosencError(f"--tolerance must be a finite number greater than 0, got {self.tolerance}")
         for layout in self.layouts:
             if layout not in LAYOUTS:
@@ -90,44 +112,74 @@ class Check:
 
 
 @dataclass
-class PrecisionRow:
-    """Relative-distance error when both positions are shifted by about ``position``."""
+class Precision:
+    """Relative-distance error per position for each way of handling positions (see :mod:`posenc_cli.precision`).
 
-    position: int
-    float32_rel_error: float
-    float64_rel_error: float
+    ``verdict`` is the column that decides pass/fail: how a model in the checked dtype really runs (angles in
+    that dtype for float32/float64; float32 angles with a cos/sin table in the dtype for half precision).
+    """
+
+    positions: list[int]
+    columns: list[Column]
+    verdict: Column
+    tolerance: float
+    advice: list[str]
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict.exceeds_from is None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"positions": self.positions, "columns": [c.as_dict(self.positions) for c in self.columns],
+                "verdict": self.verdict.key, "passed": self.passed, "advice": self.advice}
 
 
 @dataclass
 class VerifyReport:
     settings: VerifySettings
     checks: list[Check]
-    precision: list[PrecisionRow]
-    float32_exceeds_from: int | None
+    precision: Precision
 
     @property
     def passed(self) -> bool:
-        return all(c.passed for c in self.checks)
+        return all(c.passed for c in self.checks) and self.precision.passed
+
+    @property
+    def noise_floor(self) -> float:
+        """Relative errors below this are the CPU's rounding (``head_dim * eps`` of the checks' dtype)."""
+        return rounding_bound(self.settings.check_dtype.name, self.settings.head_dim)
 
     def as_dict(self) -> dict[str, Any]:
         settings = asdict(self.settings)
         settings["layouts"] = list(self.settings.layouts)
+        settings["tolerance"] = self.settings.tol
+        settings["check_dtype"] = self.settings.check_dtype.name
         return {
             "passed": self.passed,
             "settings": settings,
+            "noise_floor": self.noise_floor,
             "checks": [c.as_dict() for c in self.checks],
-            "precision": [asdict(r) for r in self.precision],
-            "float32_exceeds_tolerance_from": self.float32_exceeds_from,
+            "precision": self.precision.as_dict(),
         }
 
 
+def _seen(trace: Trace | None, label: str, values: npt.NDArray[Any]) -> None:
+    if trace is not None:
+        trace(label, values)
+
+
 def _scores(q: npt.NDArray[Any], k: npt.NDArray[Any], pos_q: npt.NDArray[Any], pos_k: npt.NDArray[Any],
-            layout: Layout, base: float) -> npt.NDArray[Any]:
-    """Scores of q rotated at pos_q with k rotated at pos_k; q, k are (trials, d), positions (trials, P)."""
+            layout: Layout, base: float, trace: Trace | None = None) -> npt.NDArray[Any]:
+    """Scores of q rotated at pos_q with k rotated at pos_k; q, k are (trials, d), positions (trials, P).
+
+    Everything runs in q's dtype."""
     shape = (q.shape[0], pos_q.shape[1], q.shape[1])
     qr = apply_rope(np.broadcast_to(q[:, None, :], shape), pos_q, base=base, layout=layout)
     kr = apply_rope(np.broadcast_to(k[:, None, :], shape), pos_k, base=base, layout=layout)
     scores: npt.NDArray[Any] = np.einsum("tpd,tpd->tp", qr, kr)
+    _seen(trace, "rotated q", qr)
+    _seen(trace, "rotated k", kr)
+    _seen(trace, "scores", scores)
     return scores
 
 
@@ -138,47 +190,50 @@ def _shifts(max_shift: int, rng: np.random.Generator) -> npt.NDArray[np.int64]:
     return np.unique(np.concatenate([[0], ladder, random, [max_shift]]))
 
 
-def check_relative_distance(s: VerifySettings, layout: Layout, rng: np.random.Generator) -> Check:
+def check_relative_distance(s: VerifySettings, layout: Layout, rng: np.random.Generator,
+                            trace: Trace | None = None) -> Check:
     """<R(m)q, R(n)k> == <R(m+s)q, R(n+s)k> for many shifts s up to max_position."""
-    dt = DTYPES[s.dtype]
+    dt = s.check_dtype
     q = rng.standard_normal((s.trials, s.head_dim)).astype(dt)
     k = rng.standard_normal((s.trials, s.head_dim)).astype(dt)
     top = max(1, s.max_position // 1024)
     m = rng.integers(0, top, size=s.trials)
     n = rng.integers(0, top, size=s.trials)
     shifts = _shifts(s.max_position - top, rng)  # largest position reached: (top - 1) + shift = max_position - 1
-    scores = _scores(q, k, m[:, None] + shifts, n[:, None] + shifts, layout, s.base).astype(np.float64)
+    scores = _scores(q, k, m[:, None] + shifts, n[:, None] + shifts, layout, s.base, trace).astype(np.float64)
     err = np.abs(scores - scores[:, :1])
     scale = np.linalg.norm(q.astype(np.float64), axis=1) * np.linalg.norm(k.astype(np.float64), axis=1)
     rel = err / scale[:, None]
     worst = float(rel.max())
     return Check(
         name=f"relative distance ({layout})",
-        passed=worst <= s.tolerance,
+        passed=worst <= s.tol,
         max_abs_error=float(err.max()),
         max_rel_error=worst,
         detail=f"{s.trials} q,k x {shifts.size - 1} shifts up to {int(shifts[-1]):,}",
     )
 
 
-def check_norms(s: VerifySettings, rng: np.random.Generator) -> Check:
+def check_norms(s: VerifySettings, rng: np.random.Generator, trace: Trace | None = None) -> Check:
     """Rotation keeps every vector's length, at every position."""
-    dt = DTYPES[s.dtype]
+    dt = s.check_dtype
     x = rng.standard_normal((s.trials, _SEQ, s.head_dim)).astype(dt)
     pos = rng.integers(0, s.max_position, size=_SEQ)
     worst_abs = worst_rel = 0.0
+    before = np.linalg.norm(x.astype(np.float64), axis=-1)
     for layout in s.layouts:
-        before = np.linalg.norm(x.astype(np.float64), axis=-1)
-        after = np.linalg.norm(apply_rope(x, pos, base=s.base, layout=layout).astype(np.float64), axis=-1)
+        rotated = apply_rope(x, pos, base=s.base, layout=layout)
+        _seen(trace, "rotated x", rotated)
+        after = np.linalg.norm(rotated.astype(np.float64), axis=-1)
         worst_abs = max(worst_abs, float(np.abs(after - before).max()))
         worst_rel = max(worst_rel, float((np.abs(after - before) / before).max()))
-    return Check("norm preserved", worst_rel <= s.tolerance, worst_abs, worst_rel,
+    return Check("norm preserved", worst_rel <= s.tol, worst_abs, worst_rel,
                  f"{s.trials * _SEQ} vectors, positions < {s.max_position:,}")
 
 
-def check_layouts_agree(s: VerifySettings, rng: np.random.Generator) -> Check:
+def check_layouts_agree(s: VerifySettings, rng: np.random.Generator, trace: Trace | None = None) -> Check:
     """Interleaved RoPE then the permutation equals the permutation then half-split RoPE; scores agree."""
-    dt = DTYPES[s.dtype]
+    dt = s.check_dtype
     q = rng.standard_normal((s.trials, _SEQ, s.head_dim)).astype(dt)
     k = rng.standard_normal((s.trials, _SEQ, s.head_dim)).astype(dt)
     pos = rng.integers(0, s.max_position, size=_SEQ)
@@ -186,40 +241,46 @@ def check_layouts_agree(s: VerifySettings, rng: np.random.Generator) -> Check:
     ki = apply_rope(k, pos[::-1].copy(), base=s.base, layout="interleaved")
     qh = apply_rope(to_half_layout(q), pos, base=s.base, layout="half")
     kh = apply_rope(to_half_layout(k), pos[::-1].copy(), base=s.base, layout="half")
-    vec_err = float(np.abs(to_half_layout(qi) - qh).max())
-    si = np.einsum("tpd,tpd->tp", qi, ki).astype(np.float64)
-    sh = np.einsum("tpd,tpd->tp", qh, kh).astype(np.float64)
-    scale = np.linalg.norm(q, axis=-1) * np.linalg.norm(k, axis=-1)
-    err = np.abs(si - sh)
+    si = np.einsum("tpd,tpd->tp", qi, ki)
+    sh = np.einsum("tpd,tpd->tp", qh, kh)
+    for label, values in (("interleaved q", qi), ("half q", qh), ("interleaved scores", si), ("half scores", sh)):
+        _seen(trace, label, values)
+    vec_err = float(np.abs(to_half_layout(qi).astype(np.float64) - qh).max())
+    scale = np.linalg.norm(q.astype(np.float64), axis=-1) * np.linalg.norm(k.astype(np.float64), axis=-1)
+    err = np.abs(si.astype(np.float64) - sh)
     rel = float((err / scale).max())
-    return Check("layouts agree after permutation", rel <= s.tolerance and vec_err <= s.tolerance,
-                 float(err.max()), rel, f"rotated vectors differ by {vec_err:.1e}")
+    return Check("layouts agree after permutation", rel <= s.tol and vec_err <= s.tol,
+                 float(err.max()), rel, "vectors and scores, 48 positions")
 
 
-def check_sinusoidal_shift(s: VerifySettings, rng: np.random.Generator) -> Check:
+def check_sinusoidal_shift(s: VerifySettings, rng: np.random.Generator, trace: Trace | None = None) -> Check:
     """PE[pos + k] = M_k PE[pos] with one fixed block-rotation M_k for every pos."""
-    dt = DTYPES[s.dtype]
+    dt = s.check_dtype
     n = min(s.max_position, 4096)
     d = s.head_dim
-    # the table itself in the checked dtype: float32 angles drift with position, as in a float32 model
+    # the table itself in the checked dtype: its angles drift with position, as in a model of that dtype
     pe = sinusoidal(n + 256, d, s.base, dtype=dt)
+    _seen(trace, "sinusoidal table", pe)
     inv = rope_inv_freq(d, s.base, dtype=np.float64)
     worst = 0.0
     for k in rng.integers(1, 256, size=8):
+        # M_k: the exact rotation by k positions, rounded once to the checked dtype
         c, sn = np.cos(k * inv).astype(dt), np.sin(k * inv).astype(dt)
         sin_part, cos_part = pe[:n, 0::2], pe[:n, 1::2]
         # sin(a+b) = sin a cos b + cos a sin b ; cos(a+b) = cos a cos b - sin a sin b
         pred = np.empty((n, d), dtype=dt)
         pred[:, 0::2] = sin_part * c + cos_part * sn
         pred[:, 1::2] = cos_part * c - sin_part * sn
-        worst = max(worst, float(np.abs(pred - pe[k: k + n]).max()))
-    return Check("sinusoidal shift is one rotation", worst <= s.tolerance, worst, worst,
+        _seen(trace, "shifted prediction", pred)
+        worst = max(worst, float(np.abs(pred.astype(np.float64) - pe[k: k + n]).max()))
+    return Check("sinusoidal shift is one rotation", worst <= s.tol, worst, worst,
                  f"{n:,} positions, 8 offsets k")
 
 
-def check_alibi_relative(s: VerifySettings) -> Check:
+def check_alibi_relative(s: VerifySettings, trace: Trace | None = None) -> Check:
     """The causal ALiBi bias is -m*(i-j): constant along every diagonal, masked above it."""
-    bias = alibi_bias(_ALIBI_HEADS, _SEQ, causal=True)
+    bias = alibi_bias(_ALIBI_HEADS, _SEQ, causal=True, dtype=s.check_dtype)
+    _seen(trace, "ALiBi bias", bias)
     i, j = np.indices((_SEQ, _SEQ))
     expected = np.where(j <= i, -alibi_slopes(_ALIBI_HEADS)[:, None, None] * (i - j), -np.inf)
     visible = j <= i
@@ -227,78 +288,171 @@ def check_alibi_relative(s: VerifySettings) -> Check:
     same_diagonal = float(np.abs(bias[:, 1:, 1:][:, visible[1:, 1:]] - bias[:, :-1, :-1][:, visible[:-1, :-1]]).max())
     masked = bool(np.all(np.isneginf(bias[:, ~visible])))
     worst = max(err, same_diagonal)
-    return Check("ALiBi bias depends only on i-j", masked and worst <= s.tolerance, worst, worst,
+    return Check("ALiBi bias depends only on i-j", masked and worst <= s.tol, worst, worst,
                  f"{_ALIBI_HEADS} heads x {_SEQ}, future masked: {masked}")
 
 
-def _attention(x: npt.NDArray[Any], w: npt.NDArray[Any], rope: Layout | None, base: float) -> npt.NDArray[Any]:
-    """Single-head bidirectional softmax attention; RoPE on q and k when ``rope`` names a layout."""
+def _attention(x: npt.NDArray[Any], w: npt.NDArray[Any], rope: Layout | None, base: float,
+               trace: Trace | None = None) -> npt.NDArray[Any]:
+    """Single-head bidirectional softmax attention in x's dtype; RoPE on q and k when ``rope`` names a layout."""
     q, k, v = x @ w[0], x @ w[1], x @ w[2]
     if rope is not None:
         pos = np.arange(x.shape[0])
         q, k = apply_rope(q, pos, base=base, layout=rope), apply_rope(k, pos, base=base, layout=rope)
-    logits = q @ k.T / np.sqrt(q.shape[-1])
+    # a Python float, not np.sqrt(d): a numpy float64 scalar would promote float32 logits to float64 (NEP 50)
+    logits = q @ k.T / math.sqrt(q.shape[-1])
     logits = logits - logits.max(axis=-1, keepdims=True)
     p = np.exp(logits)
-    return (p / p.sum(axis=-1, keepdims=True)) @ v  # type: ignore[no-any-return]
+    out: npt.NDArray[Any] = (p / p.sum(axis=-1, keepdims=True)) @ v
+    for label, values in (("attention q", q), ("attention logits", logits), ("attention weights", p),
+                          ("attention output", out)):
+        _seen(trace, label, values)
+    return out
 
 
-def check_permutation(s: VerifySettings, rng: np.random.Generator) -> tuple[Check, Check]:
+def check_permutation(s: VerifySettings, rng: np.random.Generator, trace: Trace | None = None) -> tuple[Check, Check]:
     """Without positions attention is permutation-equivariant; with RoPE it must not be."""
-    dt = DTYPES[s.dtype]
+    dt = s.check_dtype
     d = s.head_dim
     x = rng.standard_normal((_SEQ, d)).astype(dt)
-    w = (rng.standard_normal((3, d, d)) / np.sqrt(d)).astype(dt)
+    w = (rng.standard_normal((3, d, d)) / math.sqrt(d)).astype(dt)
     perm = rng.permutation(_SEQ)
-    plain = np.abs(_attention(x[perm], w, None, s.base) - _attention(x, w, None, s.base)[perm])
+    base_out = _attention(x, w, None, s.base, trace)
+    plain = np.abs(_attention(x[perm], w, None, s.base, trace).astype(np.float64) - base_out[perm])
     layout = s.layouts[0]
-    rope = np.abs(_attention(x[perm], w, layout, s.base) - _attention(x, w, layout, s.base)[perm])
-    out_scale = float(np.abs(_attention(x, w, None, s.base)).max())
+    rope = np.abs(_attention(x[perm], w, layout, s.base, trace).astype(np.float64)
+                  - _attention(x, w, layout, s.base, trace)[perm])
+    out_scale = float(np.abs(base_out.astype(np.float64)).max())
     nope_rel = float(plain.max()) / out_scale
     rope_rel = float(rope.max()) / out_scale
     return (
-        Check("no positions: permutation-equivariant", nope_rel <= s.tolerance, float(plain.max()), nope_rel,
+        Check("no positions: permutation-equivariant", nope_rel <= s.tol, float(plain.max()), nope_rel,
               f"{_SEQ} rows shuffled"),
-        # RoPE must change the output by far more than rounding noise when rows move
-        Check("RoPE: not permutation-equivariant", rope_rel > 100 * s.tolerance, float(rope.max()), rope_rel,
-              f"must differ by > {100 * s.tolerance:.0e}"),
+        # RoPE must move the output by a visible fraction of its scale when rows move, whatever the tolerance
+        Check("RoPE: not permutation-equivariant", rope_rel > _MOVES, float(rope.max()), rope_rel,
+              f"must differ by > {_MOVES:.0e}"),
     )
 
 
-def precision_table(s: VerifySettings, rng: np.random.Generator) -> list[PrecisionRow]:
-    """Relative-distance error per decade of absolute position, in float32 and float64.
+def precision_modes(dtype: str) -> list[tuple[str, str]]:
+    """The precision columns for a dtype: float32 vs float64 angles, or the three half-precision loss modes."""
+    if dtype in HALF_DTYPES:
+        return [(mode, dtype) for mode in LOSS_MODES]
+    return [("angles", "float32"), ("angles", "float64")]
 
-    The exact reference is the float64 score at small positions (m, n); each row shifts both by ``position``.
+
+def precision_section(inv_freq: npt.NDArray[np.float32], dtype: str, *, max_position: int, tolerance: float,
+                      trials: int, rng: np.random.Generator, attention_factor: float = 1.0,
+                      trace: Trace | None = None) -> Precision:
+    """Measure every precision column for ``dtype`` and pick the one that decides pass/fail."""
+    positions, columns = measure(inv_freq, precision_modes(dtype), max_position=max_position, tolerance=tolerance,
+                                 trials=trials, rng=rng, attention_factor=attention_factor, trace=trace)
+    verdict_key = f"table_{dtype}" if dtype in HALF_DTYPES else f"angles_{dtype}"
+    verdict = next(c for c in columns if c.key == verdict_key)
+    # float64 runs still say where float32 would stop being enough
+    about = "float32" if dtype == "float64" else dtype
+    return Precision(positions, columns, verdict, tolerance, advice(columns, about, max_position))
+
+
+def run(settings: VerifySettings, trace: Trace | None = None) -> VerifyReport:
+    """Run every check and the precision section; deterministic for a given seed.
+
+    ``trace(label, array)`` sees each intermediate result the checks report on (tests assert its dtype).
     """
-    positions = [10**e for e in range(2, 20) if 10**e < s.max_position] + [s.max_position]
-    q = rng.standard_normal((s.trials, s.head_dim))
-    k = rng.standard_normal((s.trials, s.head_dim))
-    m = rng.integers(0, 64, size=s.trials)
-    n = rng.integers(0, 64, size=s.trials)
-    shifts = np.array([0] + [p - 64 for p in positions if p > 64] or [0])
-    scale = np.linalg.norm(q, axis=1) * np.linalg.norm(k, axis=1)
-    errors: dict[str, npt.NDArray[np.float64]] = {}
-    for name, dt in DTYPES.items():
-        sc = _scores(q.astype(dt), k.astype(dt), m[:, None] + shifts, n[:, None] + shifts, s.layouts[0], s.base)
-        reference = _scores(q, k, m[:, None], n[:, None], s.layouts[0], s.base)
-        errors[name] = (np.abs(sc.astype(np.float64) - reference) / scale[:, None]).max(axis=0)
-    rows = [PrecisionRow(p, float(errors["float32"][i + 1]), float(errors["float64"][i + 1]))
-            for i, p in enumerate(p for p in positions if p > 64)]
-    return rows
-
-
-def run(settings: VerifySettings) -> VerifyReport:
-    """Run every check; deterministic for a given seed."""
     settings.validate()
     rng = np.random.default_rng(settings.seed)
-    checks = [check_relative_distance(settings, layout, rng) for layout in settings.layouts]
+    checks = [check_relative_distance(settings, layout, rng, trace) for layout in settings.layouts]
     checks += [
-        check_norms(settings, rng),
-        check_layouts_agree(settings, rng),
-        check_sinusoidal_shift(settings, rng),
-        check_alibi_relative(settings),
-        *check_permutation(settings, rng),
+        check_norms(settings, rng, trace),
+        check_layouts_agree(settings, rng, trace),
+        check_sinusoidal_shift(settings, rng, trace),
+        check_alibi_relative(settings, trace),
+        *check_permutation(settings, rng, trace),
     ]
-    table = precision_table(settings, rng)
-    breaks = next((r.position for r in table if r.float32_rel_error > settings.tolerance), None)
-    return VerifyReport(settings, checks, table, breaks)
+    inv = rope_inv_freq(settings.head_dim, settings.base, dtype=np.float32).astype(np.float32)
+    precision = precision_section(inv, settings.dtype, max_position=settings.max_position, tolerance=settings.tol,
+                                  trials=settings.trials, rng=rng, trace=trace)
+    return VerifyReport(settings, checks, precision)
+
+
+@dataclass
+class GroupPrecision:
+    """The precision section for one group of layers that share a rotary embedding."""
+
+    layer: str
+    rope_type: str
+    theta: float
+    rotary_dim: int
+    head_dim: int
+    attention_factor: float
+    max_position: int
+    precision: Precision
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in asdict(self).items() if k != "precision"}
+        out["precision"] = self.precision.as_dict()
+        return out
+
+
+@dataclass
+class ModelVerifyReport:
+    """``posenc verify --config``: a real model's RoPE, per layer group, in the dtype it runs in."""
+
+    model_type: str | None
+    dtype: str
+    dtype_source: str
+    tolerance: float
+    groups: list[GroupPrecision]
+
+    @property
+    def passed(self) -> bool:
+        return all(g.precision.passed for g in self.groups)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "model_type": self.model_type, "dtype": self.dtype,
+                "dtype_source": self.dtype_source, "tolerance": self.tolerance,
+                "groups": [g.as_dict() for g in self.groups]}
+
+
+def run_model(model: ModelPositions, *, dtype: str, dtype_source: str, max_position: int | None = None,
+              tolerance: float | None = None, trials: int = 16, seed: int = 0) -> ModelVerifyReport:
+    """Check each rope group of ``model`` in ``dtype`` up to its extended context (or ``max_position``).
+
+    The frequencies and attention factor are the ones ``posenc inspect`` reports (the same
+    :func:`posenc_cli.frequencies.compute` call), taken at the window's top, so dynamic NTK and LongRoPE use
+    their long-context spectrum.
+    """
+    from posenc_cli.config import trained_context
+    from posenc_cli.frequencies import compute
+    from posenc_cli.inspection import spec_for
+
+    if model.family != "rope":
+        what = {"alibi": "ALiBi (a bias on attention scores, no rotation)",
+                "learned": "learned absolute position embeddings",
+                "none": "no positional encoding"}.get(model.family, "no positional encoding posenc recognises")
+        raise PosencError(f"--config: model_type {model.model_type!r} uses {what}, not RoPE; "
+                          "verify --config checks RoPE models")
+    if dtype not in DTYPE_NAMES:
+        raise PosencError(f"--dtype {dtype!r} is not known; use one of: {', '.join(DTYPE_NAMES)}")
+    if max_position is not None and max_position < 2:
+        raise PosencError(f"--max-position must be at least 2, got {max_position}")
+    if trials < 1:
+        raise PosencError(f"--trials must be at least 1, got {trials}")
+    if tolerance is not None and (not math.isfinite(tolerance) or tolerance <= 0):
+        raise PosencError(f"--tolerance must be a finite number greater than 0, got {tolerance}")
+    tol = default_tolerance(dtype) if tolerance is None else tolerance
+    top = model.top_level if len(model.layers) > 1 else None
+    groups = []
+    for layer in model.layers:
+        spec = spec_for(model, layer)
+        _, extended, _ = trained_context(layer.params, spec.max_position_embeddings)
+        if extended is None:  # dynamic NTK: as far as its factor was meant to reach
+            extended = int(spec.max_position_embeddings * float(layer.params["factor"]))
+        window = max_position or extended
+        freqs = compute(spec, window, top_level=top)
+        rng = np.random.default_rng(seed)
+        section = precision_section(freqs.inv_freq, dtype, max_position=window, tolerance=tol, trials=trials,
+                                    rng=rng, attention_factor=freqs.attention_factor)
+        groups.append(GroupPrecision(layer.name, spec.rope_type, spec.theta, spec.rotary_dim, spec.head_dim,
+                                     freqs.attention_factor, window, section))
+    return ModelVerifyReport(model.model_type, dtype, dtype_source, tol, groups)

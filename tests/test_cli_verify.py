@@ -15,6 +15,8 @@ from clihelpers import assert_usage_error, run
 
 from posenc_cli import verify as core
 
+pytestmark = pytest.mark.numeric
+
 
 def verify_json(*args: str) -> tuple[int, dict[str, Any]]:
     result = run("verify", "--json", *args)
@@ -48,16 +50,19 @@ def test_verify_json_shape() -> None:
             assert check["passed"] == (check["max_rel_error"] <= tolerance)
     assert report["passed"] == all(c["passed"] for c in report["checks"])
 
-    rows = report["precision"]
-    assert rows, "the precision table has rows for a 1M window"
-    positions = [r["position"] for r in rows]
+    precision = report["precision"]
+    positions = precision["positions"]
+    assert positions, "the precision section has rows for a 1M window"
     assert positions == sorted(positions) and positions[-1] == report["settings"]["max_position"]
-    for r in rows:
-        assert set(r) == {"position", "float32_rel_error", "float64_rel_error"}
-        assert r["float64_rel_error"] <= tolerance
-    # the reported break-even position is the first row where float32 goes over the tolerance
-    first_bad = next((r["position"] for r in rows if r["float32_rel_error"] > tolerance), None)
-    assert report["float32_exceeds_tolerance_from"] == first_bad
+    by_key = {f'{c["mode"]}_{c["dtype"]}': c for c in precision["columns"]}
+    assert set(by_key) == {"angles_float32", "angles_float64"}
+    for column in by_key.values():
+        assert column["positions"] == positions and len(column["rel_errors"]) == len(positions)
+        # "exceeds from" is the first measured position over the tolerance
+        first_bad = next((p for p, e in zip(positions, column["rel_errors"], strict=True) if e > tolerance), None)
+        assert column["exceeds_tolerance_from"] == first_bad
+    assert max(by_key["angles_float64"]["rel_errors"]) <= tolerance
+    assert precision["verdict"] == "angles_float64" and precision["passed"] is True
 
 
 def test_float32_fails_at_a_million_positions_but_float64_passes() -> None:
@@ -167,7 +172,8 @@ BAD_INPUTS = [
     (["--tolerance", "nan"], "nan"),
     (["--tolerance", "0"], "0"),
     (["--layout", "diagonal"], "diagonal"),
-    (["--dtype", "float16"], "float16"),
+    (["--dtype", "float8"], "float8"),
+    (["--dtype", "bfloat"], "bfloat"),
     (["--head-dim", "100000000"], "100000000"),
     (["--head-dim", "16384", "--trials", "1"], "16384"),
     (["--no-such-option"], "--no-such-option"),

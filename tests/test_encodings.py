@@ -28,6 +28,8 @@ from posenc_cli.encodings import (
 )
 from posenc_cli.errors import PosencError
 
+pytestmark = pytest.mark.numeric
+
 DTYPES = [np.float64, np.float32]
 BASES = [100.0, 1e4, 5e5]
 LAYOUTS = ["interleaved", "half"]

@@ -33,6 +33,8 @@ from posenc_cli.experiment.model import (  # noqa: E402
 )
 from posenc_cli.frequencies import RopeSpec, compute  # noqa: E402
 
+pytestmark = pytest.mark.numeric
+
 ROOT = Path(__file__).resolve().parent.parent
 RTOL = 1e-6
 

@@ -18,6 +18,8 @@ import pytest
 from posenc_cli.frequencies import RopeSpec, compute, default_inv_freq, dynamic_base
 from posenc_cli.scaling import ntk_theta
 
+pytestmark = pytest.mark.numeric
+
 RTOL = 1e-6
 
 # (name, rope_parameters, head_dim, max_position_embeddings, seq_len, inv_freq, attention_factor)

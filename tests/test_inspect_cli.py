@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from clihelpers import assert_usage_error, ok, run, write_json
 
+pytestmark = pytest.mark.numeric
+
 RTOL = 2e-6
 TWO_PI = 2 * math.pi
 

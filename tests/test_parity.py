@@ -41,6 +41,8 @@ from posenc_cli import scaling  # noqa: E402
 from posenc_cli.config import describe  # noqa: E402
 from posenc_cli.frequencies import Frequencies, RopeSpec, compute  # noqa: E402
 
+pytestmark = pytest.mark.numeric
+
 FIXTURES = Path(__file__).parent / "fixtures"
 RTOL = 1e-6  # float32 has ~1.2e-7 relative spacing: a few ulps of slack for a different operation order
 

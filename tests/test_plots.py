@@ -28,6 +28,8 @@ from posenc_cli import plots, scaling
 from posenc_cli.encodings import alibi_bias, sinusoidal
 from posenc_cli.frequencies import RopeSpec, compute, default_inv_freq
 
+pytestmark = pytest.mark.numeric
+
 TWO_PI = 2 * math.pi
 MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF"}
 GIB = 1 << 30

@@ -18,6 +18,8 @@ import pytest
 from clihelpers import assert_usage_error, ok, run, write_json
 from typer.testing import Result
 
+pytestmark = pytest.mark.numeric
+
 TWO_PI = 2 * math.pi
 
 

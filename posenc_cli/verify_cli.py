@@ -1,0 +1,194 @@
+"""``posenc verify``: parse options, call :mod:`posenc_cli.verify`, render its report. No math here.
+
+numpy and the core load inside the command, so registering it costs ``posenc pick`` nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from posenc_cli.errors import ExitCode, PosencError
+
+if TYPE_CHECKING:
+    from posenc_cli.verify import ModelVerifyReport, Precision, VerifyReport
+
+
+def verify(
+    config: Annotated[str | None, typer.Option(
+        help="Check this model's RoPE instead (a config.json or - for stdin): its theta, scaling, rotary dim and "
+             "attention factor, per layer group, up to its extended context.")] = None,
+    head_dim: Annotated[int | None, typer.Option(help="Features per head (even) [default: 128].")] = None,
+    base: Annotated[float | None, typer.Option(help="RoPE base (theta) [default: 10000].")] = None,
+    layout: Annotated[str | None, typer.Option(help="interleaved, half or both [default: both].")] = None,
+    trials: Annotated[int, typer.Option(help="Random q,k pairs per check.")] = 16,
+    max_position: Annotated[str | None, typer.Option(
+        help="Largest position tried: 4096, 128k, 1M (k=1024) [default: 1M, or the model's extended context].")
+    ] = None,
+    dtype: Annotated[str | None, typer.Option(
+        help="float64, float32, bfloat16 or float16 [default: float64, or the model's dtype, else bfloat16].")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    tolerance: Annotated[float | None, typer.Option(
+        help="Largest relative error that passes [default: 1e-4, or the dtype's epsilon when larger].")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+) -> None:
+    """Prove RoPE's relative-distance property numerically and show where each dtype breaks it.
+
+    Exit 0 when every check passes, 1 when one fails.
+    """
+    from posenc_cli.cli import print_json
+    from posenc_cli.units import parse_length
+
+    window = parse_length(max_position, name="--max-position") if max_position is not None else None
+    if window is not None and window < 2:
+        raise PosencError(f"--max-position must be at least 2, got {max_position}")
+    report: VerifyReport | ModelVerifyReport
+    if config is not None:
+        given = [name for name, value in (("--head-dim", head_dim), ("--base", base), ("--layout", layout))
+                 if value is not None]
+        if given:
+            raise PosencError(f"{given[0]} does not apply with --config: the model's config sets it")
+        report = _run_model(config, dtype, window, tolerance, trials, seed)
+    else:
+        report = _run_generic(head_dim, base, layout, trials, window, dtype, seed, tolerance)
+    if as_json:
+        print_json(report.as_dict())
+    elif config is not None:
+        _render_model(report)  # type: ignore[arg-type]
+    else:
+        _render_generic(report)  # type: ignore[arg-type]
+    raise typer.Exit(ExitCode.OK if report.passed else ExitCode.CHECK_FAILED)
+
+
+def _run_generic(head_dim: int | None, base: float | None, layout: str | None, trials: int, window: int | None,
+                 dtype: str | None, seed: int, tolerance: float | None) -> VerifyReport:
+    from posenc_cli import verify as core
+    from posenc_cli.encodings import LAYOUTS
+
+    layout = layout or "both"
+    if layout == "both":
+        layouts = LAYOUTS
+    elif layout in LAYOUTS:
+        layouts = (layout,)
+    else:
+        raise PosencError(f"--layout {layout!r} is not known; use interleaved, half or both")
+    settings = core.VerifySettings(
+        head_dim=128 if head_dim is None else head_dim, base=10000.0 if base is None else base, layouts=layouts,
+        trials=trials, max_position=window or 1 << 20, dtype=dtype or "float64", seed=seed, tolerance=tolerance,
+    )
+    return core.run(settings)
+
+
+def _run_model(source: str, dtype: str | None, window: int | None, tolerance: float | None, trials: int,
+               seed: int) -> ModelVerifyReport:
+    from posenc_cli import verify as core
+    from posenc_cli.config import declared_dtype, describe, load_json
+
+    cfg = load_json(source)
+    if dtype is not None:
+        name, where = dtype, "--dtype"
+    else:
+        declared, where = declared_dtype(cfg)
+        name = declared or "bfloat16"
+        if declared is None:
+            where += "; bfloat16 assumed"
+    return core.run_model(describe(cfg), dtype=name, dtype_source=where, max_position=window, tolerance=tolerance,
+                          trials=trials, seed=seed)
+
+
+def _error_cell(value: float, floor: float) -> str:
+    """An error as printed: below the rounding floor its digits belong to the CPU, so the floor is printed."""
+    if value != value or value == float("inf"):
+        return "inf"
+    return f"< {floor:.1e}" if value < floor else f"{value:.2e}"
+
+
+def _position_cell(value: int | None, approximate: bool = False) -> str:
+    if value is None:
+        return "none"
+    return f"~{value:,}" if approximate else f"{value:,}"
+
+
+def _precision_table(p: Precision, title: str) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("position", justify="right")
+    for c in p.columns:
+        table.add_column(c.label, justify="right")
+    shown = _shown_rows(p.positions)
+    for i in shown:
+        table.add_row(f"{p.positions[i]:,}", *(_error_cell(c.errors[i], c.noise_floor) for c in p.columns))
+    table.add_section()
+    table.add_row("identical to previous from", *(_position_cell(c.first_identical) for c in p.columns))
+    table.add_row(f"exceeds {p.tolerance:g} from", *(_position_cell(c.exceeds_from, True) for c in p.columns))
+    return table
+
+
+def _shown_rows(positions: list[int]) -> list[int]:
+    """Row indices for the printed table: powers of ten and the window's top (JSON carries the whole grid)."""
+    keep = [i for i, p in enumerate(positions) if _is_power_of_ten(p)]
+    return keep + [len(positions) - 1] if positions and len(positions) - 1 not in keep else keep
+
+
+def _is_power_of_ten(n: int) -> bool:
+    while n % 10 == 0 and n > 1:
+        n //= 10
+    return n == 1
+
+
+def _legend(floors: list[float]) -> str:
+    bounds = ", ".join(f"{f:.1e}" for f in sorted(set(floors)))
+    return (f"Errors are relative to |q||k|. '< x' marks an error below the rounding bound x (terms x eps; here "
+            f"{bounds}): its digits differ between CPUs. 'exceeds from' is the first of 8 positions per octave "
+            "that does.")
+
+
+def _say(out: Any, line: str) -> None:
+    """A sentence on the results console: never wrapped, never read as rich markup ([layer] names)."""
+    out.print(line, markup=False, soft_wrap=True)
+
+
+def _render_generic(report: VerifyReport) -> None:
+    from rich.table import Table
+
+    from posenc_cli.cli import console
+
+    s = report.settings
+    out = console()
+    half = s.dtype != s.check_dtype.name
+    where = f" (checks in {s.check_dtype.name})" if half else ""
+    table = Table(title=f"posenc verify: head_dim={s.head_dim} base={s.base:g} dtype={s.dtype}{where} tol={s.tol:g}")
+    for col in ("check", "result", "max rel err", "detail"):
+        table.add_column(col)
+    for c in report.checks:
+        table.add_row(c.name, "pass" if c.passed else "FAIL", _error_cell(c.max_rel_error, report.noise_floor),
+                      c.detail)
+    out.print(table)
+    p = report.precision
+    title = ("relative-distance error by absolute position" if not half
+             else f"where {s.dtype} breaks RoPE: relative-distance error by absolute position")
+    out.print(_precision_table(p, title))
+    _say(out, _legend([report.noise_floor] + [c.noise_floor for c in p.columns]))
+    for line in p.advice:
+        _say(out, line)
+    _say(out, "all checks passed" if report.passed else "some checks FAILED")
+
+
+def _render_model(report: ModelVerifyReport) -> None:
+    from posenc_cli.cli import console
+
+    out = console()
+    _say(out, f"model_type: {report.model_type}   dtype: {report.dtype} ({report.dtype_source})   "
+              f"tolerance: {report.tolerance:g}")
+    for g in report.groups:
+        title = (f"{g.layer}: {g.rope_type}, theta {g.theta:g}, rotary dim {g.rotary_dim} of {g.head_dim}, "
+                 f"attention factor {g.attention_factor:.6g}, up to {g.max_position:,}")
+        out.print(_precision_table(g.precision, title))
+        for line in g.precision.advice:
+            _say(out, f"{g.layer}: {line}")
+    _say(out, _legend([c.noise_floor for g in report.groups for c in g.precision.columns]))
+    _say(out, "passed: the way transformers runs it holds up to the window" if report.passed
+         else "FAILED: the way transformers runs it breaks within the window (see above)")
