@@ -18,7 +18,7 @@ import typer.main
 from typer._click.exceptions import ClickException
 from typer.core import TyperGroup
 
-from posenc_cli import __version__, verify_cli
+from posenc_cli import __version__, convert_cli, inspect_cli, verify_cli
 from posenc_cli import options as opts
 from posenc_cli.errors import ExitCode, PosencError
 
@@ -140,7 +140,8 @@ def scale(
     theta: Annotated[float | None, typer.Option(help="rope_theta (default 10000 or the config's).")] = None,
     head_dim: Annotated[int | None, typer.Option(help="Head dimension (default 128 or the config's).")] = None,
     partial_rotary_factor: opts.PartialRotaryFactorOpt = None,
-    config: Annotated[str | None, typer.Option(help="Read theta, head dim and lengths from a config.json.")] = None,
+    config: Annotated[str | None, typer.Option(
+        help="Read theta, head dim and lengths from a model: config.json, folder, Hub id or GGUF.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="hf, hf-v5, vllm or llama.cpp.")] = "hf",
     beta_fast: opts.BetaFastOpt = None,
     beta_slow: opts.BetaSlowOpt = None,
@@ -163,7 +164,7 @@ def scale(
     Example: posenc scale yarn --original-max 32k --target 128k --theta 1e6
     """
     from posenc_cli import scaling
-    from posenc_cli.config import load_json
+    from posenc_cli.sources import read_source
 
     if fmt not in scaling.FORMATS:
         raise PosencError(f"--format {fmt!r} is not known; use one of: {', '.join(scaling.FORMATS)}")
@@ -174,8 +175,14 @@ def scale(
     facts: dict[str, Any] = {}
     source: dict[str, Any] | None = None
     if config is not None:
-        source = load_json(config)
-        facts = _scale_facts(source, config)
+        src = read_source(config)
+        if (output or in_place) and src.kind not in ("file", "stdin", "folder"):
+            raise PosencError(f"--output and --in-place patch a local config.json; {src.label} is a {src.kind} "
+                              "(print the scaling without them, or download config.json first)")
+        if in_place and src.kind == "folder" and src.path:
+            config = src.path
+        source = src.config
+        facts = _scale_facts(src)
     options = opts.ScaleOptions(
         factor=factor, original_max=original_max, target=target, partial_rotary_factor=partial_rotary_factor,
         beta_fast=beta_fast, beta_slow=beta_slow, attention_factor=attention_factor, mscale=mscale,
@@ -217,11 +224,13 @@ def scale(
     sys.stdout.write(text + "\n")
 
 
-def _scale_facts(cfg: dict[str, Any], path: str) -> dict[str, Any]:
-    """theta, head dim, partial rotary factor and the trained length from a model config."""
-    from posenc_cli.config import describe, trained_context
+def _scale_facts(src: Any) -> dict[str, Any]:
+    """theta, head dim, partial rotary factor and the length to scale from, for a model source."""
+    from posenc_cli.models import scaled_from
+    from posenc_cli.sources import describe_source
 
-    model = describe(cfg)
+    path = src.label
+    model = describe_source(src)
     if model.family != "rope":
         raise PosencError(f"{path} does not describe a RoPE model ({model.family}); there is nothing to scale")
     if len(model.layers) != 1:
@@ -234,7 +243,7 @@ def _scale_facts(cfg: dict[str, Any], path: str) -> dict[str, Any]:
     if "partial_rotary_factor" in params:
         facts["prf"] = float(params["partial_rotary_factor"])
     if model.max_position_embeddings:
-        facts["original"] = trained_context(params, model.max_position_embeddings)[0]
+        facts["original"] = scaled_from(model, model.layers[0])
         if params["rope_type"] != "default":
             facts["notes"] = [f"note: {path} is already scaled ({params['rope_type']}); "
                               f"using its trained length {facts['original']}"]
@@ -262,59 +271,8 @@ def _explain(req: Any) -> None:
         err.print(f"{key}: {value}")
 
 
-@app.command()
-def inspect(
-    config: Annotated[str, typer.Argument(help="A model's config.json, or - for stdin.")],
-    seq_len: Annotated[str | None, typer.Option(help="Sequence length for dynamic / longrope (4k, 128k).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-) -> None:
-    """Report what a model's positional encoding really does, numbers included."""
-    from posenc_cli.config import describe, load_json
-    from posenc_cli.inspection import report
-    from posenc_cli.units import parse_length
-
-    length = parse_length(seq_len, name="--seq-len") if seq_len is not None else None
-    result = report(describe(load_json(config)), length)
-    if as_json:
-        print_json(result)
-        return
-    _render_inspect(result)
-
-
-def _render_inspect(r: dict[str, Any]) -> None:
-    # plain text: values come from the config file, and a wrapped slope list would not paste back
-    out = [f"model_type: {r.get('model_type')}   family: {r['family']}"]
-    if r["family"] != "rope":
-        if r.get("alibi_slopes"):
-            out.append(f"slopes ({r['num_heads']} heads): " + ", ".join(f"{s:.6g}" for s in r["alibi_slopes"]))
-        out.append(r["summary"])
-    for layer in r.get("layers", []):
-        if len(r["layers"]) > 1:
-            out.append(f"[{layer['layer']}]")
-        ext = layer["extended_context"]
-        lines = [
-            ("rope type", layer["rope_type"]),
-            ("rope_theta", f"{layer['rope_theta']:g}"),
-            ("rotary dims", f"{layer['rotary_dim']} of head_dim {layer['head_dim']} "
-                            f"(partial_rotary_factor {layer['partial_rotary_factor']:g})"),
-            ("parameters", ", ".join(f"{k}={v}" for k, v in layer["parameters"].items()) or "none"),
-            ("trained context", f"{layer['trained_context']:,}  ({layer['context_basis']})"),
-            ("extended context", f"{ext:,}" if ext is not None else "unbounded (length-dependent)"),
-            ("attention factor", f"{layer['attention_factor']:.6f} (logits x {layer['logit_multiplier']:.6f})"),
-            ("wavelengths", f"{layer['wavelength_min']:,.2f} .. {layer['wavelength_max']:,.1f} positions; "
-                            f"{layer['pairs_longer_than_trained']} pairs longer than the trained context"),
-        ]
-        if "bands" in layer:
-            lines.append(("bands", ", ".join(f"{n} {b}" for b, n in layer["bands"].items())))
-        if layer["rope_type"] in ("dynamic", "longrope"):
-            at = layer["seq_len"]
-            d = layer["details"]
-            if layer["rope_type"] == "dynamic":
-                lines.append((f"at seq_len {at}", f"effective theta {d['effective_theta']:,.1f}"))
-            else:
-                lines.append((f"at seq_len {at}", f"{d['factors_used']} factors (long above {d['switch_above']:,})"))
-        out += [f"{key:>17}: {value}" for key, value in lines]
-    sys.stdout.write("\n".join(out) + "\n")
+app.command("inspect")(inspect_cli.inspect)
+app.command("convert")(convert_cli.convert)
 
 
 @app.command()

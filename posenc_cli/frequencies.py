@@ -42,6 +42,7 @@ class RopeSpec:
     params: Mapping[str, Any]
     head_dim: int
     max_position_embeddings: int
+    default_partial: bool = True  # plain RoPE honours partial_rotary_factor (not every model class does)
 
     @property
     def rope_type(self) -> str:
@@ -57,6 +58,11 @@ class RopeSpec:
 
     @property
     def rotary_dim(self) -> int:
+        """Features that turn: ``head_dim * partial_rotary_factor``, except where the model class rotates the whole
+        head (``default`` in classes that ignore the factor; ``proportional``, whose unrotated pairs have
+        frequency 0)."""
+        if self.rope_type == "proportional" or (self.rope_type == "default" and not self.default_partial):
+            return self.head_dim
         return int(self.head_dim * self.partial_rotary_factor)
 
 
@@ -77,7 +83,10 @@ class Frequencies:
 
     @property
     def wavelengths(self) -> npt.NDArray[np.float64]:
-        return 2 * math.pi / self.inv_freq.astype(np.float64)
+        """``2*pi / inv_freq`` of the pairs that turn (a zero frequency, proportional rope's pass-through pairs,
+        has no wavelength)."""
+        inv = self.inv_freq.astype(np.float64)
+        return 2 * math.pi / inv[inv > 0]
 
     def pair_table(self) -> list[tuple[int, float, float, float, str]]:
         """Per pair: index, original wavelength, new wavelength, effective scale (old / new frequency), band."""
@@ -224,13 +233,28 @@ def _llama3(spec: RopeSpec, seq_len: int | None) -> Frequencies:
     high_wavelen = original / high_ff
     wavelen = rdiv32(2 * math.pi, inv)
     divided = np.where(wavelen > low_wavelen, inv / F32(factor), inv).astype(F32)
-    smooth = ((rdiv32(original, wavelen) - F32(low_ff)) / F32(high_ff - low_ff)).astype(F32)
-    smoothed = ((F32(1) - smooth) * divided / F32(factor) + smooth * divided).astype(F32)
+    # low == high (Llama 4) divides by zero here; no pair is in the blended band then, so the values are unused
+    with np.errstate(divide="ignore", invalid="ignore"):
+        smooth = ((rdiv32(original, wavelen) - F32(low_ff)) / F32(high_ff - low_ff)).astype(F32)
+        smoothed = ((F32(1) - smooth) * divided / F32(factor) + smooth * divided).astype(F32)
     medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
     out = np.where(medium, smoothed, divided).astype(F32)
     bands = ["blended" if m else "divided" if w > low_wavelen else "kept"
              for m, w in zip(medium.tolist(), wavelen.tolist(), strict=True)]
     return Frequencies(out, 1.0, inv, bands, {"low_freq_wavelen": low_wavelen, "high_freq_wavelen": high_wavelen})
+
+
+def _proportional(spec: RopeSpec, seq_len: int | None) -> Frequencies:
+    """Gemma 4's full-attention rope: ``partial_rotary_factor`` of the pairs turn with exponents over the *whole*
+    head dim; the remaining pairs get frequency 0 (cos 1, sin 0: they pass through). All divided by ``factor``."""
+    head_dim, base = spec.head_dim, spec.theta
+    angles = int(spec.partial_rotary_factor * head_dim // 2)
+    exponent = np.arange(0, 2 * angles, 2).astype(F32) / F32(head_dim)
+    rotated = (F32(1.0) / float32_power(base, exponent)).astype(F32)
+    inv = np.concatenate([rotated, np.zeros(head_dim // 2 - angles, dtype=F32)])
+    inv = (inv / F32(spec.params.get("factor", 1.0))).astype(F32)
+    bands = ["kept"] * angles + ["not rotated"] * (head_dim // 2 - angles)
+    return Frequencies(inv, 1.0, inv, bands, {"rotating_pairs": angles})
 
 
 ROPE_FUNCTIONS: dict[str, Callable[[RopeSpec, int | None], Frequencies]] = {
@@ -240,6 +264,7 @@ ROPE_FUNCTIONS: dict[str, Callable[[RopeSpec, int | None], Frequencies]] = {
     "yarn": _yarn,
     "longrope": _longrope,
     "llama3": _llama3,
+    "proportional": _proportional,
 }
 
 

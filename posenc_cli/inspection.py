@@ -1,51 +1,54 @@
-"""What a model config's positional encoding does, with numbers (numpy via ``frequencies``)."""
+"""What a model's positional encoding does, per layer group, with numbers (numpy via ``frequencies``)."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from posenc_cli.config import LayerRope, ModelPositions, trained_context
 from posenc_cli.errors import PosencError
 from posenc_cli.frequencies import RopeSpec, compute
+from posenc_cli.models import LayerRope, ModelPositions, windows
 
 _PARAM_SKIP = {"rope_type", "rope_theta", "partial_rotary_factor", "short_factor", "long_factor"}
 
 
 def spec_for(model: ModelPositions, layer: LayerRope) -> RopeSpec:
-    """The :class:`RopeSpec` transformers would build for one layer of ``model``."""
-    if model.head_dim is None:
+    """The :class:`RopeSpec` transformers would build for one layer group of ``model``."""
+    head_dim = layer.head_dim or model.head_dim
+    if head_dim is None:
         raise PosencError("the config has neither head_dim nor hidden_size and num_attention_heads; "
                           "cannot tell the rotary dimension")
     if model.max_position_embeddings is None:
         raise PosencError("the config has no max_position_embeddings")
-    return RopeSpec(layer.params, model.head_dim, model.max_position_embeddings)
+    return RopeSpec(layer.params, head_dim, model.max_position_embeddings, default_partial=model.default_partial)
 
 
 def layer_report(model: ModelPositions, layer: LayerRope, seq_len: int | None) -> dict[str, Any]:
-    """Numbers for one rope dict, at sequence length ``seq_len`` (None: as the model starts)."""
+    """Numbers for one rope group, at sequence length ``seq_len`` (None: as the model starts)."""
     spec = spec_for(model, layer)
-    top = model.top_level if len(model.layers) > 1 else None
-    freqs = compute(spec, seq_len, top_level=top)
+    freqs = compute(spec, seq_len, top_level=model.top_level)
     wl = freqs.wavelengths
-    trained, extended, basis = trained_context(layer.params, spec.max_position_embeddings)
+    window, original, basis = windows(layer.params, spec.max_position_embeddings)
+    reference = original or window or spec.max_position_embeddings
     out: dict[str, Any] = {
         "layer": layer.name,
+        "layers": layer.layers,
         "rope_type": spec.rope_type,
         "rope_theta": spec.theta,
         "head_dim": spec.head_dim,
         "partial_rotary_factor": spec.partial_rotary_factor,
         "rotary_dim": spec.rotary_dim,
+        "rotating_pairs": int(wl.size),
         "parameters": {k: v for k, v in layer.params.items() if k not in _PARAM_SKIP},
-        "trained_context": trained,
-        "extended_context": extended,
-        "context_basis": basis,
+        "native_window": window,
+        "original_length": original,
+        "window_basis": basis,
         "seq_len": seq_len,
         "attention_factor": freqs.attention_factor,
-        "logit_multiplier": freqs.attention_factor**2,
+        "logit_multiplier": freqs.attention_factor**2 * model.softmax_scale,
         "wavelength_min": float(wl.min()),
         "wavelength_max": float(wl.max()),
-        "pairs_longer_than_trained": int((wl > trained).sum()),
+        "pairs_longer_than_original": int((wl > reference).sum()),
         "inv_freq": [float(v) for v in freqs.inv_freq.tolist()],
         "details": freqs.details,
     }
@@ -57,14 +60,23 @@ def layer_report(model: ModelPositions, layer: LayerRope, seq_len: int | None) -
 def report(model: ModelPositions, seq_len: int | None = None) -> dict[str, Any]:
     """The whole ``posenc inspect`` result as a JSON-ready dict.
 
-    For RoPE the top-level keys describe the first rope dict and ``layers`` lists every one (per-layer-type
-    configs such as Gemma 3 have several).
+    ``layers`` lists every rope group (Gemma 3 and OLMo 3 have two, DeepSeek V4 "main" and "compress");
+    ``no_rope`` the layers that use no positional encoding. For RoPE models the first group's keys are repeated at
+    the top level.
     """
-    base: dict[str, Any] = {"family": model.family, "model_type": model.model_type,
-                            "max_position_embeddings": model.max_position_embeddings}
+    base: dict[str, Any] = {
+        "family": model.family, "model_type": model.model_type, "text_model_type": model.text_model_type,
+        "text_source": model.text_source, "max_position_embeddings": model.max_position_embeddings,
+        "num_layers": model.num_layers, "softmax_scale": model.softmax_scale,
+        "softmax_scale_reason": model.softmax_scale_reason, "notes": model.notes,
+        "no_rope": [{"name": g.name, "layers": g.layers, "reason": g.reason} for g in model.no_rope],
+    }
     if model.family == "rope":
         layers = [layer_report(model, layer, seq_len) for layer in model.layers]
-        return {**base, **layers[0], "layers": layers}
+        if not layers:
+            return {**base, "family": "none", "layers": [],
+                    "summary": "no layer applies RoPE: " + "; ".join(g.reason for g in model.no_rope)}
+        return {**layers[0], **base, "layers": layers}
     if model.family == "alibi":
         from posenc_cli.encodings import alibi_slopes
 
@@ -73,12 +85,29 @@ def report(model: ModelPositions, seq_len: int | None = None) -> dict[str, Any]:
                 "summary": "ALiBi: no position embedding; each head adds -slope * distance to its attention scores "
                            "(causal). Nothing to scale: it runs past its training length, though quality beyond it "
                            "comes mostly from recent tokens."}
-    if model.family == "learned":
-        return {**base, "summary": f"learned absolute position embeddings: a table of "
-                                   f"{model.max_position_embeddings} rows. Positions past it have no embedding; "
-                                   "extending needs new rows and training (or a switch to RoPE)."}
-    return {**base, "summary": "no positional encoding recognised in this config; " + "; ".join(model.notes)}
+    summaries = {
+        "learned": f"learned absolute position embeddings: a table of {model.max_position_embeddings} rows. "
+                   "Positions past it have no embedding; extending needs new rows and training (or a switch to RoPE).",
+        "sinusoidal": "fixed sinusoidal absolute positions added to the input embeddings (Vaswani et al.).",
+        "relative_bias": "learned relative-position buckets added to attention scores (T5 style): no RoPE.",
+        "none": "no positional encoding in any layer: " + "; ".join(g.reason for g in model.no_rope),
+    }
+    summary = summaries.get(model.family, "no positional encoding recognised in this config; " + "; ".join(model.notes))
+    return {**base, "summary": summary}
 
 
 def wavelength_text(value: float) -> str:
     return f"{value:,.1f}" if math.isfinite(value) else "inf"
+
+
+def layer_ranges(layers: list[int] | None) -> str:
+    """``0-4, 6-10, 12`` for a list of layer indices; ``?`` when the config gives no layer count."""
+    if layers is None:
+        return "?"
+    runs: list[list[int]] = []
+    for i in sorted(layers):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from posenc_cli import scaling
-from posenc_cli.config import describe, load_json, trained_context
 from posenc_cli.errors import PosencError
+from posenc_cli.models import scaled_from
 from posenc_cli.rules import Rule, RuleSet, Trace, decide, extension_factor, load_rules, render
 from posenc_cli.slopes import alibi_slope_list
+from posenc_cli.sources import describe_source, read_source
 from posenc_cli.units import format_length
 
 EXTRAPOLATION = ("none", "moderate", "strong")
@@ -52,17 +53,17 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None]:
                              "model_rope_type": "none"}
     theta, head_dim, heads, trained, prf = inp.theta, inp.head_dim, inp.heads, inp.trained_ctx, None
     if inp.config is not None:
-        model = describe(load_json(inp.config))
+        model = describe_source(read_source(inp.config))
         facts["model_encoding"] = model.family
         head_dim = head_dim or model.head_dim
         heads = heads or model.num_heads
-        if model.family == "rope":
+        if model.family == "rope" and model.layers:
             params = model.layers[0].params
             facts["model_rope_type"] = params["rope_type"]
             theta = theta or float(params["rope_theta"])
             prf = params.get("partial_rotary_factor")
             if trained is None and model.max_position_embeddings:
-                trained = trained_context(params, model.max_position_embeddings)[0]
+                trained = scaled_from(model, model.layers[0])
         elif trained is None:
             trained = model.max_position_embeddings
     facts["trained_ctx"] = trained if trained is not None else inp.ctx

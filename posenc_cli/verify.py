@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from posenc_cli.config import ModelPositions
 from posenc_cli.encodings import (
     LAYOUTS,
     Layout,
@@ -27,6 +26,7 @@ from posenc_cli.encodings import (
     to_half_layout,
 )
 from posenc_cli.errors import PosencError
+from posenc_cli.models import ModelPositions
 from posenc_cli.precision import (
     DTYPE_NAMES,
     HALF_DTYPES,
@@ -422,13 +422,15 @@ def run_model(model: ModelPositions, *, dtype: str, dtype_source: str, max_posit
     :func:`posenc_cli.frequencies.compute` call), taken at the window's top, so dynamic NTK and LongRoPE use
     their long-context spectrum.
     """
-    from posenc_cli.config import trained_context
     from posenc_cli.frequencies import compute
     from posenc_cli.inspection import spec_for
+    from posenc_cli.models import windows
 
     if model.family != "rope":
         what = {"alibi": "ALiBi (a bias on attention scores, no rotation)",
                 "learned": "learned absolute position embeddings",
+                "sinusoidal": "fixed sinusoidal absolute positions",
+                "relative_bias": "learned relative-position biases (T5 style)",
                 "none": "no positional encoding"}.get(model.family, "no positional encoding posenc recognises")
         raise PosencError(f"--config: model_type {model.model_type!r} uses {what}, not RoPE; "
                           "verify --config checks RoPE models")
@@ -441,15 +443,16 @@ def run_model(model: ModelPositions, *, dtype: str, dtype_source: str, max_posit
     if tolerance is not None and (not math.isfinite(tolerance) or tolerance <= 0):
         raise PosencError(f"--tolerance must be a finite number greater than 0, got {tolerance}")
     tol = default_tolerance(dtype) if tolerance is None else tolerance
-    top = model.top_level if len(model.layers) > 1 else None
+    if not model.layers:
+        raise PosencError(f"--config: model_type {model.model_type!r} applies RoPE in no layer; nothing to verify")
     groups = []
     for layer in model.layers:
         spec = spec_for(model, layer)
-        _, extended, _ = trained_context(layer.params, spec.max_position_embeddings)
-        if extended is None:  # dynamic NTK: as far as its factor was meant to reach
-            extended = int(spec.max_position_embeddings * float(layer.params["factor"]))
-        window = max_position or extended
-        freqs = compute(spec, window, top_level=top)
+        native, _, _ = windows(layer.params, spec.max_position_embeddings)
+        if native is None:  # dynamic NTK: as far as its factor was meant to reach
+            native = int(spec.max_position_embeddings * float(layer.params["factor"]))
+        window = max_position or native
+        freqs = compute(spec, window, top_level=model.top_level)
         rng = np.random.default_rng(seed)
         section = precision_section(freqs.inv_freq, dtype, max_position=window, tolerance=tol, trials=trials,
                                     rng=rng, attention_factor=freqs.attention_factor)

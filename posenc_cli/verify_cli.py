@@ -17,8 +17,9 @@ if TYPE_CHECKING:
 
 def verify(
     config: Annotated[str | None, typer.Option(
-        help="Check this model's RoPE instead (a config.json or - for stdin): its theta, scaling, rotary dim and "
-             "attention factor, per layer group, up to its extended context.")] = None,
+        help="Check this model's RoPE instead: a config.json (or - for stdin), a model folder, a Hub id or a GGUF "
+             "file; its theta, scaling, rotary dim and attention factor, per layer group, up to its window.")] = None,
+    revision: Annotated[str | None, typer.Option(help="Hub revision for a Hub id in --config.")] = None,
     head_dim: Annotated[int | None, typer.Option(help="Features per head (even) [default: 128].")] = None,
     base: Annotated[float | None, typer.Option(help="RoPE base (theta) [default: 10000].")] = None,
     layout: Annotated[str | None, typer.Option(help="interleaved, half or both [default: both].")] = None,
@@ -50,7 +51,10 @@ def verify(
                  if value is not None]
         if given:
             raise PosencError(f"{given[0]} does not apply with --config: the model's config sets it")
-        report = _run_model(config, dtype, window, tolerance, trials, seed)
+    elif revision is not None:
+        raise PosencError("--revision applies to a Hub id given with --config")
+    if config is not None:
+        report = _run_model(config, revision, dtype, window, tolerance, trials, seed)
     else:
         report = _run_generic(head_dim, base, layout, trials, window, dtype, seed, tolerance)
     if as_json:
@@ -81,12 +85,14 @@ def _run_generic(head_dim: int | None, base: float | None, layout: str | None, t
     return core.run(settings)
 
 
-def _run_model(source: str, dtype: str | None, window: int | None, tolerance: float | None, trials: int,
-               seed: int) -> ModelVerifyReport:
+def _run_model(source: str, revision: str | None, dtype: str | None, window: int | None,
+               tolerance: float | None, trials: int, seed: int) -> ModelVerifyReport:
     from posenc_cli import verify as core
-    from posenc_cli.config import declared_dtype, describe, load_json
+    from posenc_cli.models import declared_dtype
+    from posenc_cli.sources import describe_source, read_source
 
-    cfg = load_json(source)
+    src = read_source(source, revision=revision)
+    cfg = src.config
     if dtype is not None:
         name, where = dtype, "--dtype"
     else:
@@ -94,8 +100,8 @@ def _run_model(source: str, dtype: str | None, window: int | None, tolerance: fl
         name = declared or "bfloat16"
         if declared is None:
             where += "; bfloat16 assumed"
-    return core.run_model(describe(cfg), dtype=name, dtype_source=where, max_position=window, tolerance=tolerance,
-                          trials=trials, seed=seed)
+    return core.run_model(describe_source(src), dtype=name, dtype_source=where, max_position=window,
+                          tolerance=tolerance, trials=trials, seed=seed)
 
 
 def _error_cell(value: float, floor: float) -> str:

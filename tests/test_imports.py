@@ -15,17 +15,19 @@ from posenc_cli.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("numpy", "matplotlib", "torch", "transformers")
+#: Loaded only by the source or dtype that needs them.
+OPTIONAL = ("huggingface_hub", "gguf", "ml_dtypes")
 
 _PROBE = """
 import json, sys
 {body}
-loaded = {{name: name in sys.modules for name in {heavy!r}}}
+loaded = {{name: name in sys.modules for name in {heavy!r} + {optional!r}}}
 sys.__stderr__.write("MODULES " + json.dumps(loaded) + "\\n")
 """
 
 
 def loaded_modules(body: str, cwd: Path | None = None) -> dict[str, bool]:
-    code = _PROBE.format(body=body, heavy=HEAVY)
+    code = _PROBE.format(body=body, heavy=HEAVY, optional=OPTIONAL)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=cwd)
     marker = [line for line in proc.stderr.splitlines() if line.startswith("MODULES ")]
     assert marker, (proc.returncode, proc.stdout, proc.stderr)
@@ -42,12 +44,12 @@ def run_cli_body(argv: list[str]) -> str:
 
 def test_importing_the_cli_is_light() -> None:
     loaded = loaded_modules("import posenc_cli.cli")
-    assert loaded == dict.fromkeys(HEAVY, False)
+    assert loaded == dict.fromkeys(HEAVY + OPTIONAL, False)
 
 
 def test_importing_the_package_is_light() -> None:
     loaded = loaded_modules("import posenc_cli\nfrom posenc_cli import PosencError, parse_length")
-    assert loaded == dict.fromkeys(HEAVY, False)
+    assert loaded == dict.fromkeys(HEAVY + OPTIONAL, False)
 
 
 SCALE = ["scale", "yarn", "--original-max", "32k", "--target", "128k", "--head-dim", "128"]
@@ -60,7 +62,7 @@ SCALE = ["scale", "yarn", "--original-max", "32k", "--target", "128k", "--head-d
 )
 def test_scale_needs_neither_numpy_nor_matplotlib(extra: list[str]) -> None:
     loaded = loaded_modules(run_cli_body([*SCALE, *extra]))
-    assert loaded == dict.fromkeys(HEAVY, False)
+    assert loaded == dict.fromkeys(HEAVY + OPTIONAL, False)
 
 
 def test_scale_from_config_needs_neither_numpy_nor_matplotlib(tmp_path: Path) -> None:
@@ -68,7 +70,7 @@ def test_scale_from_config_needs_neither_numpy_nor_matplotlib(tmp_path: Path) ->
     cfg.write_text(json.dumps({"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28,
                                "max_position_embeddings": 32768, "rope_theta": 1e6, "rope_scaling": None}))
     body = run_cli_body(["scale", "yarn", "--config", str(cfg), "--target", "128k", "-o", str(tmp_path / "o.json")])
-    assert loaded_modules(body) == dict.fromkeys(HEAVY, False)
+    assert loaded_modules(body) == dict.fromkeys(HEAVY + OPTIONAL, False)
     assert json.loads((tmp_path / "o.json").read_text())["rope_scaling"]["factor"] == 4.0
 
 
@@ -89,6 +91,25 @@ def test_inspect_does_not_import_matplotlib(tmp_path: Path) -> None:
         loaded = loaded_modules(run_cli_body(["inspect", str(cfg), *extra]))
         assert loaded["matplotlib"] is False
         assert loaded["torch"] is False and loaded["transformers"] is False
+        # a local config.json needs neither the Hub client nor the GGUF reader
+        assert loaded["huggingface_hub"] is False and loaded["gguf"] is False and loaded["ml_dtypes"] is False
+
+
+def test_pick_from_a_config_needs_no_numpy(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.json"
+    cfg.write_text((ROOT / "tests" / "corpus" / "qwen2.5-7b-instruct.json").read_text())
+    loaded = loaded_modules(run_cli_body(["pick", "--ctx", "128k", "--config", str(cfg)]))
+    assert loaded == dict.fromkeys(HEAVY + OPTIONAL, False)
+
+
+def test_inspect_gguf_loads_gguf_but_not_the_hub_client() -> None:
+    loaded = loaded_modules(run_cli_body(["inspect", str(ROOT / "docs" / "examples" / "llama-3.1-8b.gguf")]))
+    assert loaded["gguf"] is True and loaded["huggingface_hub"] is False
+
+
+def test_verify_bfloat16_is_the_only_path_that_loads_ml_dtypes() -> None:
+    assert loaded_modules(run_cli_body(["verify", "--max-position", "4k"]))["ml_dtypes"] is False
+    assert loaded_modules(run_cli_body(["verify", "--dtype", "bfloat16", "--max-position", "4k"]))["ml_dtypes"]
 
 
 def test_console_script_main_matches_app() -> None:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +72,9 @@ def test_legacy_rope_scaling_llama31_json(tmp_path: Path) -> None:
     assert r["attention_factor"] == 1.0
     assert len(r["inv_freq"]) == 64
     assert_close(r["inv_freq"], llama3_expected(500000.0, 128, 8.0, 1.0, 4.0, 8192))
-    assert r["trained_context"] == 8192
-    assert r["extended_context"] == 131072
+    # the window the checkpoint serves, and the length its llama3 scaling refers to, kept apart
+    assert r["native_window"] == 131072
+    assert r["original_length"] == 8192
     assert r["bands"] == {"kept": 29, "blended": 6, "divided": 29}
     assert len(r["layers"]) == 1
 
@@ -81,7 +85,7 @@ def test_llama31_human_output(tmp_path: Path) -> None:
     assert "llama3" in out
     assert "500000" in out
     assert "29 kept" in out and "6 blended" in out and "29 divided" in out
-    assert "8,192" in out and "131,072" in out  # trained vs extended context
+    assert "native window: 131,072" in out and "original length: 8,192" in out
     with pytest.raises(json.JSONDecodeError):
         json.loads(out)
 
@@ -100,7 +104,7 @@ def test_v5_rope_parameters_theta_inside(tmp_path: Path) -> None:
     base = default_inv(1e6, 128)
     assert r["inv_freq"][0] == pytest.approx(base[0], rel=RTOL)
     assert r["inv_freq"][-1] == pytest.approx(base[-1] / 4.0, rel=RTOL)
-    assert r["trained_context"] == 32768 and r["extended_context"] == 131072
+    assert r["original_length"] == 32768 and r["native_window"] == 131072
 
 
 def test_v5_theta_inside_wins_over_top_level(tmp_path: Path) -> None:
@@ -125,7 +129,8 @@ def test_type_instead_of_rope_type(tmp_path: Path) -> None:
     r = inspect_json(write_json(tmp_path, cfg))
     assert r["rope_type"] == "linear"
     assert_close(r["inv_freq"], [f / 2.0 for f in default_inv(10000.0, 128)])
-    assert r["trained_context"] == 4096  # 8192 / factor 2
+    # linear scaling names no original length; the window is not divided by the factor to guess one
+    assert r["native_window"] == 8192 and r["original_length"] is None
 
 
 def _phi3(rope_scaling: dict[str, Any], **top: Any) -> dict[str, Any]:
@@ -142,7 +147,7 @@ def test_legacy_su_is_longrope(tmp_path: Path) -> None:
     r = inspect_json(write_json(tmp_path, cfg))
     assert r["rope_type"] == "longrope"
     assert r["rotary_dim"] == 96 and len(r["inv_freq"]) == 48
-    assert r["trained_context"] == 4096
+    assert r["original_length"] == 4096
     assert_close(r["inv_freq"], [f / s for f, s in zip(default_inv(10000.0, 96), SHORT, strict=True)])
     # no factor in the dict: transformers uses max_position_embeddings / original
     assert r["attention_factor"] == pytest.approx(math.sqrt(1 + math.log(131072 / 4096) / math.log(4096)), rel=1e-12)
@@ -153,7 +158,7 @@ def test_phi3_top_level_original_wins(tmp_path: Path) -> None:
                  "original_max_position_embeddings": 2048}, original_max_position_embeddings=4096)
     path = write_json(tmp_path, cfg)
     r = inspect_json(path)
-    assert r["trained_context"] == 4096
+    assert r["original_length"] == 4096
     # 3000 is above the dict's 2048 but not above the top-level 4096: still the short factors
     at3000 = inspect_json(path, "--seq-len", "3000")
     assert_close(at3000["inv_freq"], [f / s for f, s in zip(default_inv(10000.0, 96), SHORT, strict=True)])
@@ -289,7 +294,10 @@ def test_dynamic_human_output_mentions_effective_theta(tmp_path: Path) -> None:
 def test_stdin(tmp_path: Path) -> None:
     from_file = inspect_json(write_json(tmp_path, LLAMA31))
     result = ok(run("inspect", "-", "--json", input=json.dumps(LLAMA31)))
-    assert json.loads(result.stdout) == from_file
+    from_stdin = json.loads(result.stdout)
+    assert from_stdin.pop("source") == {"kind": "stdin", "label": "<stdin>", "path": None}
+    assert from_file.pop("source")["kind"] == "file"
+    assert from_stdin == from_file
 
 
 def test_stdin_malformed() -> None:
@@ -404,3 +412,65 @@ _LLAMA_BASE: dict[str, Any] = {"model_type": "llama", "hidden_size": 4096, "num_
 def test_malformed_rope_parameters_are_one_line_errors(tmp_path: Path, extra: dict[str, Any],
                                                        needles: list[str]) -> None:
     assert_usage_error(run("inspect", write_json(tmp_path, {**_LLAMA_BASE, **extra}), "--json"), *needles)
+
+
+# ---------------------------------------------------------------- sources: folders, GGUF, Hub ids
+
+
+def test_model_folder_reads_its_config(tmp_path: Path) -> None:
+    write_json(tmp_path, LLAMA31)
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    assert inspect_json(str(tmp_path))["rope_type"] == "llama3"
+
+
+def test_gguf_file_is_read_with_llama_cpp_meaning() -> None:
+    r = inspect_json(str(Path(__file__).parent.parent / "docs" / "examples" / "llama-3.1-8b.gguf"))
+    assert r["source"]["kind"] == "gguf" and r["gguf"]["has_rope_freqs"] is True
+    assert r["rope_theta"] == 500000.0 and r["rotary_dim"] == 128 and r["native_window"] == 131072
+    assert any("rope_freqs" in n for n in r["notes"])
+
+
+SOURCE_ERRORS = [
+    ("folder without config.json", lambda p: str(p), "no config.json"),
+    ("truncated GGUF", lambda p: _truncated_gguf(p), "not a readable GGUF"),
+    ("not a GGUF", lambda p: _write(p / "x.gguf", b"not a gguf at all"), "not a readable GGUF"),
+    ("text_config not an object", lambda p: write_json(p, {"model_type": "llava", "text_config": [1]}),
+     "text_config must be a JSON object"),
+]
+
+
+def _write(path: Path, data: bytes) -> str:
+    path.write_bytes(data)
+    return str(path)
+
+
+def _truncated_gguf(folder: Path) -> str:
+    whole = (Path(__file__).parent.parent / "docs" / "examples" / "llama-3.1-8b.gguf").read_bytes()
+    return _write(folder / "cut.gguf", whole[: len(whole) // 2])
+
+
+@pytest.mark.parametrize(("name", "make", "needle"), SOURCE_ERRORS, ids=[c[0] for c in SOURCE_ERRORS])
+def test_bad_sources_are_one_line(tmp_path: Path, name: str, make: Any, needle: str) -> None:
+    assert_usage_error(run("inspect", make(tmp_path)), needle)
+
+
+def test_hub_id_offline_and_uncached_is_one_line(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "home"), HF_HUB_CACHE=str(tmp_path / "hub"))
+    proc = subprocess.run([sys.executable, "-m", "posenc_cli", "inspect", "someone/not-cached"], capture_output=True,
+                          text=True, timeout=120, env=env, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ")
+    assert "someone/not-cached" in proc.stderr and "HF_HUB_OFFLINE" in proc.stderr
+
+
+def test_hub_cache_in_the_repository_reads_offline() -> None:
+    root = Path(__file__).parent.parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(root / "docs" / "hub-cache"))
+    proc = subprocess.run([sys.executable, "-m", "posenc_cli", "inspect", "Qwen/Qwen2.5-7B-Instruct", "--json"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(proc.stdout)
+    assert r["source"]["kind"] == "hub" and r["rope_theta"] == 1e6
+    assert r == {**inspect_json(str(root / "tests" / "corpus" / "qwen2.5-7b-instruct.json")), "source": r["source"]}

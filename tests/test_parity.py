@@ -38,8 +38,8 @@ from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noq
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 from posenc_cli import scaling  # noqa: E402
-from posenc_cli.config import describe  # noqa: E402
 from posenc_cli.frequencies import Frequencies, RopeSpec, compute  # noqa: E402
+from posenc_cli.models import describe  # noqa: E402
 
 pytestmark = pytest.mark.numeric
 
@@ -605,7 +605,7 @@ def test_inspect_matches_transformers(name: str, seq_len: str | None) -> None:
     np.testing.assert_allclose(ours, inv, rtol=RTOL, atol=0)
     assert report["attention_factor"] == pytest.approx(attention, rel=1e-12, abs=0)
     if hf_params["rope_type"] in ("yarn", "llama3", "longrope"):
-        assert report["trained_context"] == hf_params["original_max_position_embeddings"]
+        assert report["original_length"] == hf_params["original_max_position_embeddings"]
     assert [layer["inv_freq"] for layer in report["layers"]] == [report["inv_freq"]]
 
 

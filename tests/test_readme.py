@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -44,25 +45,58 @@ def transcripts(text: str) -> list[tuple[str, str]]:
                 lines.append(line)
         if command is not None:
             out.append((command, "\n".join(lines)))
-    return [(c, o) for c, o in out if c.startswith("posenc ")]
+    return [(c, o) for c, o in out if _posenc_command(c)]
+
+
+def _posenc_command(command: str) -> bool:
+    """``posenc ...``, optionally after ``VAR=value`` environment settings."""
+    words = command.split()
+    while words and "=" in words[0]:
+        words.pop(0)
+    return bool(words) and words[0] == "posenc"
 
 
 def run(command: str) -> str:
-    """Output of ``command`` as the README shows it (see the module docstring for redirections)."""
+    """Output of ``command`` as the README shows it (see the module docstring for redirections).
+
+    ``VAR=value posenc ...`` runs in a fresh interpreter with those variables set (huggingface_hub reads its
+    environment once, at import); everything else runs in-process.
+    """
     stream = "stdout"
     if command.endswith("2>&1 >/dev/null"):
         stream, command = "stderr", command[: -len("2>&1 >/dev/null")]
     elif command.endswith("2>&1"):
         stream, command = "output", command[: -len("2>&1")]
-    args = shlex.split(command)[1:]
+    words = shlex.split(command)
+    env = dict(w.split("=", 1) for w in words if "=" in w.split("/")[0] and not w.startswith("-"))
+    args = words[len(env) + 1:]
+    if env:
+        full = {k: v for k, v in os.environ.items() if not k.startswith("HF_")} | env
+        proc = subprocess.run([sys.executable, "-m", "posenc_cli", *args], capture_output=True, text=True,
+                              timeout=300, cwd=ROOT, env=full)
+        text = {"stdout": proc.stdout, "stderr": proc.stderr, "output": proc.stdout + proc.stderr}[stream]
+        return text.rstrip("\n")
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
-        result = CliRunner().invoke(app, args)
+        piped: str | None = None
+        for stage in _stages(args):  # `posenc A | posenc B`: A's stdout is B's stdin
+            result = CliRunner().invoke(app, stage, input=piped)
+            piped = result.stdout
     finally:
         os.chdir(cwd)
-    text: str = getattr(result, stream)
-    return text.rstrip("\n")
+    out: str = getattr(result, stream)
+    return out.rstrip("\n")
+
+
+def _stages(args: list[str]) -> list[list[str]]:
+    stages: list[list[str]] = [[]]
+    for word in args:
+        if word == "|":
+            stages.append([])
+        elif not (word == "posenc" and not stages[-1]):
+            stages[-1].append(word)
+    return stages
 
 
 #: How far a measured error may move between two CPUs and still be "the same" number.
@@ -143,9 +177,9 @@ def _rewrite() -> None:
         for line in match.group(1).splitlines():
             if line.startswith("$ "):
                 body.append(line)
-                if line[2:].startswith("posenc "):
+                if _posenc_command(line[2:]):
                     body.extend(run(line[2:]).splitlines())
-            elif not body or not body[0][2:].startswith("posenc "):
+            elif not body or not _posenc_command(body[0][2:]):
                 body.append(line)  # a non-posenc block keeps its text
         return "```console\n" + "\n".join(body) + "\n```"
 

@@ -1,0 +1,94 @@
+"""Rewrite a config's rope keys between transformers 4 and 5 (stdlib only).
+
+* v4: ``rope_scaling`` (the scaling dict, or null for plain RoPE) plus top-level ``rope_theta`` and
+  ``partial_rotary_factor``; Gemma 3 keeps its local base in ``rope_local_base_freq``.
+* v5: one ``rope_parameters`` dict with ``rope_theta`` (and ``partial_rotary_factor``) inside, per layer type where
+  the config class builds one per layer type (Gemma 3, OLMo 3), exactly as transformers 5's ``save_pretrained``
+  writes it (:func:`posenc_cli.models.rope_dicts`).
+
+Every other key keeps its value and its place; the rope keys take the place of the first one they replace. The
+resolved rope numbers never change: ``tests/test_convert.py`` checks every corpus config round trip against
+:func:`posenc_cli.models.describe`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from posenc_cli.errors import PosencError
+from posenc_cli.models import rope_dicts, text_config
+
+VERSIONS = ("v4", "v5")
+_V4_KEYS = ("rope_scaling", "rope_theta", "partial_rotary_factor", "rope_local_base_freq")
+# keys the v5 dicts carry that v4 keeps at the top level
+_TOP = ("rope_theta", "partial_rotary_factor")
+
+
+def _replace_keys(cfg: Mapping[str, Any], drop: tuple[str, ...], new: dict[str, Any]) -> dict[str, Any]:
+    """``cfg`` without ``drop``, with ``new`` placed where the first dropped key stood (else at the end)."""
+    out: dict[str, Any] = {}
+    placed = False
+    for key, value in cfg.items():
+        if key in drop or key in new:
+            if not placed:
+                out.update(new)
+                placed = True
+            continue
+        out[key] = value
+    if not placed:
+        out.update(new)
+    return out
+
+
+def convert(cfg: Mapping[str, Any], to: str) -> dict[str, Any]:
+    """``cfg`` with its text model's rope keys in transformers ``to`` form (``v4`` or ``v5``)."""
+    if to not in VERSIONS:
+        raise PosencError(f"--to {to!r} is not known; use v4 or v5")
+    text, text_type, where = text_config(cfg)
+    if where and where != "text_config":
+        raise PosencError(f"{text_type}: the config has no text_config to convert")
+    if not any(k in text for k in ("rope_theta", "rope_scaling", "rope_parameters", "rope_local_base_freq")):
+        raise PosencError("the config sets none of rope_theta, rope_scaling, rope_parameters: nothing to convert "
+                          "(GPT-NeoX's rotary_emb_base/rotary_pct read the same in both versions)")
+    if to == "v4" and text_type in ("gemma4_text", "deepseek_v4"):
+        raise PosencError(f"{text_type} exists only in transformers 5; its rope_parameters has no v4 form")
+    dicts, nested = rope_dicts(cfg)
+    new_text = _to_v5(text, dicts, nested) if to == "v5" else _to_v4(text, text_type, dicts, nested)
+    if where == "text_config":
+        return {**cfg, "text_config": new_text}
+    return new_text
+
+
+def _to_v5(text: Mapping[str, Any], dicts: dict[str, dict[str, Any]], nested: bool) -> dict[str, Any]:
+    params: dict[str, Any] = {k: dict(v) for k, v in dicts.items()} if nested else dict(dicts[""])
+    return _replace_keys(text, _V4_KEYS + ("rope_parameters",), {"rope_parameters": params})
+
+
+def _to_v4(text: Mapping[str, Any], text_type: str, dicts: dict[str, dict[str, Any]],
+           nested: bool) -> dict[str, Any]:
+    if not nested:
+        flat = dict(dicts[""])
+        top = {k: flat.pop(k) for k in _TOP if k in flat}
+        scaling = flat if flat.get("rope_type", "default") != "default" or len(flat) > 1 else None
+        return _replace_keys(text, _V4_KEYS + ("rope_parameters",), {"rope_scaling": scaling, **top})
+    if text_type == "gemma3_text" and set(dicts) == {"full_attention", "sliding_attention"}:
+        full, sliding = dict(dicts["full_attention"]), dicts["sliding_attention"]
+        if sliding.get("rope_type", "default") != "default":
+            raise PosencError("gemma3 sliding-attention layers are scaled; transformers 4 can only scale the "
+                              "full-attention layers (rope_scaling)")
+        theta = full.pop("rope_theta")
+        full.pop("partial_rotary_factor", None)
+        scaling = full if full.get("rope_type", "default") != "default" else None
+        return _replace_keys(text, _V4_KEYS + ("rope_parameters",), {
+            "rope_scaling": scaling, "rope_theta": theta, "rope_local_base_freq": sliding["rope_theta"]})
+    if text_type == "olmo3" and set(dicts) == {"full_attention", "sliding_attention"}:
+        full, sliding = dict(dicts["full_attention"]), dicts["sliding_attention"]
+        if sliding.get("rope_type", "default") != "default" or sliding.get("rope_theta") != 500000.0:
+            raise PosencError("olmo3 sliding-attention layers differ from the class default (theta 500000, no "
+                              "scaling); transformers 4 cannot express that")
+        theta = full.pop("rope_theta")
+        scaling = full if full.get("rope_type", "default") != "default" else None
+        return _replace_keys(text, _V4_KEYS + ("rope_parameters",), {"rope_scaling": scaling, "rope_theta": theta})
+    raise PosencError(f"{text_type or 'this model'} has per-layer-type rope_parameters "
+                      f"({', '.join(dicts)}); transformers 4 has no form for them")

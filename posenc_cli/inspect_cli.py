@@ -1,0 +1,133 @@
+"""``posenc inspect``: read a model from any source, report its positions per layer group, optionally lint it."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from posenc_cli.errors import ExitCode, PosencError
+
+SourceArg = Annotated[str, typer.Argument(
+    help="A config.json (or - for stdin), a model folder, a Hub id (Qwen/Qwen2.5-7B-Instruct) or a GGUF file.")]
+RevisionOpt = Annotated[str | None, typer.Option(help="Hub revision (branch, tag or commit) for a Hub id.")]
+
+
+def inspect(
+    source: SourceArg,
+    revision: RevisionOpt = None,
+    seq_len: Annotated[str | None, typer.Option(help="Sequence length for dynamic / longrope (4k, 128k).")] = None,
+    lint: Annotated[bool, typer.Option(help="Check the config for problems engines trip on; exit 1 if any.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Report what a model's positional encoding really does, per layer group, numbers included."""
+    from posenc_cli.cli import print_json
+    from posenc_cli.inspection import report
+    from posenc_cli.sources import describe_source, read_source
+    from posenc_cli.units import parse_length
+
+    length = parse_length(seq_len, name="--seq-len") if seq_len is not None else None
+    src = read_source(source, revision=revision)
+    problems: list[dict[str, str]] = []
+    try:
+        model = describe_source(src)
+        result = report(model, length)
+    except PosencError as exc:
+        if not lint:
+            raise
+        # --lint asks what is wrong with the config: an unreadable one is a finding, not a usage error
+        from posenc_cli.lint import lint_config, unreadable
+
+        problems = [p.as_dict() for p in lint_config(src.config, None)] + [unreadable(str(exc)).as_dict()]
+        result = {"model_type": src.config.get("model_type"), "family": "unreadable", "summary": str(exc)}
+        model = None
+    result["source"] = {"kind": src.kind, "label": src.label, "path": src.path}
+    if src.gguf is not None:
+        result["gguf"] = _gguf_section(src.gguf)
+    oldest: dict[str, str] | None = None
+    if lint:
+        from posenc_cli.lint import lint_config, oldest_reader
+
+        if model is not None:
+            problems = [p.as_dict() for p in lint_config(src.config, model)]
+        result["lint"] = problems
+        found = oldest_reader(src.config)
+        oldest = {"version": found[0], "because": found[1]} if found else None
+        result["oldest_transformers"] = oldest
+    if as_json:
+        print_json(result)
+    else:
+        _render(result)
+        if lint:
+            _render_lint(problems, oldest)
+    if lint and problems:
+        raise typer.Exit(ExitCode.CHECK_FAILED)
+
+
+def _gguf_section(facts: Any) -> dict[str, Any]:
+    return {"architecture": facts.architecture, "has_rope_freqs": facts.has_rope_freqs, "metadata": facts.keys}
+
+
+def _render(r: dict[str, Any]) -> None:
+    from posenc_cli.inspection import layer_ranges
+
+    # plain text: values come from the config file, and a wrapped slope list would not paste back
+    layers = f"   layers: {r['num_layers']}" if r.get("num_layers") else ""
+    out = [f"model_type: {r.get('model_type')}   family: {r['family']}{layers}"]
+    out += [f"note: {n}" for n in r.get("notes", [])]
+    if r["family"] != "rope":
+        if r.get("alibi_slopes"):
+            out.append(f"slopes ({r['num_heads']} heads): " + ", ".join(f"{s:.6g}" for s in r["alibi_slopes"]))
+        out.append(r["summary"])
+    many = len(r.get("layers", [])) + len(r.get("no_rope", [])) > 1
+    for layer in r.get("layers", []):
+        if many:
+            n = len(layer["layers"]) if layer["layers"] is not None else "?"
+            out.append(f"[{layer['layer']}] layers {layer_ranges(layer['layers'])} ({n})")
+        window, original = layer["native_window"], layer["original_length"]
+        lines = [
+            ("rope type", layer["rope_type"]),
+            ("rope_theta", f"{layer['rope_theta']:g}"),
+            ("rotary dims", f"{layer['rotary_dim']} of head_dim {layer['head_dim']} "
+                            f"(partial_rotary_factor {layer['partial_rotary_factor']:g}; "
+                            f"{layer['rotating_pairs']} pairs turn)"),
+            ("parameters", ", ".join(f"{k}={v}" for k, v in layer["parameters"].items()) or "none"),
+            ("native window", f"{window:,}" if window is not None else "unbounded (dynamic NTK)"),
+            ("original length", f"{original:,}" if original is not None else "not named by the config"),
+            ("attention factor", f"{layer['attention_factor']:.6f} (logits x {layer['logit_multiplier']:.6f})"),
+            ("wavelengths", f"{layer['wavelength_min']:,.2f} .. {layer['wavelength_max']:,.1f} positions; "
+                            f"{layer['pairs_longer_than_original']} pairs longer than "
+                            f"{'the original length' if original else 'the window'}"),
+        ]
+        if "bands" in layer:
+            lines.append(("bands", ", ".join(f"{n} {b}" for b, n in layer["bands"].items())))
+        if layer["rope_type"] in ("dynamic", "longrope"):
+            at = layer["seq_len"]
+            d = layer["details"]
+            if layer["rope_type"] == "dynamic":
+                lines.append((f"at seq_len {at}", f"effective theta {d['effective_theta']:,.1f}"))
+            else:
+                lines.append((f"at seq_len {at}", f"{d['factors_used']} factors (long above {d['switch_above']:,})"))
+        out += [f"{key:>17}: {value}" for key, value in lines]
+    for group in r.get("no_rope", []):
+        n = len(group["layers"]) if group["layers"] is not None else "?"
+        out.append(f"[{group['name']}] layers {layer_ranges(group['layers'])} ({n}): no RoPE: {group['reason']}")
+    if r.get("softmax_scale", 1.0) != 1.0:
+        out.append(f"softmax scale x{r['softmax_scale']:.6f}: {r['softmax_scale_reason']} "
+                   "(included in the logit multipliers above)")
+    if "gguf" in r:
+        g = r["gguf"]
+        out.append(f"gguf: architecture {g['architecture']}; rope_freqs tensor: "
+                   f"{'present' if g['has_rope_freqs'] else 'absent'}")
+    sys.stdout.write("\n".join(out) + "\n")
+
+
+def _render_lint(problems: list[dict[str, str]], oldest: dict[str, str] | None) -> None:
+    out = [f"lint: {len(problems)} problem{'s' if len(problems) != 1 else ''}" if problems
+           else "lint: no problems found"]
+    for p in problems:
+        out += [f"- {p['code']}: {p['problem']}", f"  why: {p['why']}", f"  fix: {p['fix']}"]
+    if oldest:
+        out.append(f"oldest transformers that reads it: {oldest['version']} (for {oldest['because']})")
+    sys.stdout.write("\n".join(out) + "\n")

@@ -1,0 +1,209 @@
+"""``posenc inspect --lint``: problems in a model config's positional settings that engines trip on (stdlib only).
+
+Each :class:`Problem` says what is wrong, why it matters (which engine or transformers version reads it otherwise)
+and the fix. The checks read the raw config (the keys as written) and the resolved :class:`ModelPositions`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from posenc_cli.models import ModelPositions, text_config
+
+_COMMON = {"rope_type", "type", "rope_theta", "partial_rotary_factor"}
+#: Keys transformers' rope functions (and the engines that mirror them) read, per rope type.
+KNOWN_KEYS: dict[str, set[str]] = {
+    "default": {"mrope_section", "mrope_interleaved"},
+    "linear": {"factor"},
+    "dynamic": {"factor"},
+    "yarn": {"factor", "original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow", "mscale",
+             "mscale_all_dim", "truncate"},
+    "longrope": {"factor", "original_max_position_embeddings", "attention_factor", "short_factor", "long_factor",
+                 "short_mscale", "long_mscale"},
+    "llama3": {"factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"},
+    "proportional": {"factor"},
+    # types a config class rewrites before reading: their keys are those of the type they become
+    "su": set(), "mrope": {"mrope_section", "mrope_interleaved"},
+}
+KNOWN_KEYS["su"] = KNOWN_KEYS["longrope"]
+#: Keys some model classes read beside the rope type's own (Ministral 3's query scaling).
+_MODEL_KEYS = {"ministral3": {"llama_4_scaling_beta", "max_position_embeddings"}}
+# a phi3 config class turns these into longrope
+_PHI3_REMAP = {"yarn", "su"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    code: str
+    problem: str
+    why: str
+    fix: str
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def _rope_dicts(text: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+    """(where, key holding it, the dict as written) for every rope dict in the text config."""
+    for key in ("rope_scaling", "rope_parameters"):
+        rp = text.get(key)
+        if not isinstance(rp, Mapping) or not rp:
+            continue
+        if all(isinstance(v, Mapping) for v in rp.values()):
+            for name, sub in rp.items():
+                yield f"{key}.{name}", key, sub
+        else:
+            yield key, key, rp
+
+
+def lint_config(cfg: Mapping[str, Any], model: ModelPositions | None) -> list[Problem]:
+    """Every problem found, in a stable order (config order, then check order).
+
+    ``model`` is None when the config cannot be resolved at all; the raw keys are still checked.
+    """
+    text, text_type, where = text_config(cfg)
+    prefix = "text_config." if where == "text_config" else ""
+    window = model.max_position_embeddings if model is not None else text.get("max_position_embeddings")
+    out: list[Problem] = []
+    for place, key, rp in _rope_dicts(text):
+        out += _dict_problems(prefix + place, key, rp, text, text_type, window)
+    if model is not None:
+        out += _model_problems(text, text_type, model, prefix)
+    return out
+
+
+def unreadable(message: str) -> Problem:
+    """The problem a config that cannot be resolved at all is."""
+    return Problem("unreadable-rope-settings", message,
+                   "transformers refuses the same config when it loads it (or builds the model)",
+                   "fix the keys named above")
+
+
+def _dict_problems(loc: str, key: str, rp: Mapping[str, Any], text: Mapping[str, Any], text_type: str,
+                   window: int | None) -> list[Problem]:
+    out: list[Problem] = []
+    rope_type = str(rp.get("rope_type", rp.get("type", "default")))
+    if "type" in rp:
+        both = "rope_type" in rp
+        out.append(Problem(
+            "legacy-type-key",
+            f"{loc} uses the legacy key 'type'" + (" beside 'rope_type'" if both else f" ({rp['type']!r})"),
+            "transformers reads 'rope_type' since 4.43.1 and copies 'type' over only for old files; tools that read "
+            "the dict themselves (vLLM overrides, converters) look for 'rope_type'"
+            + ("; two keys can disagree" if both else ""),
+            "rename 'type' to 'rope_type'" if not both else "drop 'type'"))
+    known = _COMMON | KNOWN_KEYS.get(rope_type, set()) | _MODEL_KEYS.get(text_type, set())
+    if rope_type in KNOWN_KEYS:
+        vocabulary = sorted(set().union(*KNOWN_KEYS.values()) | _COMMON)
+        for name in rp:
+            if name in known:
+                continue
+            close = difflib.get_close_matches(name, vocabulary, n=1, cutoff=0.6)
+            read_elsewhere = name in vocabulary
+            out.append(Problem(
+                "unknown-rope-key",
+                f"{loc}.{name} is not read by rope_type {rope_type!r}"
+                + (f" (did you mean {close[0]!r}?)" if close and not read_elsewhere else ""),
+                "transformers only warns about unknown keys and uses the default instead, so the model silently "
+                "runs without this setting",
+                f"rename it to {close[0]!r}" if close and not read_elsewhere else "remove it, or change rope_type"))
+    if text_type == "phi3" and rope_type in _PHI3_REMAP:
+        out.append(Problem(
+            "remapped-rope-type",
+            f"{loc} says {rope_type!r} on a phi3 model",
+            "Phi3Config turns 'yarn' and 'su' into 'longrope', which ignores beta_fast/beta_slow/mscale and needs "
+            "short_factor/long_factor; engines that read the file directly apply YaRN instead",
+            "write rope_type 'longrope' with its factor lists"))
+    if text_type in ("gemma3_text", "olmo3") and key == "rope_parameters" and ("rope_type" in rp or "type" in rp):
+        flat = not any(isinstance(v, Mapping) for v in (text.get("rope_parameters") or {}).values())
+        if flat:
+            out.append(Problem(
+                "flat-rope-parameters-ignored",
+                f"{loc} is a flat dict on a {text_type} model",
+                f"{text_type}'s config class reads rope_parameters per layer type (full_attention, "
+                "sliding_attention) and ignores a flat dict: every layer runs default RoPE",
+                "nest it under 'full_attention' (and 'sliding_attention'), or use legacy rope_scaling"))
+    if key == "rope_parameters" and "rope_theta" not in rp:
+        out.append(Problem(
+            "v5-dict-without-theta",
+            f"{loc} has no rope_theta",
+            "transformers 5 fills it from a top-level rope_theta or the class default when it loads the file, but "
+            "a dict set after loading (vLLM --hf-overrides, AutoConfig kwargs) gets rope_theta None and fails, "
+            "and transformers 4 reads only the top-level key",
+            "put rope_theta inside rope_parameters"))
+    factor = rp.get("factor")
+    original = rp.get("original_max_position_embeddings", text.get("original_max_position_embeddings"))
+    if rope_type == "llama3" and rp.get("low_freq_factor") is not None and \
+            rp.get("low_freq_factor") == rp.get("high_freq_factor"):
+        out.append(Problem(
+            "llama3-no-blend-band",
+            f"{loc}: low_freq_factor == high_freq_factor ({rp['low_freq_factor']})",
+            "the blend divides by high_freq_factor - low_freq_factor: transformers has no blended pair then and "
+            "works, but an implementation that evaluates the blend for every pair divides by zero",
+            "keep it only if the weights were trained this way (Llama 4); otherwise set high_freq_factor above "
+            "low_freq_factor (Llama 3.1: 1 and 4)"))
+    if isinstance(factor, (int, float)) and isinstance(window, int) and factor > 1:
+        if rope_type in ("linear", "dynamic"):
+            out.append(Problem(
+                "engine-double-scaling",
+                f"{loc}: {rope_type} factor {factor:g} with max_position_embeddings {window:,}",
+                f"vLLM multiplies max_position_embeddings by the factor for {rope_type} and accepts up to "
+                f"{int(window * factor):,} tokens; if {window:,} is already the extended window, that is {factor:g}x "
+                "beyond it",
+                f"serve with --max-model-len {window} (or set max_position_embeddings to the trained length)"))
+        # llama3's factor divides low frequencies; it is not a window ratio (Llama 3.1: 8192 x 8 serves 131072)
+        elif rope_type in ("yarn", "longrope") and isinstance(original, int) and int(original * factor) != window:
+            out.append(Problem(
+                "window-factor-mismatch",
+                f"{loc}: original {original:,} x factor {factor:g} = {int(original * factor):,}, but "
+                f"max_position_embeddings is {window:,}",
+                "transformers scales by the factor as given, while engines size their tables and length checks from "
+                "original x factor or from max_position_embeddings: the two windows disagree",
+                f"set max_position_embeddings to {int(original * factor):,}, or the factor to "
+                f"{window / original:g}"))
+    return out
+
+
+def _model_problems(text: Mapping[str, Any], text_type: str, model: ModelPositions, prefix: str) -> list[Problem]:
+    out: list[Problem] = []
+    if model.family == "none" and any(k in text for k in ("rope_theta", "rope_scaling", "rope_parameters")):
+        out.append(Problem(
+            "rope-keys-unused",
+            f"{prefix}rope settings on a {text_type} model, which applies no RoPE",
+            "the keys are never read; tools that trust them report positions the model does not use",
+            "ignore them (or remove them)"))
+    if text.get("rope_scaling") and text.get("rope_parameters"):
+        out.append(Problem(
+            "two-rope-dicts",
+            f"{prefix}rope_scaling and rope_parameters are both set",
+            "transformers uses rope_scaling and drops rope_parameters; other readers may pick the other one",
+            "keep one: rope_parameters for transformers 5, rope_scaling for 4"))
+    return out
+
+
+def oldest_reader(cfg: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(version, why) of the oldest transformers release that reads this config's positions, when known."""
+    from posenc_cli.transformers_versions import KEY_SINCE, MODEL_TYPE_SINCE, ROPE_TYPE_SINCE, SCALING_READ_SINCE
+
+    text, text_type, _ = text_config(cfg)
+    needs: list[tuple[str, str]] = []
+    model_type = str(cfg.get("model_type") or "")
+    for mt in dict.fromkeys((model_type, text_type)):
+        if mt in MODEL_TYPE_SINCE:
+            needs.append((MODEL_TYPE_SINCE[mt], f"model_type {mt!r}"))
+    for _, key, rp in _rope_dicts(text):
+        rope_type = str(rp.get("rope_type", rp.get("type", "default")))
+        if rope_type in ROPE_TYPE_SINCE:
+            needs.append((ROPE_TYPE_SINCE[rope_type], f"rope_type {rope_type!r}"))
+            if text_type in SCALING_READ_SINCE:
+                needs.append((SCALING_READ_SINCE[text_type], f"{text_type} applying rope_scaling"))
+        if "rope_type" in rp and "type" not in rp:
+            needs.append((KEY_SINCE["rope_type"], "the 'rope_type' key without 'type'"))
+        if key == "rope_parameters":
+            needs.append((KEY_SINCE["rope_parameters"], "the rope_parameters key"))
+    if not needs:
+        return None
+    return max(needs, key=lambda n: tuple(int(p) for p in n[0].split(".")))

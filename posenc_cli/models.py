@@ -1,0 +1,683 @@
+"""What a model's config says about positions, resolved the way transformers 5.x builds it (stdlib only).
+
+One entry point, :func:`describe`, turns a config dict (from a config.json, a Hub id, a model folder or a GGUF
+file: see :mod:`posenc_cli.sources`) into a :class:`ModelPositions`: per group of layers, whether they rotate, the
+rope dict as transformers resolves it, the head dim its rope functions read, plus the model's windows and any
+attention scaling applied outside the rope.
+
+The rules follow transformers 5.24's config classes and rotary embeddings:
+
+* The text model is ``get_text_config()``: ``text_config`` when present (Llama 4, Qwen3-VL, Qwen3.5, Gemma 3/4,
+  Mistral 3, Kimi K2.5), else the config itself (Qwen2.5-VL moves its flat keys into the text config).
+* A flat rope dict: legacy ``rope_scaling`` wins over ``rope_parameters``; ``rope_theta`` and
+  ``partial_rotary_factor`` inside the dict win over the top-level keys, which win over the class default;
+  ``type`` stands in for ``rope_type``; for yarn/llama3/longrope a top-level ``original_max_position_embeddings``
+  (phi3: always, its class default is 4096) overrides the dict's, else the dict falls back to
+  ``max_position_embeddings``.
+* Per-layer-type rope built by the class: Gemma 3 (global theta plus ``rope_local_base_freq`` for sliding layers;
+  legacy scaling goes to full-attention layers only), OLMo 3 (scaling on full-attention layers; sliding layers keep
+  the class theta 500000), Gemma 4 (``proportional`` rope with ``global_head_dim`` on full-attention layers),
+  DeepSeek V4 (``main`` plain rope on sliding layers, ``compress`` with ``compress_rope_theta`` elsewhere, YaRN
+  attention factor 1). For nested dicts transformers reads YaRN's ``truncate`` from the outer dict, so it is
+  always True.
+* Rotary dims: MLA models (DeepSeek V2/V3, Kimi K2, MiniCPM3) rotate ``qk_rope_head_dim``; plain ``default`` rope
+  uses ``partial_rotary_factor`` only in the model types whose rotary class reads it (:data:`_DEFAULT_PARTIAL`);
+  every scaled rope type reads it.
+* Layers without RoPE: Llama 4 / SmolLM3 ``no_rope_layers`` (1 = rotates), linear-attention layers of Qwen3-Next
+  and Qwen3.5, full-attention layers of EXAONE 4 when it has a sliding window, and models with no rotary embedding
+  at all (Nemotron-H, Jamba, Kimi Linear, Mamba).
+* DeepSeek V2/V3, Kimi K2 and MiniCPM3 multiply the softmax scale by ``mscale(factor, mscale_all_dim)**2`` in
+  their attention module whenever the rope is scaled and ``mscale_all_dim`` is set.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from posenc_cli.errors import PosencError
+
+ORIGINAL_FROM_DICT = ("yarn", "llama3", "longrope")
+_LEGACY_TYPES = {"su": "longrope", "mrope": "default"}
+# keys the frequency functions read unconditionally, per rope_type (a missing one would be a KeyError)
+_REQUIRED = {
+    "linear": ("factor",),
+    "dynamic": ("factor",),
+    "yarn": ("original_max_position_embeddings",),
+    "longrope": ("short_factor", "long_factor", "original_max_position_embeddings"),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+    "proportional": ("rope_theta",),
+}
+_NUMERIC = ("rope_theta", "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings",
+            "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "partial_rotary_factor")
+
+#: Text model types whose rotary class applies ``partial_rotary_factor`` to plain (``default``) RoPE. Every other
+#: class rotates the whole head for ``default`` (transformers 5.24: read off each ``compute_default_rope_parameters``).
+_DEFAULT_PARTIAL = frozenset({
+    "bamba", "deepseek_v4", "glm", "glm4", "glm4_moe", "glm4_moe_lite", "glm4v_text", "glm4v_moe_text", "gpt_neox",
+    "gpt_neox_japanese", "laguna", "mellum", "mimo_v2_flash", "minimax_m2", "nemotron", "persimmon", "phi", "phi3",
+    "qwen3_5_text", "qwen3_5_moe_text", "qwen3_next", "recurrent_gemma", "solar_open", "stablelm", "zaya",
+    "gptj", "codegen",  # rotate `rotary_dim` features in their own attention code
+})
+
+ALIBI_TYPES = frozenset({"bloom", "mpt"})
+LEARNED_TYPES = frozenset({"gpt2", "opt", "gpt_bigcode", "bert", "roberta", "distilbert", "xlm-roberta", "bart",
+                           "gpt_neo", "biogpt", "whisper", "electra", "albert", "mbart", "blenderbot"})
+SINUSOIDAL_TYPES = frozenset({"marian", "pegasus", "m2m_100", "fsmt", "xglm", "speech_to_text", "nllb_moe", "trocr"})
+RELATIVE_BIAS_TYPES = frozenset({"t5", "mt5", "umt5", "longt5", "switch_transformers", "t5gemma"})
+#: Models with no rotary embedding at all (state-space or hybrid; their attention layers, if any, use no positions).
+NO_POSITION_TYPES = frozenset({"nemotron_h", "jamba", "kimi_linear", "mamba", "mamba2", "falcon_mamba", "rwkv",
+                               "xlstm", "lfm2_moe_ssm"})
+_ROPE_KEYS = ("rope_theta", "rope_scaling", "rope_parameters", "rotary_dim", "rotary_pct", "rotary_emb_base",
+              "partial_rotary_factor", "rope_local_base_freq", "qk_rope_head_dim")
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """What a text model type's config class assumes when config.json is silent."""
+
+    theta: float = 10000.0
+    head_dim: int | None = None  # class default head_dim (None: hidden_size // num_attention_heads)
+    max_positions: int | None = None
+    partial: float | None = None  # class default partial_rotary_factor
+    mla: bool = False  # head_dim is qk_rope_head_dim; softmax scale gets mscale**2
+    original: int | None = None  # a class *field* original_max_position_embeddings (phi3), which always wins
+    neox: float | None = None  # GPT-NeoX: reads only rotary_emb_base / rotary_pct (this default pct)
+    resolver: str = "flat"
+    default_rope: dict[str, Any] | None = None  # the rope dict the class builds when the config has none
+
+
+_KINDS: dict[str, _Kind] = {
+    "llama4_text": _Kind(theta=500000.0, head_dim=128, max_positions=131072),
+    "qwen3_vl_text": _Kind(theta=500000.0, head_dim=128, max_positions=128000),
+    "qwen3_vl_moe_text": _Kind(theta=500000.0, max_positions=128000),
+    "qwen3_5_text": _Kind(head_dim=256, max_positions=32768, partial=0.25),
+    "qwen3_5_moe_text": _Kind(head_dim=256, max_positions=32768, partial=0.25),
+    "qwen3_next": _Kind(head_dim=256, max_positions=32768, partial=0.25),
+    "glm4_moe": _Kind(max_positions=131072, partial=0.5),
+    "glm4": _Kind(partial=0.5),
+    "glm": _Kind(partial=0.5),
+    "gemma2": _Kind(head_dim=256, max_positions=8192),
+    "gemma3_text": _Kind(theta=1e6, head_dim=256, max_positions=131072, resolver="gemma3"),
+    "gemma4_text": _Kind(head_dim=256, max_positions=131072, resolver="gemma4"),
+    "olmo3": _Kind(theta=500000.0, max_positions=2048, resolver="olmo3"),
+    "deepseek_v2": _Kind(max_positions=2048, mla=True),
+    "deepseek_v3": _Kind(max_positions=4096, mla=True),
+    "deepseek_v32": _Kind(max_positions=4096, mla=True),
+    "minicpm3": _Kind(max_positions=32768, mla=True),
+    "deepseek_v4": _Kind(head_dim=512, max_positions=1048576, resolver="deepseek_v4"),
+    "exaone4": _Kind(max_positions=2048),
+    "smollm3": _Kind(theta=2000000.0, max_positions=32768),
+    "phi3": _Kind(max_positions=4096, original=4096),
+    "gpt_oss": _Kind(theta=150000.0, head_dim=64, max_positions=131072,
+                     default_rope={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                   "truncate": False, "original_max_position_embeddings": 4096}),
+    "qwen2_5_vl_text": _Kind(theta=1e6, max_positions=32768),
+    "ministral3": _Kind(head_dim=128, max_positions=262144,
+                        default_rope={"type": "yarn", "rope_theta": 1e6, "factor": 16.0,
+                                      "original_max_position_embeddings": 16384, "beta_fast": 32.0, "beta_slow": 1.0,
+                                      "mscale_all_dim": 1.0, "mscale": 1.0, "llama_4_scaling_beta": 0.1}),
+    "mixtral": _Kind(theta=1e6),
+    "cohere": _Kind(theta=500000.0),
+    "bitnet": _Kind(theta=500000.0),
+    "phi": _Kind(partial=0.5),
+    "persimmon": _Kind(partial=0.5),
+    "stablelm": _Kind(partial=0.25),
+    "nemotron": _Kind(partial=0.5),
+    "recurrent_gemma": _Kind(partial=0.5),
+    "gpt_neox": _Kind(neox=0.25),
+    "gpt_neox_japanese": _Kind(neox=1.0),
+}
+
+#: Model types whose config classes follow transformers' generic rope rules with Llama's defaults (theta 10000,
+#: plain RoPE over the whole head): no entry of their own in _KINDS is needed.
+LLAMA_LIKE = frozenset({"llama", "mistral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "granite",
+                        "granitemoe", "olmo", "olmo2", "cohere2", "starcoder2", "falcon", "mllama_text_model", "lfm2",
+                        "helium", "arcee", "internlm2", "yi", "baichuan", "exaone", "hunyuan_v1_dense",
+                        "glm_moe_dsa"})
+
+#: Composite model types: the text sub-config's type, and whether a ``model_type`` inside text_config picks the
+#: class (an AutoConfig sub-config) or is ignored (a fixed class).
+_COMPOSITE: dict[str, tuple[str, bool]] = {
+    "llama4": ("llama4_text", False), "qwen3_vl": ("qwen3_vl_text", False),
+    "qwen3_vl_moe": ("qwen3_vl_moe_text", False), "qwen3_5": ("qwen3_5_text", False),
+    "qwen3_5_moe": ("qwen3_5_moe_text", False), "gemma3": ("gemma3_text", False), "gemma4": ("gemma4_text", False),
+    "qwen2_5_vl": ("qwen2_5_vl_text", False), "kimi_k25": ("deepseek_v3", True), "mistral3": ("mistral", True),
+}
+#: Remote-code model types that transformers reads with another class.
+_ALIASES = {"kimi_k2": "deepseek_v3"}
+_LEGACY_LAYER_TYPES = {"mamba": "linear_attention", "attention": "full_attention", "sliding": "sliding_attention",
+                       "full": "full_attention"}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_rope_params(params: Mapping[str, Any], where: str) -> None:
+    """One clear PosencError for a rope dict the frequency functions could not read (missing key, not a number)."""
+    rope_type = str(params.get("rope_type"))
+    for key in _REQUIRED.get(rope_type, ()):
+        if params.get(key) is None:
+            raise PosencError(f"{where}: rope_type {rope_type!r} needs {key!r}, which the config does not set")
+    for key in _NUMERIC:
+        value = params.get(key)
+        if value is not None and not _is_number(value):
+            raise PosencError(f"{where}: {key} = {value!r} is not a finite number")
+    for key in ("short_factor", "long_factor"):
+        values = params.get(key)
+        if values is not None and (not isinstance(values, list) or not all(_is_number(v) for v in values)):
+            raise PosencError(f"{where}: {key} must be a list of numbers")
+
+
+@dataclass
+class LayerRope:
+    """One rotary embedding and the layers that use it (transformers 5 ``rope_parameters`` after standardization).
+
+    ``layers`` lists layer indices (None when the config does not say how many layers there are); ``head_dim`` is
+    set when this group's rope functions read another head dim than the model's (Gemma 4 full attention).
+    """
+
+    name: str
+    params: dict[str, Any]
+    layers: list[int] | None = None
+    head_dim: int | None = None
+
+
+@dataclass
+class NoRopeGroup:
+    """Layers that apply no positional encoding, and why."""
+
+    name: str
+    layers: list[int] | None
+    reason: str
+
+
+@dataclass
+class ModelPositions:
+    """What a config says about positions."""
+
+    family: str  # "rope", "alibi", "learned", "sinusoidal", "relative_bias", "none" or "unknown"
+    model_type: str | None
+    max_position_embeddings: int | None
+    head_dim: int | None = None
+    layers: list[LayerRope] = field(default_factory=list)
+    top_level: dict[str, Any] | None = None  # the dict transformers reads YaRN's `truncate` from
+    num_heads: int | None = None
+    notes: list[str] = field(default_factory=list)
+    text_model_type: str | None = None
+    text_source: str = ""  # "text_config" when the text model is a sub-config
+    num_layers: int | None = None
+    no_rope: list[NoRopeGroup] = field(default_factory=list)
+    default_partial: bool = True  # plain RoPE honours partial_rotary_factor
+    softmax_scale: float = 1.0  # attention-module multiplier of the usual 1/sqrt(d) scale
+    softmax_scale_reason: str = ""
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+#: Model types an ``architectures`` entry can name when a (remote-code) config has no model_type of its own.
+_ARCH_TYPES = frozenset(_KINDS) | ALIBI_TYPES | frozenset({
+    "llama", "mistral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "granite", "olmo2", "cohere2",
+    "baichuan", "internlm2", "chatglm", "yi", "falcon", "gptj", "codegen"}) | set(_COMPOSITE)
+_ARCH_SUFFIXES = ("ForCausalLM", "ForConditionalGeneration", "LMHeadModel", "Model")
+
+
+def infer_model_type(cfg: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(model type, the architectures entry it came from) for a config without ``model_type``."""
+    names = {t.replace("_", "").replace("-", ""): t for t in _ARCH_TYPES}
+    for arch in cfg.get("architectures") or []:
+        if not isinstance(arch, str):
+            continue
+        stem = arch
+        for suffix in _ARCH_SUFFIXES:
+            if stem.endswith(suffix):
+                stem = stem[: -len(suffix)]
+                break
+        found = names.get(stem.lower())
+        if found:
+            return found, arch
+    return None
+
+
+def text_config(cfg: Mapping[str, Any]) -> tuple[Mapping[str, Any], str, str]:
+    """(the text model's config, its model type, where it was found), as ``get_text_config(decoder=True)``.
+
+    A config without ``model_type`` (remote code such as MiniCPM3) is read as the type its ``architectures``
+    names."""
+    model_type = str(cfg.get("model_type") or "")
+    if not model_type:
+        inferred = infer_model_type(cfg)
+        model_type = inferred[0] if inferred else ""
+    model_type = _ALIASES.get(model_type, model_type)
+    sub = cfg.get("text_config")
+    if sub is not None and not isinstance(sub, Mapping):
+        raise PosencError(f"text_config must be a JSON object, got {type(sub).__name__}")
+    default_type, honours_inner = _COMPOSITE.get(model_type, ("", True))
+    if isinstance(sub, Mapping):
+        inner = str(sub.get("model_type") or "")
+        text_type = (inner or default_type or model_type) if honours_inner else default_type
+        return sub, _ALIASES.get(text_type, text_type), "text_config"
+    if model_type == "qwen2_5_vl":  # a flat Qwen2.5-VL config: its class moves the text keys into text_config
+        return cfg, "qwen2_5_vl_text", ""
+    if default_type:
+        return {}, default_type, "text_config (absent: class defaults)"
+    return cfg, model_type, ""
+
+
+def _head_dim(text: Mapping[str, Any], kind: _Kind, text_type: str) -> int | None:
+    for key in ("qk_rope_head_dim", "head_dim", "rotary_dim", "global_head_dim"):
+        value = text.get(key)
+        if value is not None and not (_is_number(value) and value == int(value)):
+            raise PosencError(f"{key} = {value!r} is not a whole number")
+    if kind.mla and text.get("qk_rope_head_dim"):
+        return int(text["qk_rope_head_dim"])  # MLA: the config class sets head_dim = qk_rope_head_dim
+    if kind.mla:
+        return 32 if text_type == "minicpm3" else 64
+    if text.get("head_dim"):
+        return int(text["head_dim"])
+    if kind.head_dim:
+        return kind.head_dim
+    hidden = text.get("hidden_size", text.get("n_embd", text.get("d_model")))
+    heads = text.get("num_attention_heads", text.get("n_head", text.get("n_heads")))
+    if isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
+        return hidden // heads
+    return None
+
+
+def _flat(rp: Mapping[str, Any], text: Mapping[str, Any], kind: _Kind, text_type: str,
+          max_pos: int | None) -> dict[str, Any]:
+    """A flat rope dict as the config class standardizes it (see the module docstring)."""
+    out = dict(rp)
+    rope_type = out.get("rope_type", out.get("type", "default"))
+    if rope_type in _LEGACY_TYPES:
+        rope_type = _LEGACY_TYPES[rope_type]
+    if text_type == "phi3" and rope_type == "yarn":
+        rope_type = "longrope"  # Phi3Config remaps legacy yarn (and su) to longrope
+    out["rope_type"] = rope_type
+    out.pop("type", None)
+    if kind.neox is not None:
+        top, prf = text.get("rotary_emb_base"), text.get("rotary_pct", kind.neox)
+    else:
+        top = text.get("rope_theta", text.get("rotary_emb_base"))
+        prf = text.get("partial_rotary_factor", text.get("rotary_pct", kind.partial))
+    if "rope_theta" not in out:
+        if top is not None and not _is_number(top):
+            raise PosencError(f"rope_theta = {top!r} is not a finite number")
+        out["rope_theta"] = float(top) if top is not None else kind.theta
+    if prf is not None:
+        out.setdefault("partial_rotary_factor", prf)
+    if rope_type in ORIGINAL_FROM_DICT:
+        top_original = text.get("original_max_position_embeddings", kind.original)
+        if top_original is not None:
+            # the rotary class standardizes again, when the top-level key has become an attribute: it wins
+            out["original_max_position_embeddings"] = top_original
+        elif max_pos is not None:
+            out.setdefault("original_max_position_embeddings", max_pos)
+    return out
+
+
+def _nested_standardize(params: dict[str, Any], max_pos: int | None) -> dict[str, Any]:
+    out = dict(params)
+    rope_type = out.get("rope_type", out.get("type", "default"))
+    out["rope_type"] = _LEGACY_TYPES.get(rope_type, rope_type)
+    out.pop("type", None)
+    if out["rope_type"] in ORIGINAL_FROM_DICT and max_pos is not None:
+        out.setdefault("original_max_position_embeddings", max_pos)
+    return out
+
+
+def _rope_dict(text: Mapping[str, Any]) -> dict[str, Any]:
+    legacy = text.get("rope_scaling")
+    rp = legacy if legacy else text.get("rope_parameters")
+    if rp and not isinstance(rp, Mapping):
+        raise PosencError(f"rope_scaling / rope_parameters must be a JSON object, got {rp!r}")
+    return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in (rp or {}).items()}
+
+
+def _gemma3(text: Mapping[str, Any], kind: _Kind, max_pos: int | None) -> dict[str, dict[str, Any]]:
+    """Gemma3TextConfig: full layers take rope_theta and any legacy scaling; sliding layers rope_local_base_freq."""
+    given = text.get("rope_parameters")
+    rp = {k: dict(v) for k, v in given.items() if isinstance(v, Mapping)} if isinstance(given, Mapping) else {}
+    # a flat rope_parameters is not a per-layer dict: the class ignores it
+    rp = {k: v for k, v in rp.items() if k in ("full_attention", "sliding_attention")}
+    full = rp.get("full_attention") or {"rope_type": "default"}
+    if text.get("rope_scaling"):
+        full.update(text["rope_scaling"])
+    full.setdefault("rope_theta", text.get("rope_theta", 1e6))
+    sliding = rp.get("sliding_attention") or {"rope_type": "default"}
+    sliding.setdefault("rope_theta", text.get("rope_local_base_freq", 10000.0))
+    return {"full_attention": _nested_standardize(full, max_pos),
+            "sliding_attention": _nested_standardize(sliding, max_pos)}
+
+
+def _olmo3(text: Mapping[str, Any], kind: _Kind, max_pos: int | None) -> dict[str, dict[str, Any]]:
+    """Olmo3Config: scaling on full layers; rope_theta is consumed there, so sliding layers keep 500000."""
+    given = text.get("rope_parameters")
+    rp = {k: dict(v) for k, v in given.items() if isinstance(v, Mapping)} if isinstance(given, Mapping) else {}
+    full = rp.get("full_attention") or {"rope_type": "default"}
+    if text.get("rope_scaling"):
+        full.update(text["rope_scaling"])
+    full.setdefault("rope_theta", text.get("rope_theta", kind.theta))
+    sliding = rp.get("sliding_attention") or {"rope_type": "default"}
+    sliding.setdefault("rope_theta", kind.theta)
+    return {"full_attention": _nested_standardize(full, max_pos),
+            "sliding_attention": _nested_standardize(sliding, max_pos)}
+
+
+def _gemma4(text: Mapping[str, Any], kind: _Kind, max_pos: int | None) -> dict[str, dict[str, Any]]:
+    """Gemma4TextConfig: a per-layer-type rope_parameters as given (all or nothing), no legacy keys."""
+    given = text.get("rope_parameters")
+    if not isinstance(given, Mapping) or not given:
+        given = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                 "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                    "rope_theta": 1000000.0}}
+    return {k: _nested_standardize(dict(v), max_pos) for k, v in given.items() if isinstance(v, Mapping)}
+
+
+def _deepseek_v4(text: Mapping[str, Any], kind: _Kind, max_pos: int | None,
+                 head_dim: int | None) -> dict[str, dict[str, Any]]:
+    """DeepseekV4Config: "main" plain rope (rope_theta) and "compress" (the yarn block, compress_rope_theta)."""
+    prf = text.get("partial_rotary_factor")
+    if prf is None:
+        legacy = text.get("qk_rope_head_dim")
+        prf = legacy / (head_dim or 512) if legacy is not None else 64 / 512
+    rp = _rope_dict(text)
+    if isinstance(rp.get("main"), dict) and isinstance(rp.get("compress"), dict):
+        return {"main": rp["main"], "compress": rp["compress"]}
+    yarn = _nested_standardize({k: v for k, v in rp.items() if k not in ("main", "compress")}, max_pos)
+    main = {"rope_type": "default", "rope_theta": float(text.get("rope_theta", 10000.0)),
+            "partial_rotary_factor": prf}
+    compress = {**yarn, "rope_theta": float(text.get("compress_rope_theta", 160000.0)), "partial_rotary_factor": prf}
+    if compress["rope_type"] == "yarn":
+        compress.setdefault("attention_factor", 1.0)  # V4 does not scale cos/sin with YaRN's mscale
+    return {"main": main, "compress": compress}
+
+
+def _layer_types(text: Mapping[str, Any], text_type: str, n: int | None) -> list[str] | None:
+    """The per-layer attention types the config class builds (None when the config gives no layer count)."""
+    given = text.get("layer_types")
+    if isinstance(given, list) and all(isinstance(t, str) for t in given):
+        return [_LEGACY_LAYER_TYPES.get(t) or t for t in given]
+    if n is None:
+        return None
+    if text_type in ("gemma3_text", "gemma4_text"):
+        pattern = text.get("sliding_window_pattern", text.get("_sliding_window_pattern", 6))
+        pattern = pattern if isinstance(pattern, int) and pattern > 0 else 6
+        types = ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
+        if text_type == "gemma4_text":
+            types[-1] = "full_attention"
+        return types
+    if text_type == "olmo3":
+        return ["sliding_attention" if (i + 1) % 4 else "full_attention" for i in range(n)]
+    if text_type in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"):
+        interval = text.get("full_attention_interval", 4)
+        return ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(n)]
+    if text_type == "exaone4":
+        pattern = text.get("sliding_window_pattern", 4)
+        if text.get("sliding_window") is None or not isinstance(pattern, int) or pattern <= 0:
+            return ["full_attention"] * n
+        return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
+    if text_type == "mllama_text_model":
+        cross = set(text.get("cross_attention_layers") or [])
+        return ["cross_attention" if i in cross else "full_attention" for i in range(n)]
+    if text_type == "deepseek_v4":
+        ratios = text.get("compress_ratios")
+        if isinstance(ratios, list):
+            names = {0: "sliding_attention", 4: "compressed_sparse_attention", 128: "heavily_compressed_attention"}
+            return [names.get(r, "compressed_sparse_attention") for r in ratios[:n]]
+    return None
+
+
+def _no_rope_flags(text: Mapping[str, Any], text_type: str, n: int | None) -> list[int] | None:
+    """Llama 4 / SmolLM3 ``no_rope_layers``: 1 where the layer rotates, 0 where it uses no positions."""
+    if text_type not in ("llama4_text", "smollm3") or n is None:
+        return None
+    flags = text.get("no_rope_layers")
+    if isinstance(flags, list) and (flags or text_type == "smollm3"):
+        return [int(bool(f)) for f in flags]
+    interval = text.get("no_rope_layer_interval", 4)
+    return [int((i + 1) % interval != 0) for i in range(n)]
+
+
+def _no_rope_reason(text: Mapping[str, Any], text_type: str, layer_type: str) -> str | None:
+    """Why layers of ``layer_type`` apply no RoPE in this model type, or None when they do."""
+    if text_type in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text") and layer_type == "linear_attention":
+        return "linear attention (gated delta net): no positional encoding"
+    if text_type == "exaone4" and layer_type == "full_attention" and text.get("sliding_window") is not None:
+        return "EXAONE 4 full-attention layers skip RoPE when the model has a sliding window (NoPE)"
+    if text_type == "lfm2" and layer_type == "conv":
+        return "short-convolution blocks: no attention, no RoPE"
+    if layer_type == "cross_attention":
+        return "cross-attention to the image tokens: no RoPE"
+    return None
+
+
+def _mscale(scale: float, mscale: float) -> float:
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def _rope_evidence(text: Mapping[str, Any]) -> list[str]:
+    return [k for k in _ROPE_KEYS if k in text]
+
+
+def _family_without_rope(cfg: Mapping[str, Any], text: Mapping[str, Any], text_type: str) -> str | None:
+    attn = text.get("attn_config")
+    if text.get("alibi") is True or text.get("position_embedding_type") == "alibi":
+        return "alibi"
+    if isinstance(attn, Mapping) and "alibi" in attn:
+        return "alibi" if attn["alibi"] else None
+    if text_type in ALIBI_TYPES:
+        return "alibi"
+    if text_type in NO_POSITION_TYPES:
+        return "none"
+    if text_type in SINUSOIDAL_TYPES:
+        return "sinusoidal"
+    if text_type in RELATIVE_BIAS_TYPES:
+        return "relative_bias"
+    if not _rope_evidence(text) and text_type not in _KINDS and text_type not in LLAMA_LIKE:
+        if text_type in LEARNED_TYPES or text.get("position_embedding_type") == "absolute" or "n_positions" in text:
+            return "learned"
+        return "unknown"
+    return None
+
+
+def describe(cfg: Mapping[str, Any]) -> ModelPositions:
+    """Classify a model config and resolve every rope group as transformers 5.x would build it."""
+    model_type = str(cfg.get("model_type", "")) or None
+    text, text_type, where = text_config(cfg)
+    kind = _KINDS.get(text_type, _Kind())
+    max_pos = _int_or_none(text.get("max_position_embeddings", text.get("n_positions", text.get("max_seq_len"))))
+    if max_pos is None:
+        max_pos = kind.max_positions
+    heads = _int_or_none(text.get("num_attention_heads", text.get("n_head", text.get("n_heads"))))
+    n_layers = _int_or_none(text.get("num_hidden_layers", text.get("n_layer", text.get("num_layers"))))
+    notes: list[str] = []
+    if model_type is None and text_type:
+        arch = (infer_model_type(cfg) or ("", "?"))[1]
+        notes.append(f"no model_type in the config: read as {text_type} (from architectures {arch!r})")
+    if where:
+        notes.append(f"text model read from {where} (model_type {text_type})")
+    base = ModelPositions("rope", model_type, max_pos, None, num_heads=heads, notes=notes,
+                          text_model_type=text_type or None, text_source=where, num_layers=n_layers)
+    family = _family_without_rope(cfg, text, text_type)
+    if family is not None:
+        base.family = family
+        base.head_dim = _head_dim(text, kind, text_type)
+        if family == "none":
+            evidence = _rope_evidence(text)
+            reason = f"{text_type} has no rotary embedding: its attention layers (if any) use no positional encoding"
+            base.no_rope.append(NoRopeGroup("all layers", list(range(n_layers)) if n_layers else None, reason))
+            if evidence:
+                notes.append(f"the config sets {', '.join(evidence)}, but {text_type} never applies RoPE")
+        elif family == "unknown":
+            seen = [f"{k}={cfg[k]!r}" for k in ("architectures", "auto_map") if k in cfg]
+            notes.append("no model_type posenc knows and no RoPE, ALiBi or position keys"
+                         + (f" ({'; '.join(seen)})" if seen else ""))
+        return base
+    if text_type not in _KINDS and text_type not in LLAMA_LIKE:
+        keys = ", ".join(_rope_evidence(text))
+        archs = cfg.get("architectures")
+        notes.append(f"model_type {text_type or '(none)'!r} has no rule in posenc: read like Llama from {keys}"
+                     + (f" (architectures {archs})" if archs else ""))
+    head_dim = _head_dim(text, kind, text_type)
+    base.head_dim = head_dim
+    base.default_partial = text_type in _DEFAULT_PARTIAL
+    src = text
+    if text.get("rotary_dim") and head_dim and "partial_rotary_factor" not in text and kind.neox is None:
+        src = {**text, "partial_rotary_factor": int(text["rotary_dim"]) / head_dim}  # GPT-J style
+    layer_types = _layer_types(text, text_type, n_layers)
+    per_type, nested = _resolve(src, text_type, kind, max_pos, head_dim)
+    base.top_level = {} if nested else per_type[""]
+    _assign_layers(base, per_type, text, text_type, layer_types, n_layers)
+    for layer in base.layers:
+        check_rope_params(layer.params, "rope parameters" if layer.name == "all layers" else layer.name)
+    if kind.mla:
+        flat = base.layers[0].params if base.layers else {}
+        if flat.get("rope_type", "default") != "default" and flat.get("mscale_all_dim"):
+            m = _mscale(float(flat["factor"]), float(flat["mscale_all_dim"]))
+            base.softmax_scale = m * m
+            base.softmax_scale_reason = (f"{text_type} attention multiplies its softmax scale by "
+                                         f"mscale(factor {flat['factor']:g}, mscale_all_dim "
+                                         f"{flat['mscale_all_dim']:g})^2")
+    if text_type == "gemma4_text":
+        global_dim = text.get("global_head_dim", 512)
+        per_layer = text.get("per_layer_config")
+        if isinstance(per_layer, Mapping):  # a re-saved config keeps it per layer index
+            dims = [v.get("head_dim") for v in per_layer.values() if isinstance(v, Mapping) and v.get("head_dim")]
+            global_dim = dims[0] if dims else global_dim
+        for layer in base.layers:
+            if layer.name == "full_attention":
+                layer.head_dim = int(global_dim)
+    if text_type == "llama4_text" and base.no_rope and text.get("attn_temperature_tuning", True):
+        notes.append("Llama 4 scales the queries of its layers without RoPE by log1p(floor((pos + 1) / "
+                     f"{text.get('floor_scale', 8192)})) * {text.get('attn_scale', 0.1)} + 1 (temperature tuning)")
+    beta = base.layers[0].params.get("llama_4_scaling_beta") if base.layers else None
+    if text_type == "ministral3" and beta:
+        notes.append(f"Ministral 3 scales queries by 1 + {beta} * ln(1 + floor(pos / original length)) "
+                     "outside the rope")
+    return base
+
+
+def _resolve(text: Mapping[str, Any], text_type: str, kind: _Kind, max_pos: int | None,
+             head_dim: int | None) -> tuple[dict[str, dict[str, Any]], bool]:
+    """The rope dict(s) as the config class builds them: ``({"": flat}, False)`` or ``({layer type: dict}, True)``."""
+    if kind.resolver == "flat":
+        rp = _rope_dict(text)
+        if not rp and kind.default_rope is not None:
+            rp = dict(kind.default_rope)
+        if rp and all(isinstance(v, Mapping) for v in rp.values()):  # per layer type, written in the file (v5)
+            return {k: _flat(v, text, kind, text_type, max_pos) for k, v in rp.items()}, True
+        return {"": _flat(rp, text, kind, text_type, max_pos)}, False
+    if kind.resolver == "deepseek_v4":
+        return _deepseek_v4(text, kind, max_pos, head_dim), True
+    builders: dict[str, Callable[..., dict[str, dict[str, Any]]]] = {
+        "gemma3": _gemma3, "olmo3": _olmo3, "gemma4": _gemma4}
+    return builders[kind.resolver](text, kind, max_pos), True
+
+
+def rope_dicts(cfg: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], bool]:
+    """The text model's rope dict(s) as transformers 5 stores them in ``rope_parameters`` (what ``convert`` writes):
+    ``({"": flat}, False)``, or ``({layer type: dict}, True)`` for classes that build one per layer type."""
+    text, text_type, _ = text_config(cfg)
+    kind = _KINDS.get(text_type, _Kind())
+    max_pos = _int_or_none(text.get("max_position_embeddings")) or kind.max_positions
+    return _resolve(text, text_type, kind, max_pos, _head_dim(text, kind, text_type))
+
+
+def _assign_layers(model: ModelPositions, per_type: dict[str, dict[str, Any]], text: Mapping[str, Any],
+                   text_type: str, layer_types: list[str] | None, n: int | None) -> None:
+    """Split the layers into rope groups (one per rope dict) and groups without RoPE."""
+    flags = _no_rope_flags(text, text_type, n)
+    indices = list(range(len(layer_types))) if layer_types is not None else (list(range(n)) if n else None)
+
+    def owner(i: int) -> str | None:
+        """The rope dict layer i uses, or None when it has none."""
+        lt = layer_types[i] if layer_types is not None and i < len(layer_types) else ""
+        if flags is not None and i < len(flags) and not flags[i]:
+            return None
+        if lt and _no_rope_reason(text, text_type, lt):
+            return None
+        if "" in per_type:
+            return ""
+        if text_type == "deepseek_v4":
+            return "main" if lt == "sliding_attention" else "compress"
+        return lt if lt in per_type else None
+
+    if indices is None:  # no layer count: every rope dict, no layer lists
+        for name, params in per_type.items():
+            model.layers.append(LayerRope(name or "all layers", params))
+        return
+    groups: dict[str, list[int]] = {}
+    missing: dict[str, list[int]] = {}
+    for i in indices:
+        owned = owner(i)
+        if owned is None:
+            lt = layer_types[i] if layer_types is not None and i < len(layer_types) else ""
+            flagged = flags is not None and i < len(flags) and not flags[i]
+            missing.setdefault("no_rope" if flagged or not lt else lt, []).append(i)
+        else:
+            groups.setdefault(owned, []).append(i)
+    everyone = len(groups) == 1 and not missing
+    for name, params in per_type.items():
+        if name in groups:
+            label = "all layers" if everyone else (name or "rotary layers")
+            model.layers.append(LayerRope(label, params, groups[name]))
+    for lt, layers in missing.items():
+        reason = _no_rope_reason(text, text_type, lt) or (
+            "no_rope_layers marks these layers 0: they attend without positional encoding")
+        model.no_rope.append(NoRopeGroup(lt if lt != "no_rope" else "no_rope_layers", layers, reason))
+
+
+def windows(params: Mapping[str, Any], max_pos: int) -> tuple[int | None, int | None, str]:
+    """(native window, original length, how they were read) for one resolved rope dict.
+
+    The native window is the context the shipped checkpoint serves with its own scaling (``max_position_embeddings``);
+    the original length is what yarn/llama3/longrope scale from (``original_max_position_embeddings``). Linear
+    scaling names no original length (dividing the window by the factor would be a guess); dynamic NTK treats
+    ``max_position_embeddings`` as both and grows its base past it, so its window is unbounded (None).
+    """
+    rope_type = params.get("rope_type", "default")
+    if rope_type in ORIGINAL_FROM_DICT:
+        return max_pos, int(params["original_max_position_embeddings"]), (
+            "max_position_embeddings; scaling from original_max_position_embeddings")
+    if rope_type == "dynamic":
+        return None, max_pos, "dynamic NTK grows its base past max_position_embeddings"
+    if rope_type == "linear":
+        return max_pos, None, "max_position_embeddings; linear scaling names no original length"
+    return max_pos, None, "max_position_embeddings"
+
+
+def scaled_from(model: ModelPositions, layer: LayerRope) -> int | None:
+    """The length a further extension should scale from: the original length, or the native window."""
+    if model.max_position_embeddings is None:
+        return None
+    window, original, _ = windows(layer.params, model.max_position_embeddings)
+    return original or window
+
+
+# the dtype names a config's `torch_dtype` / `dtype` uses, as posenc names them
+_CONFIG_DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "float32": "float32", "float64": "float64",
+                  "bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32", "fp32": "float32"}
+
+
+def declared_dtype(cfg: Mapping[str, Any]) -> tuple[str | None, str]:
+    """(dtype the weights are published in, where it was read) from ``dtype`` / ``torch_dtype``.
+
+    transformers 5 writes ``dtype``, 4 wrote ``torch_dtype``; multimodal configs may carry it only in
+    ``text_config``. ``None`` when the config names no usable dtype (absent, ``"auto"``).
+    """
+    for where, source in (("", cfg), ("text_config.", cfg.get("text_config"))):
+        if not isinstance(source, Mapping):
+            continue
+        for key in ("dtype", "torch_dtype"):
+            value = source.get(key)
+            if isinstance(value, str):
+                name = _CONFIG_DTYPES.get(value.removeprefix("torch.").lower())
+                if name is not None:
+                    return name, f"{where}{key} in the config"
+    return None, "the config names no dtype"

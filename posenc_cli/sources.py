@@ -1,0 +1,442 @@
+"""Where a model config comes from: a config.json file, stdin, a model folder, a Hugging Face Hub id or a GGUF file.
+
+:func:`read_source` turns what the user typed into a :class:`Source`, an HF-style config dict plus a label for
+messages. Resolution order: ``-`` reads stdin; an existing folder gives its ``config.json`` (or its only ``*.gguf``);
+an existing file is GGUF when it starts with the ``GGUF`` magic bytes, JSON otherwise; a missing path that looks like
+one (``.json``/``.gguf`` suffix, starts with ``.``, ``~`` or ``/``, or is not a valid Hub id) is "no such file";
+anything else that is a valid Hub id (``name`` or ``owner/name``, HF's naming rules) is fetched from the Hub. A local
+path wins over a Hub id of the same spelling.
+
+Hub: ``huggingface_hub.hf_hub_download(repo_id, "config.json", revision=...)``, so the HF cache (``HF_HOME``,
+``HF_HUB_CACHE``), ``HF_HUB_OFFLINE``, ``HF_ENDPOINT`` and the usual token (``HF_TOKEN``, ``hf auth login``) all
+apply, and a cached config is read without the network. Every failure is one :class:`PosencError` line.
+
+GGUF: ``gguf.GGUFReader`` memory-maps the file; only the metadata fields and the tensor *names* are read (tensor data
+is never touched, so a 100 GB file costs nothing). Read: ``general.architecture`` and, under ``{arch}.``:
+``context_length``, ``embedding_length``, ``attention.head_count`` (a per-layer list counts as its first entry, as
+llama.cpp's ``n_head()`` does), ``attention.key_length``, ``rope.freq_base``, ``rope.dimension_count``,
+``rope.scaling.type``, ``rope.scaling.factor`` (older files: ``rope.scale_linear``),
+``rope.scaling.original_context_length``, ``rope.scaling.attn_factor``, ``rope.scaling.yarn_beta_fast``,
+``rope.scaling.yarn_beta_slow``, ``rope.scaling.yarn_log_multiplier``, and whether a ``rope_freqs.weight`` tensor
+exists (llama3-style factors that convert_hf_to_gguf.py bakes into the file; the metadata then names no scaling).
+GGUF stores floats as float32; they are reported as the shortest decimal that rounds to the same float32 (``0.1``,
+not ``0.10000000149011612``), which is what the converter was given in nearly every case.
+
+The synthesized config carries llama.cpp's meaning, not transformers' defaults for the ``model_type``: a missing
+``rope.freq_base`` is 10000; ``rope.dimension_count`` features rotate in every architecture (so the partial rotary
+factor is always written, and :func:`describe_source` makes plain RoPE honour it); a scaling factor with no
+``rope.scaling.type`` means linear scaling; in YaRN mode llama.cpp multiplies ``rope.scaling.attn_factor`` by
+``0.1 ln(factor) + 1``, so that product is written as ``attention_factor``.
+
+Stdlib only at import time: huggingface_hub and gguf (which loads numpy) are imported inside the functions that need
+them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from posenc_cli.config import load_json, read_text
+from posenc_cli.errors import PosencError
+
+if TYPE_CHECKING:
+    from gguf import GGUFReader, ReaderField
+
+    from posenc_cli.models import ModelPositions
+
+__all__ = ["GgufFacts", "Source", "read_source", "describe_source", "read_gguf", "is_hub_id", "HUB_INSTALL_HINT",
+           "GGUF_INSTALL_HINT"]
+
+HUB_INSTALL_HINT = "reading a Hub id needs huggingface_hub: pip install huggingface_hub"
+GGUF_INSTALL_HINT = "reading a GGUF file needs the gguf package: pip install gguf"
+GGUF_MAGIC = b"GGUF"
+_HUB_PART = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9_])?")
+_REASON_MAX = 160  # characters of a library's error message kept in ours
+
+
+@dataclass
+class GgufFacts:
+    """What a GGUF file's metadata says about positions (``None``: the key is absent)."""
+
+    architecture: str
+    context_length: int | None = None
+    rope_freq_base: float | None = None
+    rope_dimension_count: int | None = None
+    embedding_length: int | None = None
+    head_count: int | None = None
+    key_length: int | None = None
+    scaling_type: str | None = None
+    scaling_factor: float | None = None
+    original_context_length: int | None = None
+    attn_factor: float | None = None
+    yarn_beta_fast: float | None = None
+    yarn_beta_slow: float | None = None
+    yarn_log_multiplier: float | None = None
+    has_rope_freqs: bool = False
+    keys: dict[str, Any] = field(default_factory=dict)  # every rope / context / head key found, for reporting
+
+
+@dataclass
+class Source:
+    """A model config and where it came from."""
+
+    config: dict[str, Any]  # HF-style config dict (for a GGUF: synthesized from its metadata)
+    label: str  # what to call it in messages
+    kind: str  # "file", "stdin", "folder", "hub" or "gguf"
+    path: str | None  # the local config.json or .gguf actually read; None for stdin
+    gguf: GgufFacts | None = None
+
+
+def is_hub_id(text: str) -> bool:
+    """``name`` or ``owner/name`` by the Hub's rules: ``[A-Za-z0-9._-]``, no leading/trailing ``-`` or ``.``, at most
+    96 characters a part, no ``--`` or ``..``, not ending in ``.git``."""
+    parts = text.split("/")
+    if not 1 <= len(parts) <= 2 or not all(_HUB_PART.fullmatch(p) for p in parts):
+        return False
+    return "--" not in text and ".." not in text and not text.endswith(".git")
+
+
+def _looks_like_path(text: str) -> bool:
+    if text.lower().endswith((".json", ".gguf")) or text.startswith((".", "~", os.sep)):
+        return True
+    return any(sep and sep in text for sep in (os.sep, os.altsep)) and not is_hub_id(text)
+
+
+def read_source(source: str, *, revision: str | None = None) -> Source:
+    """Read the model config ``source`` names (see the module docstring for the order); errors are PosencError."""
+    if not source.strip():
+        raise PosencError("empty model source: give a config.json path, a model folder, a .gguf file, a Hub id or -")
+    if source == "-":
+        _no_revision(revision, "- reads stdin")
+        return _checked(Source(load_json("-"), "<stdin>", "stdin", None))
+    path = Path(os.path.expanduser(source))
+    kind = _local_kind(path)
+    if kind == "folder":
+        _no_revision(revision, f"{source} is a local folder")
+        return _checked(_read_folder(path))
+    if kind == "file":
+        _no_revision(revision, f"{source} is a local file")
+        if _starts_with_gguf_magic(path, source) or source.lower().endswith(".gguf"):
+            return _checked(_gguf_source(path, source))
+        return _checked(Source(load_json(str(path)), source, "file", str(path)))
+    if _looks_like_path(source):
+        raise PosencError(f"{source}: no such file")
+    if is_hub_id(source):
+        return _checked(_read_hub(source, revision))
+    raise PosencError(f"{source}: not a file, a folder or a Hub id")
+
+
+def _local_kind(path: Path) -> str | None:
+    """"folder", "file" (anything else that exists) or None; a name the OS rejects (too long, NUL) does not exist."""
+    try:
+        if path.is_dir():
+            return "folder"
+        return "file" if path.exists() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _no_revision(revision: str | None, what: str) -> None:
+    if revision is not None:
+        raise PosencError(f"--revision applies to Hub ids only ({what})")
+
+
+def _checked(src: Source) -> Source:
+    text_config = src.config.get("text_config")
+    if text_config is not None and not isinstance(text_config, dict):
+        raise PosencError(f"{src.label}: text_config must be a JSON object, got {type(text_config).__name__}")
+    return src
+
+
+def _read_folder(folder: Path) -> Source:
+    config = folder / "config.json"
+    if config.is_file():
+        return Source(load_json(str(config)), str(config), "folder", str(config))
+    message = f"{folder}: no config.json in this folder (a model folder holds config.json next to the weights)"
+    ggufs = sorted(p for p in folder.glob("*.gguf") if p.is_file())
+    if len(ggufs) == 1:
+        return _gguf_source(ggufs[0], str(ggufs[0]))
+    if ggufs:
+        raise PosencError(f"{message}; it holds {len(ggufs)} .gguf files: pass one of them")
+    raise PosencError(message)
+
+
+def _starts_with_gguf_magic(path: Path, label: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == GGUF_MAGIC
+    except OSError as exc:
+        raise PosencError(f"{label}: cannot read it ({exc.strerror or exc.__class__.__name__})") from None
+
+
+# ----------------------------------------------------------------------------------------------------------- Hub
+
+
+def _one_line(text: str) -> str:
+    line = next((part.strip() for part in str(text).splitlines() if part.strip()), "")
+    return line if len(line) <= _REASON_MAX else line[: _REASON_MAX - 3] + "..."
+
+
+def _read_hub(repo_id: str, revision: str | None) -> Source:
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        raise PosencError(f"{repo_id!r} looks like a Hub id, but {HUB_INSTALL_HINT}") from None
+    from posenc_cli import __version__
+
+    label = f"Hub {repo_id}@{revision or 'main'}"
+    # huggingface_hub logs a WARNING per retry when the Hub is unreachable; the failure is reported as one line
+    hub_log = logging.getLogger("huggingface_hub")
+    level = hub_log.level
+    hub_log.setLevel(logging.ERROR)
+    try:
+        path = hf_hub_download(repo_id, "config.json", revision=revision, library_name="posenc",
+                               library_version=__version__)
+    except Exception as exc:  # only library code runs in the try: every failure becomes one line
+        raise _hub_error(exc, repo_id, revision) from None
+    finally:
+        hub_log.setLevel(level)
+    text = read_text(path, label)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PosencError(f"{label}: config.json is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(data, dict):
+        raise PosencError(f"{label}: config.json holds a JSON {type(data).__name__}, not an object")
+    return Source(data, label, "hub", path)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and its causes/contexts, nearest first."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not s for s in seen):
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _status(exc: BaseException) -> str:
+    code = getattr(getattr(exc, "response", None), "status_code", None)
+    return str(code) if code is not None else "error"
+
+
+def _hub_error(exc: Exception, repo_id: str, revision: str | None) -> PosencError:
+    """One line for a huggingface_hub failure: what went wrong with ``repo_id`` and what to do."""
+    from huggingface_hub import errors as hf
+
+    model = f"Hub model {repo_id!r}"
+    at = f" at revision {revision!r}" if revision else ""
+    if isinstance(exc, hf.GatedRepoError):  # a RepositoryNotFoundError: test it first
+        return PosencError(f"{model} is gated: accept its licence on the Hub and set HF_TOKEN (or hf auth login)")
+    if isinstance(exc, hf.RepositoryNotFoundError):
+        return PosencError(f"{model} not found on the Hub, and no such local file or folder: check the id; for a "
+                           "private repo set HF_TOKEN")
+    if isinstance(exc, hf.RevisionNotFoundError):
+        return PosencError(f"{model} has no revision {revision or 'main'!r}: give a branch, tag or commit that exists")
+    if isinstance(exc, hf.LocalEntryNotFoundError | hf.OfflineModeIsEnabled):
+        chain = _chain(exc)
+        if any(isinstance(e, hf.OfflineModeIsEnabled) for e in chain):
+            return PosencError(f"{model}{at} is not in the local cache and HF_HUB_OFFLINE is set (or the Hub cannot be "
+                               "reached): download it once online, or pass a config.json path")
+        http = next((e for e in chain if isinstance(e, hf.HfHubHTTPError)), None)
+        if http is not None:
+            return PosencError(f"cannot fetch config.json of {model}{at}: the Hub answered HTTP {_status(http)}, "
+                               "and it is not in the local cache")
+        if any(isinstance(e, hf.FileMetadataError) for e in chain):
+            return PosencError(f"cannot fetch config.json of {model}{at}: the endpoint did not answer like the Hub "
+                               "(check HF_ENDPOINT and proxy settings), and it is not in the local cache")
+        reason = _one_line(str(chain[-1])) or chain[-1].__class__.__name__
+        return PosencError(f"{model}{at} is not in the local cache and the Hub cannot be reached ({reason}): check the "
+                           "connection, or pass a config.json path")
+    if isinstance(exc, hf.EntryNotFoundError):
+        return PosencError(f"{model} has no config.json{at}: pass a config.json path (a GGUF-only repo: download "
+                           "the .gguf and pass its path)")
+    if isinstance(exc, hf.HFValidationError):
+        return PosencError(f"{repo_id!r} is not a valid Hub id: {_one_line(str(exc))}")
+    if isinstance(exc, hf.HfHubHTTPError):
+        detail = _one_line(exc.server_message or "")
+        return PosencError(f"cannot fetch config.json of {model}{at}: HTTP {_status(exc)}"
+                           + (f" ({detail})" if detail else ""))
+    reason = (exc.strerror if isinstance(exc, OSError) and exc.strerror else None) or _one_line(str(exc))
+    return PosencError(f"cannot fetch config.json of {model}{at}: {reason or exc.__class__.__name__}")
+
+
+# ---------------------------------------------------------------------------------------------------------- GGUF
+
+
+def _gguf_source(path: Path, label: str) -> Source:
+    facts = read_gguf(path, label)
+    return Source(gguf_config(facts), label, "gguf", str(path), facts)
+
+
+def _shortest_float32(value: float) -> float:
+    """The shortest decimal that rounds to the same float32 as ``value`` (a float32 field read back as float64)."""
+    try:
+        packed = struct.pack("<f", value)
+    except (OverflowError, struct.error):
+        return value
+    for digits in range(1, 10):
+        candidate = float(f"{value:.{digits}g}")
+        try:
+            if struct.pack("<f", candidate) == packed:
+                return candidate
+        except (OverflowError, struct.error):
+            continue
+    return value
+
+
+def _field_value(reader_field: ReaderField) -> Any:
+    from gguf import GGUFValueType
+
+    value = reader_field.contents()
+    if reader_field.types and reader_field.types[-1] == GGUFValueType.FLOAT32:
+        if isinstance(value, float):
+            return _shortest_float32(value)
+        if isinstance(value, list):
+            return [_shortest_float32(v) if isinstance(v, float) else v for v in value]
+    return value
+
+
+_REPORTED = ("context_length", "embedding_length", "attention.head_count", "attention.head_count_kv",
+             "attention.key_length", "attention.value_length")
+
+
+def read_gguf(path: str | os.PathLike[str], label: str | None = None) -> GgufFacts:
+    """The positional facts in a GGUF file's metadata; a file gguf cannot parse is one PosencError."""
+    label = str(path) if label is None else label
+    if not _starts_with_gguf_magic(Path(path), label):
+        raise PosencError(f"{label}: not a readable GGUF file (it does not start with the GGUF magic bytes)")
+    try:
+        import gguf
+    except ImportError:
+        raise PosencError(f"{label}: {GGUF_INSTALL_HINT}") from None
+    try:
+        fields, tensor_names = _metadata(gguf.GGUFReader(path))
+    except (ValueError, IndexError, KeyError, TypeError, OverflowError, OSError) as exc:
+        reason = _one_line(str(exc)) or exc.__class__.__name__
+        raise PosencError(f"{label}: not a readable GGUF file ({reason})") from None
+    return _facts(fields, tensor_names, label)
+
+
+def _metadata(reader: GGUFReader) -> tuple[dict[str, Any], set[str]]:
+    """The architecture, rope, context and head fields (decoded) and the tensor names; no tensor data is read."""
+    arch_field = reader.fields.get("general.architecture")
+    arch = arch_field.contents() if arch_field is not None else None
+    fields: dict[str, Any] = {}
+    for name, reader_field in reader.fields.items():
+        if name == "general.architecture":
+            fields[name] = arch
+        elif isinstance(arch, str) and name.startswith(arch + "."):
+            rest = name[len(arch) + 1:]
+            if rest.startswith("rope.") or rest in _REPORTED:
+                fields[name] = _field_value(reader_field)
+    return fields, {t.name for t in reader.tensors}
+
+
+def _facts(fields: dict[str, Any], tensor_names: set[str], label: str) -> GgufFacts:
+    arch = fields.get("general.architecture")
+    if not isinstance(arch, str) or not arch:
+        raise PosencError(f"{label}: the GGUF file has no general.architecture, so its keys cannot be found")
+
+    def get(key: str, kind: type, first_of_list: bool = False) -> Any:
+        full = f"{arch}.{key}"
+        value = fields.get(full)
+        if value is None:
+            return None
+        if first_of_list and isinstance(value, list) and value:
+            value = value[0]  # a per-layer list: llama.cpp's n_head() is layer 0's
+        if kind is str:
+            ok, wanted = isinstance(value, str), "a string"
+        elif kind is int:
+            ok, wanted = isinstance(value, int) and not isinstance(value, bool), "an integer"
+        else:
+            ok, wanted = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
+        if not ok:
+            raise PosencError(f"{label}: GGUF key {full} = {value!r} is not {wanted}")
+        return float(value) if kind is float else value
+
+    factor = get("rope.scaling.factor", float)
+    if factor is None:
+        factor = get("rope.scale_linear", float)  # the key's name before rope.scaling.factor
+    return GgufFacts(
+        architecture=arch,
+        context_length=get("context_length", int),
+        rope_freq_base=get("rope.freq_base", float),
+        rope_dimension_count=get("rope.dimension_count", int),
+        embedding_length=get("embedding_length", int),
+        head_count=get("attention.head_count", int, first_of_list=True),
+        key_length=get("attention.key_length", int),
+        scaling_type=get("rope.scaling.type", str),
+        scaling_factor=factor,
+        original_context_length=get("rope.scaling.original_context_length", int),
+        attn_factor=get("rope.scaling.attn_factor", float),
+        yarn_beta_fast=get("rope.scaling.yarn_beta_fast", float),
+        yarn_beta_slow=get("rope.scaling.yarn_beta_slow", float),
+        yarn_log_multiplier=get("rope.scaling.yarn_log_multiplier", float),
+        has_rope_freqs="rope_freqs.weight" in tensor_names,
+        keys=dict(fields),
+    )
+
+
+def gguf_config(facts: GgufFacts) -> dict[str, Any]:
+    """An HF-style config dict from GGUF facts, with llama.cpp's meaning (see the module docstring).
+
+    llama.cpp rotates ``rope.dimension_count`` features in every architecture, so the partial rotary factor is
+    always written; a missing ``rope.freq_base`` is llama.cpp's 10000. In YaRN mode llama.cpp multiplies the GGUF's
+    ``rope.scaling.attn_factor`` by ``0.1 ln(factor) + 1``, so that product is the attention factor.
+    """
+    cfg: dict[str, Any] = {"model_type": facts.architecture.replace("-", "_")}
+    if facts.context_length is not None:
+        cfg["max_position_embeddings"] = facts.context_length
+    cfg["rope_theta"] = facts.rope_freq_base if facts.rope_freq_base is not None else 10000.0
+    head_dim = facts.key_length
+    if not head_dim and facts.embedding_length and facts.head_count:
+        head_dim = facts.embedding_length // facts.head_count
+    if head_dim:
+        cfg["head_dim"] = head_dim
+    if facts.head_count:
+        cfg["num_attention_heads"] = facts.head_count
+    if facts.embedding_length is not None:
+        cfg["hidden_size"] = facts.embedding_length
+    if facts.rope_dimension_count and head_dim:
+        cfg["partial_rotary_factor"] = facts.rope_dimension_count / head_dim
+    scaling = facts.scaling_type
+    if scaling is None and facts.scaling_factor not in (None, 0.0, 1.0):
+        scaling = "linear"  # llama.cpp's default type when only a factor is given
+    if scaling in ("linear", "yarn") and facts.scaling_factor not in (None, 0.0):
+        factor = float(facts.scaling_factor)
+        rope: dict[str, Any] = {"rope_type": scaling, "factor": factor}
+        if facts.original_context_length is not None:
+            rope["original_max_position_embeddings"] = facts.original_context_length
+        if scaling == "yarn":
+            if facts.attn_factor is not None:
+                rope["attention_factor"] = facts.attn_factor * (0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0)
+            if facts.yarn_beta_fast is not None:
+                rope["beta_fast"] = facts.yarn_beta_fast
+            if facts.yarn_beta_slow is not None:
+                rope["beta_slow"] = facts.yarn_beta_slow
+        cfg["rope_scaling"] = rope
+    return cfg
+
+
+def describe_source(src: Source) -> ModelPositions:
+    """:func:`posenc_cli.models.describe` for any source; a GGUF is read with llama.cpp's rules."""
+    from posenc_cli.models import describe
+
+    model = describe(src.config)
+    if src.gguf is not None:
+        model.default_partial = True  # llama.cpp rotates rope.dimension_count features, whatever the architecture
+        model.notes.append("read from GGUF metadata with llama.cpp's meaning (rope.dimension_count features rotate)")
+        if src.gguf.has_rope_freqs:
+            model.notes.append("a rope_freqs tensor is present: llama.cpp divides each pair's frequency by its factor "
+                               "(llama3 scaling baked in at conversion); the numbers here do not include it")
+    return model
