@@ -19,8 +19,11 @@ from pathlib import Path
 
 import _timing
 
+ROOT = Path(__file__).resolve().parents[1]
 # Llama 3.1 8B's config.json, as the tests use it
-LLAMA31 = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "llama-3.1-8b.json"
+LLAMA31 = ROOT / "tests" / "fixtures" / "llama-3.1-8b.json"
+GGUF = ROOT / "docs" / "examples" / "llama-3.1-8b.gguf"
+HUB_CACHE = ROOT / "docs" / "hub-cache"
 
 
 @dataclass
@@ -60,6 +63,18 @@ def build_rows(tmp: Path) -> tuple[list[Row], list[str]]:
              "--theta", "1e6"], baseline='python -c "import typer, numpy"'),
         Row("posenc inspect llama-3.1-config.json --json", [*posenc, "inspect", str(config), "--json"],
             baseline='python -c "import typer, numpy"'),
+    ]
+    # other sources: each against the import its reader cannot avoid (env pins the Hub read to the offline cache)
+    hub_env = ["env", "HF_HUB_OFFLINE=1", f"HF_HUB_CACHE={HUB_CACHE}", "HF_HUB_DISABLE_TELEMETRY=1"]
+    rows += [
+        Row('python -c "import typer, numpy, gguf"', [py, "-c", "import typer, numpy, gguf"]),
+        Row("posenc inspect llama-3.1-8b.gguf --json", [*posenc, "inspect", str(GGUF), "--json"],
+            baseline='python -c "import typer, numpy, gguf"'),
+        Row('python -c "import typer, numpy, huggingface_hub"',
+            [*hub_env, py, "-c", "import typer, numpy, huggingface_hub"]),
+        Row("posenc inspect Qwen/Qwen2.5-7B-Instruct --json (offline cache)",
+            [*hub_env, *posenc, "inspect", "Qwen/Qwen2.5-7B-Instruct", "--json"],
+            baseline='python -c "import typer, numpy, huggingface_hub"'),
     ]
     skipped = []
     if "pick" in commands:

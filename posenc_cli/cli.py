@@ -164,7 +164,7 @@ def scale(
     Example: posenc scale yarn --original-max 32k --target 128k --theta 1e6
     """
     from posenc_cli import scaling
-    from posenc_cli.sources import read_source
+    from posenc_cli.sources import describe_source, read_source
 
     if fmt not in scaling.FORMATS:
         raise PosencError(f"--format {fmt!r} is not known; use one of: {', '.join(scaling.FORMATS)}")
@@ -172,7 +172,7 @@ def scale(
         raise PosencError("--output and --in-place patch a model config: pass --config FILE")
     if output and in_place:
         raise PosencError("give either --output FILE or --in-place, not both")
-    facts: dict[str, Any] = {}
+    facts: scaling.ModelFacts | None = None
     source: dict[str, Any] | None = None
     if config is not None:
         src = read_source(config)
@@ -182,17 +182,19 @@ def scale(
         if in_place and src.kind == "folder" and src.path:
             config = src.path
         source = src.config
-        facts = _scale_facts(src)
+        facts = scaling.model_facts(describe_source(src), src.label)
     options = opts.ScaleOptions(
         factor=factor, original_max=original_max, target=target, partial_rotary_factor=partial_rotary_factor,
         beta_fast=beta_fast, beta_slow=beta_slow, attention_factor=attention_factor, mscale=mscale,
         mscale_all_dim=mscale_all_dim, truncate=truncate, low_freq_factor=low_freq_factor,
         high_freq_factor=high_freq_factor, short_factor=short_factor, long_factor=long_factor)
     req = opts.scale_request(
-        method, options, theta=theta if theta is not None else facts.get("theta", scaling.DEFAULT_THETA),
-        head_dim=head_dim if head_dim is not None else facts.get("head_dim", scaling.DEFAULT_HEAD_DIM),
-        original_max=facts.get("original"), partial_rotary_factor=facts.get("prf"), fine_tuned=fine_tuned,
-        has_config=True)
+        method, options,
+        theta=theta if theta is not None else (facts.theta if facts else scaling.DEFAULT_THETA),
+        head_dim=head_dim if head_dim is not None else (facts and facts.head_dim) or scaling.DEFAULT_HEAD_DIM,
+        original_max=facts.scale_from if facts else None,
+        partial_rotary_factor=facts.partial_rotary_factor if facts else None, fine_tuned=fine_tuned,
+        has_config=True, model=facts)
     # build the result before any note, so a rejected request or format ends as the one `error:` line on stderr
     writing = source is not None and config is not None and bool(output or in_place)
     if writing:
@@ -200,10 +202,10 @@ def scale(
         patched = scaling.patch_config(source, req, fmt)
     else:
         text, caveats = scaling.render(req, fmt, model)
-    for line in facts.get("notes", []):
+    for line in facts.notes if facts else ():
         note(line)
     for name, default in (("theta", theta), ("head_dim", head_dim)):
-        if default is None and name not in facts:
+        if default is None and (facts is None or getattr(facts, name) is None):
             note(f"note: --{name.replace('_', '-')} not given; using {getattr(req, name):g}")
     for line in scaling.warnings_for(req):
         note(line)
@@ -222,32 +224,6 @@ def scale(
     for line in caveats:
         note(f"caveat: {line}")
     sys.stdout.write(text + "\n")
-
-
-def _scale_facts(src: Any) -> dict[str, Any]:
-    """theta, head dim, partial rotary factor and the length to scale from, for a model source."""
-    from posenc_cli.models import scaled_from
-    from posenc_cli.sources import describe_source
-
-    path = src.label
-    model = describe_source(src)
-    if model.family != "rope":
-        raise PosencError(f"{path} does not describe a RoPE model ({model.family}); there is nothing to scale")
-    if len(model.layers) != 1:
-        raise PosencError(f"{path} has per-layer rope parameters ({', '.join(layer.name for layer in model.layers)}); "
-                          "scale one layer type at a time by passing --theta/--head-dim/--original-max")
-    params = model.layers[0].params
-    facts: dict[str, Any] = {"theta": float(params["rope_theta"])}
-    if model.head_dim:
-        facts["head_dim"] = model.head_dim
-    if "partial_rotary_factor" in params:
-        facts["prf"] = float(params["partial_rotary_factor"])
-    if model.max_position_embeddings:
-        facts["original"] = scaled_from(model, model.layers[0])
-        if params["rope_type"] != "default":
-            facts["notes"] = [f"note: {path} is already scaled ({params['rope_type']}); "
-                              f"using its trained length {facts['original']}"]
-    return facts
 
 
 def _explain(req: Any) -> None:

@@ -8,14 +8,14 @@ Only typer and the stdlib load at import time (``import posenc_cli.cli`` must st
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from posenc_cli.errors import PosencError
 
 if TYPE_CHECKING:
-    from posenc_cli.scaling import ScaleRequest
+    from posenc_cli.scaling import ModelFacts, ScaleRequest
 
 FactorOpt = Annotated[float | None, typer.Option(help="Scale factor S (target = original x S).")]
 OriginalMaxOpt = Annotated[str | None, typer.Option(help="Trained context length: 4k, 32k, 131072.")]
@@ -67,12 +67,15 @@ def scale_request(
     partial_rotary_factor: float | None = None,
     fine_tuned: bool = False,
     has_config: bool = False,
+    model: ModelFacts | None = None,
 ) -> ScaleRequest:
     """Parse and validate ``options`` for ``method`` into the request ``posenc scale`` prints.
 
     ``theta`` and ``head_dim`` are the model's; ``original_max`` and ``partial_rotary_factor`` are what a model
     config says, used when the options leave them out. ``has_config``: the command takes ``--config`` (the error for
-    a missing original length then names it). Every mistake is one :class:`PosencError`.
+    a missing original length then names it). ``model``: the model's facts, whose rope dict fills every parameter
+    the options leave out (same rope type) and whose other keys are kept. Every mistake is one
+    :class:`PosencError`.
     """
     from posenc_cli import scaling
     from posenc_cli.config import parse_factor_list
@@ -84,15 +87,28 @@ def scale_request(
         original_max = parse_length(options.original_max, name="--original-max")
     if original_max is None and not has_config:  # with --config, make_request says where the length can come from
         raise PosencError(f"{method} needs the original (trained) context length: pass --original-max, e.g. 4k")
+    own = model.inherited(method) if model is not None else {}
+
+    def given(name: str, value: Any) -> Any:
+        return value if value is not None else own.get(name)
+
+    short = parse_factor_list(options.short_factor, "--short-factor") if options.short_factor else None
+    long = parse_factor_list(options.long_factor, "--long-factor") if options.long_factor else None
+    # llama3 band factors have defaults on the command line: the model's own values win over those defaults
+    low = own.get("low_freq_factor", options.low_freq_factor) if options.low_freq_factor == 1.0 \
+        else options.low_freq_factor
+    high = own.get("high_freq_factor", options.high_freq_factor) if options.high_freq_factor == 4.0 \
+        else options.high_freq_factor
     return scaling.make_request(
         method, factor=options.factor, original_max=original_max,
         target=parse_length(options.target, name="--target") if options.target is not None else None,
         theta=theta, head_dim=head_dim,
         partial_rotary_factor=(options.partial_rotary_factor if options.partial_rotary_factor is not None
                                else partial_rotary_factor),
-        beta_fast=options.beta_fast, beta_slow=options.beta_slow, attention_factor=options.attention_factor,
-        mscale=options.mscale, mscale_all_dim=options.mscale_all_dim, truncate=options.truncate,
-        low_freq_factor=options.low_freq_factor, high_freq_factor=options.high_freq_factor, fine_tuned=fine_tuned,
-        short_factor=parse_factor_list(options.short_factor, "--short-factor") if options.short_factor else None,
-        long_factor=parse_factor_list(options.long_factor, "--long-factor") if options.long_factor else None,
+        beta_fast=given("beta_fast", options.beta_fast), beta_slow=given("beta_slow", options.beta_slow),
+        attention_factor=options.attention_factor, mscale=given("mscale", options.mscale),
+        mscale_all_dim=given("mscale_all_dim", options.mscale_all_dim), truncate=given("truncate", options.truncate),
+        low_freq_factor=low, high_freq_factor=high, fine_tuned=fine_tuned,
+        short_factor=given("short_factor", short), long_factor=given("long_factor", long),
+        extra=model.extra if model is not None else {},
     )

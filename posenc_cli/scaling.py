@@ -82,6 +82,8 @@ class ScaleRequest:
     long_factor: list[float] | None = None
     fine_tuned: bool = False
     notes: list[str] = field(default_factory=list, compare=False)
+    # keys of the model's own rope dict that no method sets (mrope_section, llama_4_scaling_beta): carried over
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def rotary_dim(self) -> int:
@@ -164,8 +166,9 @@ def validate(req: ScaleRequest) -> None:
                           f"({req.beta_slow or 1:g})")
     _finite(req.low_freq_factor, "--low-freq-factor", minimum=0.0, strict=True)
     _finite(req.high_freq_factor, "--high-freq-factor", minimum=0.0, strict=True)
-    if req.method == "llama3" and req.low_freq_factor >= req.high_freq_factor:
-        raise PosencError(f"--low-freq-factor ({req.low_freq_factor:g}) must be smaller than --high-freq-factor "
+    # equal factors (Llama 4) leave no blended band, which transformers computes fine; inverted ones are nonsense
+    if req.method == "llama3" and req.low_freq_factor > req.high_freq_factor:
+        raise PosencError(f"--low-freq-factor ({req.low_freq_factor:g}) must not be larger than --high-freq-factor "
                           f"({req.high_freq_factor:g})")
     if req.method == "llama3" and req.target <= req.original_max:
         raise PosencError("llama3 needs a target longer than the original length")
@@ -222,7 +225,65 @@ def rope_parameters(req: ScaleRequest) -> dict[str, Any]:
     p["rope_theta"] = float(theta)
     if req.partial_rotary_factor is not None:
         p["partial_rotary_factor"] = float(req.partial_rotary_factor)
+    for key, value in req.extra.items():
+        p.setdefault(key, value)
     return p
+
+
+#: Keys each method reads from a model's own rope dict when the command line leaves them out (the same rope type:
+#: gpt-oss keeps beta 32/1 and truncate false, DeepSeek keeps its mscale pair, llama3 its band factors).
+INHERITED = {
+    "yarn": ("beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate"),
+    "llama3": ("low_freq_factor", "high_freq_factor"),
+    "longrope": ("short_factor", "long_factor"),
+}
+# keys that belong to some rope type (or that a request always decides): never carried over as "extra"
+_TYPED_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "factor", "original_max_position_embeddings",
+               "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate",
+               "low_freq_factor", "high_freq_factor", "short_factor", "long_factor", "short_mscale", "long_mscale"}
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a scaling request takes from a model: its theta, head dim, rotary fraction, the length to scale from,
+    and its own rope dict (so a request keeps every key the model had)."""
+
+    theta: float
+    head_dim: int | None
+    partial_rotary_factor: float | None
+    scale_from: int | None
+    params: dict[str, Any]
+    notes: tuple[str, ...] = ()
+
+    def inherited(self, method: str) -> dict[str, Any]:
+        """Parameters of the model's rope dict that ``method`` reads, when the model already uses that method."""
+        if self.params.get("rope_type") != METHODS.get(method):
+            return {}
+        return {k: self.params[k] for k in INHERITED.get(method, ()) if k in self.params}
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        return {k: v for k, v in self.params.items() if k not in _TYPED_KEYS}
+
+
+def model_facts(model: Any, label: str) -> ModelFacts:
+    """The facts of a :class:`posenc_cli.models.ModelPositions` a scaling request needs (one rope group only)."""
+    from posenc_cli.models import scaled_from
+
+    if model.family != "rope" or not model.layers:
+        raise PosencError(f"{label} does not describe a RoPE model ({model.family}); there is nothing to scale")
+    if len(model.layers) != 1:
+        raise PosencError(f"{label} has per-layer rope parameters ({', '.join(layer.name for layer in model.layers)}); "
+                          "scale one layer type at a time by passing --theta/--head-dim/--original-max")
+    layer = model.layers[0]
+    params = dict(layer.params)
+    prf = params.get("partial_rotary_factor")
+    start = scaled_from(model, layer)
+    notes: tuple[str, ...] = ()
+    if params["rope_type"] != "default" and start is not None:
+        notes = (f"note: {label} is already scaled ({params['rope_type']}); scaling from {start}",)
+    return ModelFacts(float(params["rope_theta"]), layer.head_dim or model.head_dim,
+                      float(prf) if prf is not None else None, start, params, notes)
 
 
 def max_position_embeddings(req: ScaleRequest) -> int:

@@ -484,7 +484,7 @@ BAD = [
     (["rope", "--method", "yarn", "--factor", "0.5", "--original-max", "4k"], "--factor"),
     (["rope", "--method", "yarn", "--factor", "4"], "--original-max"),
     (["rope", "--factor", "4", "--original-max", "4k"], "--method"),
-    (["rope", "--method", "llama3", "--factor", "4", "--original-max", "4k", "--low-freq-factor", "4"], "low"),
+    (["rope", "--method", "llama3", "--factor", "4", "--original-max", "4k", "--low-freq-factor", "5"], "low"),
     (["frequencies", "--original-max", "4k", "--factor", "2", "--methods", "longrope"], "--short-factor"),
     (["sinusoidal", "-o", "missing/dir/out.png"], "does not exist"),
     (["sinusoidal", "-o", "out.jpg"], ".jpg"),

@@ -574,8 +574,8 @@ BASE = ["--theta", "1e4", "--head-dim", "128"]
         (["linear", "--original-max", "4k", "--factor", "nan", *BASE], ["nan"]),
         (["linear", "--original-max", "4k", "--factor", "inf", *BASE], ["inf"]),
         (["ntk2", "--original-max", "4k", "--factor", "2", *BASE], ["ntk2"]),
-        (["llama3", "--original-max", "4k", "--factor", "2", "--low-freq-factor", "4", "--high-freq-factor", "4",
-          *BASE], ["--low-freq-factor", "4"]),
+        (["llama3", "--original-max", "4k", "--factor", "2", "--low-freq-factor", "5", "--high-freq-factor", "4",
+          *BASE], ["--low-freq-factor", "5"]),
         (["yarn", "--original-max", "4k", "--factor", "2", "--beta-fast", "1", "--beta-slow", "32", *BASE],
          ["--beta-fast", "32"]),
         (["yarn", "--original-max", "128k", "--target", "32k", *BASE], ["32k", "128k"]),
@@ -686,3 +686,41 @@ def test_config_with_malformed_rope_parameters(tmp_path: Path) -> None:
     assert_usage_error(run("scale", "yarn", "--config", str(cfg), "--factor", "2", "--in-place"),
                        "low_freq_factor")
     assert cfg.read_bytes() == raw
+
+
+# ---------------------------------------------------------------- --config keeps the model's own rope keys
+
+CORPUS = Path(__file__).parent / "corpus"
+
+
+def _v5(*args: str) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(ok(run("scale", *args, "--format", "hf-v5")).stdout)["rope_parameters"]
+    return out
+
+
+def test_gpt_oss_keeps_beta_and_truncate() -> None:
+    p = _v5("yarn", "--config", str(CORPUS / "gpt-oss-20b.json"), "--target", "256k", "--fine-tuned")
+    assert (p["beta_fast"], p["beta_slow"], p["truncate"]) == (32.0, 1.0, False)
+    assert p["factor"] == 64.0 and p["original_max_position_embeddings"] == 4096
+
+
+def test_deepseek_keeps_its_mscale_pair_and_an_option_still_wins() -> None:
+    p = _v5("yarn", "--config", str(CORPUS / "deepseek-v3.json"), "--target", "320k", "--fine-tuned")
+    assert (p["mscale"], p["mscale_all_dim"]) == (1.0, 1.0)
+    p = _v5("yarn", "--config", str(CORPUS / "deepseek-v3.json"), "--target", "320k", "--fine-tuned",
+            "--beta-fast", "16")
+    assert p["beta_fast"] == 16.0 and p["mscale"] == 1.0
+
+
+def test_model_specific_keys_survive_and_other_types_keys_do_not() -> None:
+    p = _v5("yarn", "--config", str(CORPUS / "qwen3-vl-32b-instruct.json"), "--factor", "4")
+    assert p["mrope_section"] == [24, 20, 20] and p["mrope_interleaved"] is True
+    # llama3's band factors are llama3's: a yarn request on Llama 3.1 does not carry them
+    p = _v5("yarn", "--config", str(CORPUS / "llama-3.1-8b-instruct.json"), "--factor", "2")
+    assert "low_freq_factor" not in p and "high_freq_factor" not in p
+
+
+def test_llama3_keeps_its_band_factors() -> None:
+    p = _v5("llama3", "--config", str(CORPUS / "llama-4-scout-17b-16e-instruct.json"), "--factor", "32",
+            "--fine-tuned", "--original-max", "8k")
+    assert (p["low_freq_factor"], p["high_freq_factor"]) == (1.0, 1.0)
