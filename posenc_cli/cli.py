@@ -18,7 +18,7 @@ import typer.main
 from typer._click.exceptions import ClickException
 from typer.core import TyperGroup
 
-from posenc_cli import __version__, convert_cli, inspect_cli, verify_cli
+from posenc_cli import __version__, check_cli, convert_cli, inspect_cli, verify_cli
 from posenc_cli import options as opts
 from posenc_cli.errors import ExitCode, PosencError
 
@@ -201,7 +201,7 @@ def scale(
         assert source is not None
         patched = scaling.patch_config(source, req, fmt)
     else:
-        text, caveats = scaling.render(req, fmt, model)
+        text, caveats = scaling.render(req, fmt, model, text_config=bool(facts and facts.text_config))
     for line in facts.notes if facts else ():
         note(line)
     for name, default in (("theta", theta), ("head_dim", head_dim)):
@@ -209,7 +209,7 @@ def scale(
             note(f"note: --{name.replace('_', '-')} not given; using {getattr(req, name):g}")
     for line in scaling.warnings_for(req):
         note(line)
-    if req.method == "dynamic":
+    if req.method == "dynamic" and fmt in ("hf", "hf-v5"):
         note("note: dynamic keeps max_position_embeddings at the trained length; the base grows past it per forward")
     if explain:
         _explain(req)
@@ -249,6 +249,7 @@ def _explain(req: Any) -> None:
 
 app.command("inspect")(inspect_cli.inspect)
 app.command("convert")(convert_cli.convert)
+app.command("check")(check_cli.check)
 
 
 @app.command()

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from posenc_cli.attention_factors import longrope_attention_factor, yarn_attention_factor
 from posenc_cli.encodings import float32_power, rope_inv_freq
 from posenc_cli.errors import PosencError
 
@@ -138,22 +139,6 @@ def _dynamic(spec: RopeSpec, seq_len: int | None) -> Frequencies:
                        {"effective_theta": base, "seq_len": max(length, spec.max_position_embeddings)})
 
 
-def yarn_mscale(scale: float, mscale: float = 1.0) -> float:
-    """YaRN's attention temperature term ``0.1 * mscale * ln(scale) + 1`` (1 for scale <= 1)."""
-    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
-
-
-def yarn_attention_factor(params: Mapping[str, Any], factor: float) -> float:
-    """The cos/sin multiplier transformers uses for YaRN (explicit value, mscale ratio, or 0.1 ln s + 1)."""
-    explicit = params.get("attention_factor")
-    if explicit is not None:
-        return float(explicit)
-    mscale, mscale_all_dim = params.get("mscale"), params.get("mscale_all_dim")
-    if mscale and mscale_all_dim:
-        return float(yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim))
-    return yarn_mscale(factor)
-
-
 def yarn_correction_range(
     beta_fast: float, beta_slow: float, dim: int, base: float, original: int, truncate: bool
 ) -> tuple[float, float]:
@@ -198,13 +183,6 @@ def _yarn(spec: RopeSpec, seq_len: int | None, truncate_source: Mapping[str, Any
     return Frequencies(inv, attention, default_inv_freq(base, dim), bands,
                        {"low": low, "high": high, "factor": factor, "truncate": truncate,
                         "beta_fast": beta_fast, "beta_slow": beta_slow})
-
-
-def longrope_attention_factor(params: Mapping[str, Any], factor: float, original: int) -> float:
-    explicit = params.get("attention_factor")
-    if explicit is not None:
-        return float(explicit)
-    return 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
 
 
 def _longrope(spec: RopeSpec, seq_len: int | None) -> Frequencies:

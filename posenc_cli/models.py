@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from posenc_cli.attention_factors import yarn_mscale
 from posenc_cli.errors import PosencError
 
 ORIGINAL_FROM_DICT = ("yarn", "llama3", "longrope")
@@ -457,10 +458,6 @@ def _no_rope_reason(text: Mapping[str, Any], text_type: str, layer_type: str) ->
     return None
 
 
-def _mscale(scale: float, mscale: float) -> float:
-    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
-
-
 def _rope_evidence(text: Mapping[str, Any]) -> list[str]:
     return [k for k in _ROPE_KEYS if k in text]
 
@@ -539,7 +536,7 @@ def describe(cfg: Mapping[str, Any]) -> ModelPositions:
     if kind.mla:
         flat = base.layers[0].params if base.layers else {}
         if flat.get("rope_type", "default") != "default" and flat.get("mscale_all_dim"):
-            m = _mscale(float(flat["factor"]), float(flat["mscale_all_dim"]))
+            m = yarn_mscale(float(flat["factor"]), float(flat["mscale_all_dim"]))
             base.softmax_scale = m * m
             base.softmax_scale_reason = (f"{text_type} attention multiplies its softmax scale by "
                                          f"mscale(factor {flat['factor']:g}, mscale_all_dim "

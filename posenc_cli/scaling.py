@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from posenc_cli.errors import PosencError
-from posenc_cli.units import format_length, format_number
+from posenc_cli.units import format_length
 
 METHODS: dict[str, str] = {
     "linear": "linear",
@@ -254,6 +254,7 @@ class ModelFacts:
     scale_from: int | None
     params: dict[str, Any]
     notes: tuple[str, ...] = ()
+    text_config: bool = False  # the rope settings live in text_config (multimodal)
 
     def inherited(self, method: str) -> dict[str, Any]:
         """Parameters of the model's rope dict that ``method`` reads, when the model already uses that method."""
@@ -283,7 +284,8 @@ def model_facts(model: Any, label: str) -> ModelFacts:
     if params["rope_type"] != "default" and start is not None:
         notes = (f"note: {label} is already scaled ({params['rope_type']}); scaling from {start}",)
     return ModelFacts(float(params["rope_theta"]), layer.head_dim or model.head_dim,
-                      float(prf) if prf is not None else None, start, params, notes)
+                      float(prf) if prf is not None else None, start, params, notes,
+                      model.text_source == "text_config")
 
 
 def max_position_embeddings(req: ScaleRequest) -> int:
@@ -312,75 +314,43 @@ def format_hf_v5(req: ScaleRequest) -> dict[str, Any]:
     return {"rope_parameters": rope_parameters(req), "max_position_embeddings": max_position_embeddings(req)}
 
 
-def vllm_overrides(req: ScaleRequest) -> dict[str, Any]:
-    """The ``--hf-overrides`` JSON: the whole rope dict (vLLM replaces it, so rope_theta must be inside)."""
-    overrides: dict[str, Any] = {"rope_parameters": rope_parameters(req)}
-    if req.method != "dynamic":
-        # vLLM derives its length limit from max_position_embeddings; dynamic must keep the trained value
-        overrides["max_position_embeddings"] = req.target
-    return overrides
+def vllm_overrides(req: ScaleRequest, text_config: bool = False) -> dict[str, Any]:
+    """The ``--hf-overrides`` JSON (see :func:`posenc_cli.engines.vllm.rope_overrides`)."""
+    from posenc_cli.engines.vllm import rope_overrides
+
+    return rope_overrides(rope_parameters(req), serve_len=req.target, trained_len=req.original_max,
+                          text_config=text_config)
 
 
-def format_vllm(req: ScaleRequest, model: str = "MODEL") -> list[str]:
+def format_vllm(req: ScaleRequest, model: str = "MODEL", text_config: bool = False) -> list[str]:
     """argv for ``vllm serve`` with the overrides and ``--max-model-len``."""
-    return ["vllm", "serve", model, "--hf-overrides", json.dumps(vllm_overrides(req)),
-            "--max-model-len", str(req.target)]
+    from posenc_cli.engines.vllm import invocation
+
+    return invocation(model, vllm_overrides(req, text_config), req.target)
 
 
-class NoEquivalent(PosencError):
-    """The method cannot be expressed with the target program's command-line flags."""
+def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bool = False) -> tuple[str, list[str]]:
+    """The text ``posenc scale`` prints on stdout for ``fmt``, and notes for stderr.
 
-
-def format_llama_cpp(req: ScaleRequest) -> tuple[list[str], list[str]]:
-    """llama.cpp flags for ``req`` and the caveats to print beside them.
-
-    llama.cpp's CLI offers ``none``, ``linear`` and ``yarn`` scaling plus a free ``--rope-freq-base``; dynamic NTK,
-    LongRoPE and Llama 3 scaling have no flag (the last two are baked into the GGUF at conversion time).
+    ``text_config``: the model keeps its rope settings in ``text_config`` (multimodal), where vLLM reads them.
+    The engine formats are renderings of the engine models in :mod:`posenc_cli.engines`.
     """
-    theta = rope_parameters(req)["rope_theta"]
-    ctx = ["--ctx-size", str(req.target)]
-    caveats: list[str] = []
-    if req.method == "linear":
-        flags = ["--rope-scaling", "linear", "--rope-scale", format_number(req.factor),
-                 "--rope-freq-base", format_number(theta)]
-    elif req.method == "ntk":
-        flags = ["--rope-scaling", "none", "--rope-freq-base", format_number(theta)]
-    elif req.method == "yarn":
-        flags = ["--rope-scaling", "yarn", "--rope-scale", format_number(req.factor),
-                 "--yarn-orig-ctx", str(req.original_max), "--rope-freq-base", format_number(theta)]
-        if req.beta_fast is not None:
-            flags += ["--yarn-beta-fast", format_number(req.beta_fast)]
-        if req.beta_slow is not None:
-            flags += ["--yarn-beta-slow", format_number(req.beta_slow)]
-        if req.truncate is False:
-            caveats.append("llama.cpp always rounds YaRN's correction range (truncate=true); with truncate=false "
-                           "its frequencies differ slightly from transformers")
-        if req.attention_factor is not None or (req.mscale and req.mscale_all_dim):
-            caveats.append("llama.cpp recomputes the YaRN attention factor from --rope-scale in yarn mode; a custom "
-                           "attention_factor or mscale pair must be set in the GGUF metadata instead")
-    elif req.method == "dynamic":
-        raise NoEquivalent("dynamic NTK has no llama.cpp equivalent (llama.cpp has no per-length base); the closest "
-                           "static choice is `posenc scale ntk` (--rope-freq-base)")
-    elif req.method == "longrope":
-        raise NoEquivalent("longrope has no llama.cpp flag: the factor lists are stored in the GGUF "
-                           "(rope_factors_long/short) by convert_hf_to_gguf.py from a patched config.json")
-    else:
-        raise NoEquivalent("llama3 scaling has no llama.cpp flag: it is baked into the GGUF's rope_freqs tensor by "
-                           "convert_hf_to_gguf.py; patch config.json with --format hf and convert")
-    return flags + ctx, caveats
-
-
-def render(req: ScaleRequest, fmt: str, model: str = "MODEL") -> tuple[str, list[str]]:
-    """The text ``posenc scale`` prints on stdout for ``fmt``, and notes for stderr."""
     if fmt == "hf":
         return json.dumps(format_hf(req), indent=2), []
     if fmt == "hf-v5":
         return json.dumps(format_hf_v5(req), indent=2), []
     if fmt == "vllm":
-        return shlex.join(format_vllm(req, model)), []
+        caveats = []
+        if req.method == "dynamic":
+            caveats.append("vLLM's dynamic NTK is static: max_trained_positions makes its base equal transformers' "
+                           f"at {req.target} positions; shorter sequences keep that base, where transformers grows "
+                           "its base from rope_theta")
+        return shlex.join(format_vllm(req, model, text_config)), caveats
     if fmt == "llama.cpp":
-        flags, caveats = format_llama_cpp(req)
-        return shlex.join(flags), caveats
+        from posenc_cli.engines.llamacpp import flags
+
+        f = flags(rope_parameters(req), max_model_len=req.target, arch="ARCH", in_gguf=False)
+        return shlex.join(f.argv), f.warnings
     raise PosencError(f"--format {fmt!r} is not known; use one of: {', '.join(FORMATS)}")
 
 

@@ -230,9 +230,18 @@ def _llama_cpp(*args: str) -> list[str]:
 
 
 def test_llama_cpp_yarn_flags() -> None:
+    # the betas are always written: llama.cpp's defaults differ per architecture (grok 8)
     assert _llama_cpp("yarn", *METHOD_ARGS["yarn"]) == [
         "--rope-scaling", "yarn", "--rope-scale", "4", "--yarn-orig-ctx", "32768", "--rope-freq-base", "1000000",
-        "--ctx-size", "131072"]
+        "--yarn-beta-fast", "32", "--yarn-beta-slow", "1", "--ctx-size", "131072"]
+
+
+def test_llama_cpp_custom_attention_factor_is_an_override_kv() -> None:
+    argv = _llama_cpp("yarn", *METHOD_ARGS["yarn"], "--attention-factor", "1.0")
+    key, value = argv[argv.index("--override-kv") + 1].split("=")
+    assert key == "ARCH.rope.scaling.attn_factor"
+    # llama.cpp multiplies the GGUF value by 0.1 ln s + 1 in yarn mode
+    assert float(value.split(":")[1]) == pytest.approx(1.0 / (0.1 * math.log(4) + 1), rel=1e-15)
 
 
 def test_llama_cpp_yarn_betas() -> None:

@@ -1,0 +1,100 @@
+"""``posenc check``: what transformers, vLLM, SGLang and llama.cpp each compute for a model's positions."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from posenc_cli.errors import ExitCode, PosencError
+from posenc_cli.inspect_cli import RevisionOpt, SourceArg
+
+
+def check(
+    source: SourceArg,
+    engines: Annotated[str, typer.Option(help="Comma-separated: hf, vllm, sglang, llama.cpp.")] =
+    "hf,vllm,sglang,llama.cpp",
+    max_model_len: Annotated[str | None, typer.Option(
+        help="Serving length (4k, 128k) [default: the model's native window].")] = None,
+    revision: RevisionOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Compare each engine's RoPE with transformers', per layer group; exit 1 when one differs or will not start."""
+    from posenc_cli.cli import print_json
+    from posenc_cli.engines import check as run_check
+    from posenc_cli.engines import ensure_rope
+    from posenc_cli.models import windows
+    from posenc_cli.sources import describe_source, read_source
+    from posenc_cli.units import parse_length
+
+    names = [e.strip() for e in engines.split(",") if e.strip()]
+    if not names:
+        raise PosencError("--engines is empty; use some of: hf, vllm, sglang, llama.cpp")
+    src = read_source(source, revision=revision)
+    model = describe_source(src)
+    ensure_rope(model)
+    if max_model_len is not None:
+        length = parse_length(max_model_len, name="--max-model-len")
+    elif model.layers and model.max_position_embeddings:
+        window, _, _ = windows(model.layers[0].params, model.max_position_embeddings)
+        length = window or int(model.max_position_embeddings * float(model.layers[0].params.get("factor", 1)))
+    else:
+        raise PosencError(f"{src.label} names no max_position_embeddings: pass --max-model-len")
+    report = run_check(model, src.config, names, length)
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        _render(report, src.label)
+    raise typer.Exit(ExitCode.OK if report.passed else ExitCode.CHECK_FAILED)
+
+
+def _diff(value: float, pair: int | None) -> str:
+    """A relative inv_freq difference and the pair where it is largest; 0 when they agree to float32."""
+    from posenc_cli.engines import SAME_RTOL
+
+    if value <= SAME_RTOL:
+        return "0" if value == 0 else f"{value:.1e} (float32)"
+    return f"{value:.3g} (pair {pair})"
+
+
+def _render(report: Any, label: str) -> None:
+    out = [f"posenc check: {label} (model_type {report.model_type}) at max_model_len {report.max_model_len:,}"]
+    if report.short_len:
+        out.append(f"length-dependent rope: also compared at {report.short_len:,} positions")
+    out += [f"transformers {report.reference.version}: {w}" for w in report.reference.warnings]
+    for i, group in enumerate(report.reference.groups):
+        out.append("")
+        out.append(f"[{group.name}] transformers: attention factor {group.attention_factor:.6g}, softmax scale "
+                   f"x{group.softmax_scale:.6g}")
+        short = f"at {report.short_len:,}" if report.short_len else None
+        header = ["engine", "verdict", "inv_freq diff at max len", *([f"inv_freq diff {short}"] if short else []),
+                  "attention factor", "softmax scale", "cos/sin diff at max len"]
+        rows = [tuple(header)]
+        for v in report.verdicts:
+            if not v.groups:
+                rows.append((v.run.engine, v.verdict, *["-"] * (len(header) - 2)))
+                continue
+            g = v.groups[i]
+            cells = [v.run.engine, "same" if g.same else ("differs" if v.verdict == "same" else v.verdict),
+                     _diff(g.inv_freq_rel_diff, g.worst_pair)]
+            if short:
+                cells.append(_diff(g.short_diff or 0.0, g.short_worst_pair))
+            cells += [f"{g.attention_factor[1]:.6g}", f"x{g.softmax_scale[1]:.6g}", f"{g.cos_sin_diff:.3g}"]
+            rows.append(tuple(cells))
+        widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+        out += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    out.append("")
+    for v in report.verdicts:
+        r = v.run
+        if r.refusal:
+            out.append(f"{r.engine} {r.version}: {v.verdict}: {r.refusal}")
+            continue
+        accepts = f"; accepts {r.accepts:,} without flags" if r.accepts else ""
+        out.append(f"{r.engine} {r.version}: {v.verdict}{accepts}")
+        out.append(f"  run: {shlex.join(r.invocation)}")
+        out += [f"  note: {w}" for w in r.warnings]
+    out.append("all engines compute what transformers computes" if report.passed
+               else "some engines differ from transformers (see above)")
+    sys.stdout.write("\n".join(out) + "\n")

@@ -1,0 +1,143 @@
+"""llama.cpp (as vendored in llama-cpp-python 0.3.36): what a GGUF converted from the model computes with the flags
+posenc gives (``common/arg.cpp``, ``src/llama-context.cpp``, ``ggml`` ``rope_yarn``).
+
+* Flags: ``--rope-scaling {none,linear,yarn}``, ``--rope-scale S`` (frequency scale 1/S), ``--rope-freq-base``,
+  ``--yarn-orig-ctx``, ``--yarn-beta-fast``/``--yarn-beta-slow`` (always written: the defaults differ per
+  architecture), ``--ctx-size``.
+* YaRN's correction range is always floored and ceiled: transformers' ``truncate: false`` (gpt-oss) cannot be
+  reproduced, and the difference is measured, not estimated.
+* In YaRN mode llama.cpp overwrites ``--yarn-attn-factor`` and uses ``(0.1 ln s + 1)`` times the GGUF's
+  ``rope.scaling.attn_factor``: another attention factor A is set with
+  ``--override-kv ARCH.rope.scaling.attn_factor=float:A/(0.1 ln s + 1)``.
+* What conversion bakes into the GGUF has no flag: llama3 scaling (the ``rope_freqs`` tensor, which also applies
+  on top of any flag) and LongRoPE (``rope_factors_long``/``_short``, chosen once per context by ``--ctx-size``).
+  A model that already has them runs them from its GGUF; a new llama3 or LongRoPE scaling cannot be given by flags.
+  There is no dynamic NTK: a converted dynamic model runs plain RoPE.
+
+:func:`flags` is stdlib (``posenc scale --format llama.cpp`` renders it without numpy); :func:`run` computes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from posenc_cli.attention_factors import yarn_attention_factor, yarn_mscale
+from posenc_cli.engines import EngineRun, GroupRun, static_longrope
+from posenc_cli.errors import PosencError
+from posenc_cli.models import ModelPositions
+from posenc_cli.units import format_number
+
+VERSION = "llama-cpp-python 0.3.36"
+# llama.cpp's GGUF architecture names for transformers model types, where they differ
+GGUF_ARCH = {"gpt_oss": "gpt-oss", "qwen2_5_vl_text": "qwen2vl", "deepseek_v3": "deepseek2", "deepseek_v2": "deepseek2",
+             "mistral": "llama", "mixtral": "llama", "gemma3_text": "gemma3", "llama4_text": "llama4"}
+
+
+class NoEquivalent(PosencError):
+    """The scaling cannot be expressed with llama.cpp's flags."""
+
+
+@dataclass
+class Flags:
+    argv: list[str]
+    warnings: list[str] = field(default_factory=list)
+    attention_factor: float | None = None  # the cos/sin magnitude these flags give (YaRN)
+
+
+def arch_name(model_type: str | None) -> str:
+    text = model_type or "llama"
+    return GGUF_ARCH.get(text, text)
+
+
+def flags(params: Mapping[str, Any], *, max_model_len: int, arch: str, in_gguf: bool,
+          truncate: bool | None = None) -> Flags:
+    """The llama.cpp flags for one rope dict (transformers 5 form, ``rope_theta`` inside).
+
+    ``in_gguf``: the model's own rope, already written into its GGUF by conversion (llama3 and LongRoPE then need
+    no flag); otherwise a new scaling given on the command line. ``truncate``: YaRN's setting as transformers reads
+    it (None: the dict's own, default true).
+    """
+    rope_type = params.get("rope_type", "default")
+    theta = format_number(float(params["rope_theta"]))
+    ctx = ["--ctx-size", str(max_model_len)]
+    if rope_type == "default":
+        return Flags(["--rope-scaling", "none", "--rope-freq-base", theta, *ctx])
+    if rope_type == "linear":
+        return Flags(["--rope-scaling", "linear", "--rope-scale", format_number(float(params["factor"])),
+                      "--rope-freq-base", theta, *ctx])
+    if rope_type == "yarn":
+        original = int(params["original_max_position_embeddings"])
+        factor = float(params["factor"])
+        out = Flags(["--rope-scaling", "yarn", "--rope-scale", format_number(factor), "--yarn-orig-ctx",
+                     str(original), "--rope-freq-base", theta,
+                     "--yarn-beta-fast", format_number(float(params.get("beta_fast") or 32)),
+                     "--yarn-beta-slow", format_number(float(params.get("beta_slow") or 1)), *ctx])
+        wanted = yarn_attention_factor(params, factor)
+        default = yarn_mscale(factor)
+        # DeepSeek GGUFs carry mscale_all_dim as yarn_log_multiplier and llama.cpp rebuilds the mscale pair from it
+        rebuilt = in_gguf and arch == "deepseek2"
+        if not rebuilt and not math.isclose(wanted, default, rel_tol=1e-12):
+            out.argv += ["--override-kv", f"{arch}.rope.scaling.attn_factor=float:{wanted / default!r}"]
+        out.attention_factor = wanted
+        if (params.get("truncate", True) if truncate is None else truncate) is False:
+            out.warnings.append("llama.cpp always rounds YaRN's correction range (truncate=true); this config has "
+                                "truncate=false")
+        return out
+    if in_gguf and rope_type in ("llama3", "longrope"):
+        baked = {"llama3": "the rope_freqs tensor", "longrope": "the rope_factors_long/short tensors"}[rope_type]
+        return Flags(ctx, [f"{rope_type} comes from {baked} written at conversion: no rope flag (one would stack)"])
+    if in_gguf and rope_type == "dynamic":
+        return Flags(["--rope-scaling", "none", "--rope-freq-base", theta, *ctx],
+                     ["llama.cpp has no dynamic NTK: the converted model runs plain RoPE"])
+    if rope_type == "dynamic":
+        raise NoEquivalent("dynamic NTK has no llama.cpp equivalent (llama.cpp has no per-length base); the closest "
+                           "static choice is `posenc scale ntk` (--rope-freq-base)")
+    if rope_type == "longrope":
+        raise NoEquivalent("longrope has no llama.cpp flag: the factor lists are stored in the GGUF "
+                           "(rope_factors_long/short) by convert_hf_to_gguf.py from a patched config.json")
+    if rope_type == "llama3":
+        raise NoEquivalent("llama3 scaling has no llama.cpp flag: it is baked into the GGUF's rope_freqs tensor by "
+                           "convert_hf_to_gguf.py; patch config.json with --format hf and convert")
+    raise NoEquivalent(f"rope_type {rope_type!r} has no llama.cpp flag")
+
+
+def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int) -> EngineRun:
+    from posenc_cli.frequencies import RopeSpec, compute
+    from posenc_cli.inspection import spec_for
+
+    if len(model.layers) != 1:
+        names = ", ".join(layer.name for layer in model.layers)
+        return EngineRun("llama.cpp", VERSION, max_model_len, [], [], refusal=(
+            f"not modelled: {len(model.layers)} rope groups ({names}); llama.cpp sets per-layer bases from the GGUF "
+            "(rope.freq_base_swa), which posenc does not model yet"))
+    layer = model.layers[0]
+    spec = spec_for(model, layer)
+    p = dict(layer.params)
+    # transformers reads truncate from the outer dict: per-layer-type configs always round
+    truncate = bool((model.top_level or {}).get("truncate", True))
+    f = flags(p, max_model_len=max_model_len, arch=arch_name(model.text_model_type), in_gguf=True, truncate=truncate)
+    rope_type = p.get("rope_type", "default")
+    if rope_type == "yarn":
+        # ggml rounds the correction range whatever the config says
+        freqs = compute(RopeSpec({**p, "truncate": True}, spec.head_dim, spec.max_position_embeddings,
+                                 spec.default_partial), max_model_len)
+        group = GroupRun(layer.name, freqs.inv_freq, f.attention_factor or freqs.attention_factor)
+    elif rope_type == "longrope":
+        group = static_longrope(spec, layer, max_model_len, spec.max_position_embeddings)
+    elif rope_type == "dynamic":
+        freqs = compute(RopeSpec({**p, "rope_type": "default"}, spec.head_dim, spec.max_position_embeddings,
+                                 spec.default_partial), None)
+        group = GroupRun(layer.name, freqs.inv_freq, 1.0)
+    else:
+        freqs = compute(spec, max_model_len, top_level=model.top_level)
+        group = GroupRun(layer.name, freqs.inv_freq, freqs.attention_factor)
+    group.softmax_scale = model.softmax_scale
+    warnings = list(f.warnings)
+    if rope_type in ("linear", "yarn") and arch_name(model.text_model_type) == "llama":
+        warnings.append("a Llama 3.x GGUF's rope_freqs tensor applies on top of these flags: check the GGUF with "
+                        "`posenc inspect MODEL.gguf`")
+    return EngineRun("llama.cpp", VERSION, max_model_len, [group], ["llama-server", "-m", "MODEL.gguf", *f.argv],
+                     accepts=None, warnings=warnings)

@@ -1,0 +1,37 @@
+"""transformers 5.x: the reference every other engine is compared with (posenc's frequency code is proven equal to
+it by the parity tests). Dynamic NTK and LongRoPE change with the sequence length: ``run`` reports them at the
+serving length, :func:`short_run` at the original length."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from posenc_cli.engines import EngineRun, GroupRun
+from posenc_cli.frequencies import compute
+from posenc_cli.inspection import spec_for
+from posenc_cli.models import ModelPositions, windows
+
+VERSION = "5.24"
+
+
+def groups_at(model: ModelPositions, seq_len: int | None) -> list[GroupRun]:
+    out = []
+    for layer in model.layers:
+        freqs = compute(spec_for(model, layer), seq_len, top_level=model.top_level)
+        out.append(GroupRun(layer.name, freqs.inv_freq, freqs.attention_factor, model.softmax_scale))
+    return out
+
+
+def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int) -> EngineRun:
+    first = model.layers[0]
+    window, _, _ = windows(first.params, model.max_position_embeddings or max_model_len)
+    warnings = []
+    if window is not None and max_model_len > window:
+        warnings.append(f"max_model_len {max_model_len:,} is past the model's native window {window:,}: transformers "
+                        "computes it, but the model was not trained there")
+    return EngineRun("hf", VERSION, max_model_len, groups_at(model, max_model_len), ["config.json as it is"],
+                     accepts=None, warnings=warnings)
+
+
+def short_run(model: ModelPositions, cfg: dict[str, Any], seq_len: int) -> EngineRun:
+    return EngineRun("hf", VERSION, seq_len, groups_at(model, seq_len), ["config.json as it is"])
