@@ -446,7 +446,7 @@ def test_plot_needs_no_display_and_never_uses_pyplot(tmp_path: Path) -> None:
 
 
 def test_importing_the_cli_does_not_load_numpy_or_matplotlib() -> None:
-    code = ("import sys, posenc_cli.cli, posenc_cli.plot_cli\n"
+    code = ("import sys, posenc_cli.cli, posenc_cli.cli.plot\n"
             "print(any(m in sys.modules for m in ('numpy', 'matplotlib', 'rich')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip() == "False", proc.stderr

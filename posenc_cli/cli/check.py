@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
+from posenc_cli.cli.inspect import RevisionOpt, SourceArg
 from posenc_cli.errors import ExitCode, PosencError
-from posenc_cli.inspect_cli import RevisionOpt, SourceArg
 
 
 def check(
@@ -22,7 +22,7 @@ def check(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Compare each engine's RoPE with transformers', per layer group; exit 1 when one differs or will not start."""
-    from posenc_cli.cli import print_json
+    from posenc_cli.cli.output import print_json
     from posenc_cli.engines import check as run_check
     from posenc_cli.engines import ensure_rope
     from posenc_cli.models import windows

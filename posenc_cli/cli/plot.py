@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from posenc_cli import options as opts
+from posenc_cli.cli import options as opts
 from posenc_cli.errors import PosencError
 
 if TYPE_CHECKING:
@@ -151,7 +151,7 @@ def _terminal_size(width: int | None) -> tuple[int, int]:
 
 def _emit(target: Target, fig: Any, kind: str, params: dict[str, Any]) -> None:
     """Render to bytes, write atomically, report the path (stderr) or the JSON (stdout)."""
-    from posenc_cli.cli import note, print_json
+    from posenc_cli.cli.output import note, print_json
     from posenc_cli.config import atomic_write_bytes
     from posenc_cli.plots import figure_bytes
 

@@ -39,7 +39,7 @@ def verify(
 
     Exit 0 when every check passes, 1 when one fails.
     """
-    from posenc_cli.cli import print_json
+    from posenc_cli.cli.output import print_json
     from posenc_cli.units import parse_length
 
     window = parse_length(max_position, name="--max-position") if max_position is not None else None
@@ -160,7 +160,7 @@ def _say(out: Any, line: str) -> None:
 def _render_generic(report: VerifyReport) -> None:
     from rich.table import Table
 
-    from posenc_cli.cli import console
+    from posenc_cli.cli.output import console
 
     s = report.settings
     out = console()
@@ -184,7 +184,7 @@ def _render_generic(report: VerifyReport) -> None:
 
 
 def _render_model(report: ModelVerifyReport) -> None:
-    from posenc_cli.cli import console
+    from posenc_cli.cli.output import console
 
     out = console()
     _say(out, f"model_type: {report.model_type}   dtype: {report.dtype} ({report.dtype_source})   "

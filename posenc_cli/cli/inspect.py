@@ -22,7 +22,7 @@ def inspect(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Report what a model's positional encoding really does, per layer group, numbers included."""
-    from posenc_cli.cli import print_json
+    from posenc_cli.cli.output import print_json
     from posenc_cli.inspection import report
     from posenc_cli.sources import describe_source, read_source
     from posenc_cli.units import parse_length

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
+from posenc_cli.cli.inspect import RevisionOpt, SourceArg
 from posenc_cli.errors import PosencError
-from posenc_cli.inspect_cli import RevisionOpt, SourceArg
 
 
 def convert(
@@ -20,7 +20,7 @@ def convert(
     in_place: Annotated[bool, typer.Option(help="Rewrite the config file itself (atomically).")] = False,
 ) -> None:
     """Rewrite the rope keys between transformers 4 and 5, keeping every other key in its place."""
-    from posenc_cli.cli import note
+    from posenc_cli.cli.output import note
     from posenc_cli.config import atomic_write_text
     from posenc_cli.convert import convert as rewrite
     from posenc_cli.sources import read_source

@@ -116,7 +116,7 @@ def _experiment(task: str, *, methods: str | None, train_len: str | None, eval_l
     for line in results["notes"]:
         sys.stderr.write(f"note: {line}\n")
     if as_json:
-        from posenc_cli.cli import print_json
+        from posenc_cli.cli.output import print_json
 
         print_json(results)
     else:
@@ -183,7 +183,7 @@ class _ProgressReporter:
         if self.progress is None:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            from posenc_cli.cli import console
+            from posenc_cli.cli.output import console
 
             self.progress = Progress(
                 TextColumn("{task.description:<16}"), BarColumn(), MofNCompleteColumn(),
@@ -209,7 +209,7 @@ def _fmt(value: float | None, metric: str) -> str:
 def _render(results: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from posenc_cli.cli import console
+    from posenc_cli.cli.output import console
 
     settings = results["settings"]
     metric = results["metric"]

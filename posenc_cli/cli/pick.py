@@ -1,0 +1,94 @@
+"""``posenc pick``: the YAML decision rules' recommendation, rendered."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from posenc_cli.cli.output import note, print_json
+
+
+def pick(
+    ctx: Annotated[str, typer.Option(help="Target context at inference: 4k, 128k, 1M, 131072 (k=1024).")],
+    trained_ctx: Annotated[str | None, typer.Option(help="Trained length (default: --ctx).")] = None,
+    extrapolation: Annotated[str, typer.Option(help="Untrained reach: none, moderate, strong.")] = "none",
+    budget: Annotated[str, typer.Option(help="Fine-tuning tokens for a long-context stage: 0, 500M, 2B, 1T.")] = "0",
+    config: Annotated[str | None, typer.Option(help="Existing model config.json (extended).")] = None,
+    head_dim: Annotated[int | None, typer.Option(help="Head dimension (default 128 or the config's).")] = None,
+    heads: Annotated[int | None, typer.Option(help="Attention heads, for ALiBi slopes (default 32).")] = None,
+    theta: Annotated[float | None, typer.Option(help="The model's rope_theta, if not in --config.")] = None,
+    rules: Annotated[str | None, typer.Option(help="A rules YAML file replacing the shipped policy.")] = None,
+    explain: Annotated[bool, typer.Option(help="Show every rule in order and which conditions held (stderr).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Recommend an encoding, its hyperparameters, an extension config, a test plan and a fallback."""
+    from posenc_cli.picker import PickInputs
+    from posenc_cli.picker import pick as run_pick
+    from posenc_cli.units import parse_length, parse_tokens
+
+    inputs = PickInputs(
+        ctx=parse_length(ctx, name="--ctx"),
+        trained_ctx=parse_length(trained_ctx, name="--trained-ctx") if trained_ctx is not None else None,
+        extrapolation=extrapolation, budget=parse_tokens(budget), config=config, head_dim=head_dim, heads=heads,
+        theta=theta, rules=rules,
+    )
+    result = run_pick(inputs)
+    if explain:
+        _render_trace(result.traces)
+    if as_json:
+        print_json(result.answer)
+    else:
+        _render_pick(result.answer)
+
+
+def _render_trace(traces: Any) -> None:
+    lines = ["rules, in order (first match not vetoed wins):"]
+    chosen_seen = False
+    for t in traces:
+        if t.matched and not t.vetoed_by and not chosen_seen:
+            status, chosen_seen = "FIRED", True
+        elif t.vetoed_by:
+            status = f"matched, vetoed by guard {t.vetoed_by}"
+        elif t.matched:
+            status = "matched (not reached)"
+        else:
+            status = "no match"
+        lines.append(f"  {t.rule}: {status}")
+        for text, ok in t.conditions:
+            lines.append(f"      {'held  ' if ok else 'failed'}  {text}")
+        if not t.conditions:
+            lines.append("      (catch-all)")
+    note("\n".join(lines))
+
+
+def _render_pick(a: dict[str, Any]) -> None:
+    from posenc_cli.units import format_length, format_tokens
+
+    i = a["inputs"]
+    kind = f"existing {i['model_encoding']} model" if i["existing"] else "new model"
+    budget = format_tokens(i["budget"]) if i["budget"] else "none"
+    out = [f"posenc pick: {kind}, target {format_length(i['ctx'])}, trained {format_length(i['trained_ctx'])}, "
+           f"extrapolation {i['extrapolation']}, fine-tuning budget {budget}",
+           "", f"1. Encoding: {a['encoding']}", f"   {a['reason']}", "", "2. Hyperparameters:"]
+    out += [f"   {k}: {v}" for k, v in a["hyperparameters"].items()] or ["   (none)"]
+    out += ["", "3. Extension:"]
+    ext = a["extension"]
+    if ext is None:
+        out.append("   none")
+    else:
+        tuning = "yes, " + ext["fine_tune_tokens"] if ext["fine_tune"] else "none"
+        out.append(f"   {ext['method']} x{ext['factor']:g}: {format_length(ext['from'])} -> "
+                   f"{format_length(ext['to'])}; fine-tuning: {tuning}")
+        if ext["note"]:
+            out.append(f"   {ext['note']}")
+        out.append("   config.json (transformers; `--format hf-v5` etc. via the command below):")
+        out += ["   " + line for line in json.dumps(ext["config"], indent=2).splitlines()]
+        out.append(f"   same numbers: {ext['command']}")
+    out += ["", "4. Test plan:"] + [f"   - {t}" for t in a["test_plan"]]
+    out += ["", f"5. Fallback: {a['fallback']}", "", f"rule: {a['rule']}: {a['why']}"]
+    for v in a["vetoed"]:
+        out.append(f"vetoed: {v['rule']} (guard {v['guard']})")
+    sys.stdout.write("\n".join(out) + "\n")

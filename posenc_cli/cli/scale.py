@@ -1,0 +1,128 @@
+"""``posenc scale``: the exact rope scaling for transformers (v4/v5 keys), vLLM and llama.cpp."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from posenc_cli.cli import options as opts
+from posenc_cli.cli.output import console, note
+from posenc_cli.errors import PosencError
+
+
+def scale(
+    method: Annotated[str, typer.Argument(help="linear, ntk, dynamic, yarn, longrope or llama3.")],
+    factor: opts.FactorOpt = None,
+    original_max: opts.OriginalMaxOpt = None,
+    target: opts.TargetOpt = None,
+    theta: Annotated[float | None, typer.Option(help="rope_theta (default 10000 or the config's).")] = None,
+    head_dim: Annotated[int | None, typer.Option(help="Head dimension (default 128 or the config's).")] = None,
+    partial_rotary_factor: opts.PartialRotaryFactorOpt = None,
+    config: Annotated[str | None, typer.Option(
+        help="Read theta, head dim and lengths from a model: config.json, folder, Hub id or GGUF.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="hf, hf-v5, vllm or llama.cpp.")] = "hf",
+    beta_fast: opts.BetaFastOpt = None,
+    beta_slow: opts.BetaSlowOpt = None,
+    attention_factor: opts.AttentionFactorOpt = None,
+    mscale: opts.MscaleOpt = None,
+    mscale_all_dim: opts.MscaleAllDimOpt = None,
+    truncate: opts.TruncateOpt = None,
+    low_freq_factor: opts.LowFreqFactorOpt = 1.0,
+    high_freq_factor: opts.HighFreqFactorOpt = 4.0,
+    short_factor: opts.ShortFactorOpt = None,
+    long_factor: opts.LongFactorOpt = None,
+    fine_tuned: Annotated[bool, typer.Option(help="The model is fine-tuned at this scale (no >8x warning).")] = False,
+    explain: Annotated[bool, typer.Option(help="Per-pair table on stderr.")] = False,
+    output: Annotated[str | None, typer.Option("--output", "-o", help="Write the patched --config here.")] = None,
+    in_place: Annotated[bool, typer.Option(help="Rewrite --config itself (atomically).")] = False,
+    model: Annotated[str, typer.Option(help="Model name for the vllm command line.")] = "MODEL",
+) -> None:
+    """Print the exact rope scaling config for transformers (v4/v5 keys), vLLM or llama.cpp.
+
+    Example: posenc scale yarn --original-max 32k --target 128k --theta 1e6
+    """
+    from posenc_cli import scaling
+    from posenc_cli.sources import describe_source, read_source
+
+    if fmt not in scaling.FORMATS:
+        raise PosencError(f"--format {fmt!r} is not known; use one of: {', '.join(scaling.FORMATS)}")
+    if (output or in_place) and config is None:
+        raise PosencError("--output and --in-place patch a model config: pass --config FILE")
+    if output and in_place:
+        raise PosencError("give either --output FILE or --in-place, not both")
+    facts: scaling.ModelFacts | None = None
+    source: dict[str, Any] | None = None
+    if config is not None:
+        src = read_source(config)
+        if (output or in_place) and src.kind not in ("file", "stdin", "folder"):
+            raise PosencError(f"--output and --in-place patch a local config.json; {src.label} is a {src.kind} "
+                              "(print the scaling without them, or download config.json first)")
+        if in_place and src.kind == "folder" and src.path:
+            config = src.path
+        source = src.config
+        facts = scaling.model_facts(describe_source(src), src.label)
+    options = opts.ScaleOptions(
+        factor=factor, original_max=original_max, target=target, partial_rotary_factor=partial_rotary_factor,
+        beta_fast=beta_fast, beta_slow=beta_slow, attention_factor=attention_factor, mscale=mscale,
+        mscale_all_dim=mscale_all_dim, truncate=truncate, low_freq_factor=low_freq_factor,
+        high_freq_factor=high_freq_factor, short_factor=short_factor, long_factor=long_factor)
+    req = opts.scale_request(
+        method, options,
+        theta=theta if theta is not None else (facts.theta if facts else scaling.DEFAULT_THETA),
+        head_dim=head_dim if head_dim is not None else (facts and facts.head_dim) or scaling.DEFAULT_HEAD_DIM,
+        original_max=facts.scale_from if facts else None,
+        partial_rotary_factor=facts.partial_rotary_factor if facts else None, fine_tuned=fine_tuned,
+        has_config=True, model=facts)
+    # build the result before any note, so a rejected request or format ends as the one `error:` line on stderr
+    writing = source is not None and config is not None and bool(output or in_place)
+    if writing:
+        assert source is not None
+        patched = scaling.patch_config(source, req, fmt)
+    else:
+        text, caveats = scaling.render(req, fmt, model, text_config=bool(facts and facts.text_config))
+    for line in facts.notes if facts else ():
+        note(line)
+    for name, default in (("theta", theta), ("head_dim", head_dim)):
+        if default is None and (facts is None or getattr(facts, name) is None):
+            note(f"note: --{name.replace('_', '-')} not given; using {getattr(req, name):g}")
+    for line in scaling.warnings_for(req):
+        note(line)
+    if req.method == "dynamic" and fmt in ("hf", "hf-v5"):
+        note("note: dynamic keeps max_position_embeddings at the trained length; the base grows past it per forward")
+    if explain:
+        _explain(req)
+    if writing:
+        from posenc_cli.config import atomic_write_text
+
+        assert config is not None
+        dest = config if in_place else str(output)
+        atomic_write_text(dest, json.dumps(patched, indent=2) + "\n")
+        note(f"wrote {dest}")
+        return
+    for line in caveats:
+        note(f"caveat: {line}")
+    sys.stdout.write(text + "\n")
+
+
+def _explain(req: Any) -> None:
+    """Per-pair table (stderr): what the method does to each frequency pair."""
+    from rich.table import Table
+
+    from posenc_cli.frequencies import for_request
+
+    freqs = for_request(req)
+    table = Table(title=f"{req.method}: factor {req.factor:g}, {req.original_max} -> {req.target} positions, "
+                        f"rotary dim {req.rotary_dim}, theta {req.theta:g}")
+    for col in ("pair", "original wavelength", "new wavelength", "effective scale", "band"):
+        table.add_column(col, justify="right" if col != "band" else "left")
+    for i, old, new, ratio, band in freqs.pair_table():
+        table.add_row(str(i), f"{old:,.2f}", f"{new:,.2f}", f"{ratio:.4f}", band)
+    err = console(stderr=True)
+    err.print(table)
+    err.print(f"attention factor (cos and sin): {freqs.attention_factor:.6f}; "
+              f"logit multiplier (its square): {freqs.attention_factor ** 2:.6f}")
+    for key, value in freqs.details.items():
+        err.print(f"{key}: {value}")
