@@ -12,10 +12,8 @@ from typing import Any
 
 from posenc_cli import scaling
 from posenc_cli.errors import PosencError
-from posenc_cli.models import scaled_from
 from posenc_cli.rules import Rule, RuleSet, Trace, decide, extension_factor, load_rules, render
 from posenc_cli.slopes import alibi_slope_list
-from posenc_cli.sources import describe_source, read_source
 from posenc_cli.units import format_length
 
 EXTRAPOLATION = ("none", "moderate", "strong")
@@ -53,6 +51,9 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None]:
                              "model_rope_type": "none"}
     theta, head_dim, heads, trained, prf = inp.theta, inp.head_dim, inp.heads, inp.trained_ctx, None
     if inp.config is not None:
+        from posenc_cli.models import scaled_from
+        from posenc_cli.sources import describe_source, read_source
+
         model = describe_source(read_source(inp.config))
         facts["model_encoding"] = model.family
         head_dim = head_dim or model.head_dim

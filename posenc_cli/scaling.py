@@ -230,64 +230,6 @@ def rope_parameters(req: ScaleRequest) -> dict[str, Any]:
     return p
 
 
-#: Keys each method reads from a model's own rope dict when the command line leaves them out (the same rope type:
-#: gpt-oss keeps beta 32/1 and truncate false, DeepSeek keeps its mscale pair, llama3 its band factors).
-INHERITED = {
-    "yarn": ("beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate"),
-    "llama3": ("low_freq_factor", "high_freq_factor"),
-    "longrope": ("short_factor", "long_factor"),
-}
-# keys that belong to some rope type (or that a request always decides): never carried over as "extra"
-_TYPED_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "factor", "original_max_position_embeddings",
-               "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate",
-               "low_freq_factor", "high_freq_factor", "short_factor", "long_factor", "short_mscale", "long_mscale"}
-
-
-@dataclass(frozen=True)
-class ModelFacts:
-    """What a scaling request takes from a model: its theta, head dim, rotary fraction, the length to scale from,
-    and its own rope dict (so a request keeps every key the model had)."""
-
-    theta: float
-    head_dim: int | None
-    partial_rotary_factor: float | None
-    scale_from: int | None
-    params: dict[str, Any]
-    notes: tuple[str, ...] = ()
-    text_config: bool = False  # the rope settings live in text_config (multimodal)
-
-    def inherited(self, method: str) -> dict[str, Any]:
-        """Parameters of the model's rope dict that ``method`` reads, when the model already uses that method."""
-        if self.params.get("rope_type") != METHODS.get(method):
-            return {}
-        return {k: self.params[k] for k in INHERITED.get(method, ()) if k in self.params}
-
-    @property
-    def extra(self) -> dict[str, Any]:
-        return {k: v for k, v in self.params.items() if k not in _TYPED_KEYS}
-
-
-def model_facts(model: Any, label: str) -> ModelFacts:
-    """The facts of a :class:`posenc_cli.models.ModelPositions` a scaling request needs (one rope group only)."""
-    from posenc_cli.models import scaled_from
-
-    if model.family != "rope" or not model.layers:
-        raise PosencError(f"{label} does not describe a RoPE model ({model.family}); there is nothing to scale")
-    if len(model.layers) != 1:
-        raise PosencError(f"{label} has per-layer rope parameters ({', '.join(layer.name for layer in model.layers)}); "
-                          "scale one layer type at a time by passing --theta/--head-dim/--original-max")
-    layer = model.layers[0]
-    params = dict(layer.params)
-    prf = params.get("partial_rotary_factor")
-    start = scaled_from(model, layer)
-    notes: tuple[str, ...] = ()
-    if params["rope_type"] != "default" and start is not None:
-        notes = (f"note: {label} is already scaled ({params['rope_type']}); scaling from {start}",)
-    return ModelFacts(float(params["rope_theta"]), layer.head_dim or model.head_dim,
-                      float(prf) if prf is not None else None, start, params, notes,
-                      model.text_source == "text_config")
-
-
 def max_position_embeddings(req: ScaleRequest) -> int:
     """What ``max_position_embeddings`` must say: the target, except for dynamic NTK.
 

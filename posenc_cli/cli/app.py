@@ -20,34 +20,46 @@ from typer._click.exceptions import ClickException
 from typer.core import TyperGroup
 
 from posenc_cli import __version__
-from posenc_cli.cli import check, convert, inspect, pick, rules, scale, verify
 from posenc_cli.cli.output import console, note, print_json
 from posenc_cli.errors import ExitCode, PosencError
 
 __all__ = ["app", "main", "console", "note", "print_json"]
 
 
-#: Command groups whose modules load only when the group is used (or listed in help): name -> (module, Typer app).
-LAZY_GROUPS = {
+#: Every command: name -> (module, attribute), a function (a command) or a Typer app (a group such as ``rules``).
+#: A module is imported only when its command runs or help lists it, so a run builds one command's parameters.
+COMMANDS = {
+    "pick": ("posenc_cli.cli.pick", "pick"),
+    "rules": ("posenc_cli.cli.rules", "rules_app"),
+    "scale": ("posenc_cli.cli.scale", "scale"),
+    "inspect": ("posenc_cli.cli.inspect", "inspect"),
+    "check": ("posenc_cli.cli.check", "check"),
+    "convert": ("posenc_cli.cli.convert", "convert"),
+    "verify": ("posenc_cli.cli.verify", "verify"),
     "plot": ("posenc_cli.cli.plot", "plot_app"),
     "experiment": ("posenc_cli.cli.experiment", "experiment_app"),
 }
+LAZY_GROUPS = {name: spec for name, spec in COMMANDS.items() if spec[1].endswith("_app")}
 
 
 class PosencGroup(TyperGroup):
     """Runs a command and turns any usage error or :class:`PosencError` into one ``error:`` line.
 
-    ``plot`` and ``experiment`` are attached on first use, so other commands never import their modules.
+    Commands are attached on first use (:data:`COMMANDS`), so a run imports only the module of its command.
     """
 
     def list_commands(self, ctx: Any) -> list[str]:
-        names = super().list_commands(ctx)
-        return names + [name for name in LAZY_GROUPS if name not in names]
+        return list(COMMANDS)
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        if cmd_name in LAZY_GROUPS and cmd_name not in self.commands:
-            module, attr = LAZY_GROUPS[cmd_name]
-            command = typer.main.get_command(getattr(importlib.import_module(module), attr))
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            module, attr = COMMANDS[cmd_name]
+            target = getattr(importlib.import_module(module), attr)
+            if not isinstance(target, typer.Typer):
+                single = typer.Typer(add_completion=False)
+                single.command(cmd_name)(target)
+                target = single
+            command = typer.main.get_command(target)
             command.name = cmd_name
             self.add_command(command, cmd_name)
         return super().get_command(ctx, cmd_name)
@@ -108,31 +120,6 @@ def _root(
     """Pick, scale, inspect and verify positional encodings."""
 
 
-# one module per command; registering one imports only typer
-app.command("pick")(pick.pick)
-app.command("scale")(scale.scale)
-app.command("inspect")(inspect.inspect)
-app.command("check")(check.check)
-app.command("convert")(convert.convert)
-app.command("verify")(verify.verify)
-app.add_typer(rules.rules_app, name="rules")
-
-
-def _keep_only(name: str | None) -> None:
-    """Register only the command or group the user asked for.
-
-    Building every command's parameters costs typer about 12 ms per start; a run needs one. ``posenc``,
-    ``posenc --help`` and unknown names keep the full app, so help and "no such command" hints stay complete.
-    """
-    commands = [c for c in app.registered_commands
-                if (c.name or (c.callback.__name__ if c.callback else "")).replace("_", "-") == name]
-    groups = [g for g in app.registered_groups if g.name == name]
-    if commands or groups or name in LAZY_GROUPS:
-        app.registered_commands = commands
-        app.registered_groups = groups
-
-
 def main() -> None:
     """Console-script entry point."""
-    _keep_only(sys.argv[1] if len(sys.argv) > 1 else None)
     app()

@@ -15,7 +15,8 @@ import typer
 from posenc_cli.errors import PosencError
 
 if TYPE_CHECKING:
-    from posenc_cli.scaling import ModelFacts, ScaleRequest
+    from posenc_cli.models import ModelFacts
+    from posenc_cli.scaling import ScaleRequest
 
 FactorOpt = Annotated[float | None, typer.Option(help="Scale factor S (target = original x S).")]
 OriginalMaxOpt = Annotated[str | None, typer.Option(help="Trained context length: 4k, 32k, 131072.")]

@@ -45,6 +45,7 @@ def scale(
     Example: posenc scale yarn --original-max 32k --target 128k --theta 1e6
     """
     from posenc_cli import scaling
+    from posenc_cli.models import ModelFacts, model_facts
     from posenc_cli.sources import describe_source, read_source
 
     if fmt not in scaling.FORMATS:
@@ -53,7 +54,7 @@ def scale(
         raise PosencError("--output and --in-place patch a model config: pass --config FILE")
     if output and in_place:
         raise PosencError("give either --output FILE or --in-place, not both")
-    facts: scaling.ModelFacts | None = None
+    facts: ModelFacts | None = None
     source: dict[str, Any] | None = None
     if config is not None:
         src = read_source(config)
@@ -63,7 +64,7 @@ def scale(
         if in_place and src.kind == "folder" and src.path:
             config = src.path
         source = src.config
-        facts = scaling.model_facts(describe_source(src), src.label)
+        facts = model_facts(describe_source(src), src.label)
     options = opts.ScaleOptions(
         factor=factor, original_max=original_max, target=target, partial_rotary_factor=partial_rotary_factor,
         beta_fast=beta_fast, beta_slow=beta_slow, attention_factor=attention_factor, mscale=mscale,
