@@ -1,48 +1,62 @@
-"""SGLang 0.5.23 (``sglang/srt/layers/rotary_embedding/factory.py`` and ``yarn.py``, ``srt/configs/model_config.py``).
+"""SGLang 0.5.23 (``sglang/srt/layers/rotary_embedding/``, ``srt/configs/model_config.py``), as its own rotary classes
+measured on CPU in ``tests/test_engine_harness.py`` (they need triton to import, so CI does not run them).
 
-SGLang's rotary classes are vLLM's, forked: ``get_rope`` reads ``rope_type`` (or ``type``) from the config's rope
-dict and builds the same classes, so the frequencies follow :mod:`posenc_cli.engines.vllm`, with one difference:
-its YaRN takes an ``attn_factor`` multiplier and never reads transformers' ``attention_factor`` key, so a custom
-attention factor is not applied. Overrides go through ``--json-model-override-args`` (a dict value replaces the
-model's whole dict); ``--context-length`` longer than the model's window needs
+SGLang's rotary classes are an older fork of vLLM's: default, linear, llama3, YaRN (truncate honoured) and
+DeepSeek YaRN build the same tables as vLLM and transformers. Three differences:
+
+* dynamic NTK: one table of ``max_position_embeddings * factor`` rows with the base transformers uses for a sequence
+  of that length, for every position (transformers grows its base from ``rope_theta`` per forward);
+* LongRoPE switches per batch like transformers, one position later: a sequence of exactly ``original + 1`` tokens
+  keeps the short factors (transformers: long);
+* its YaRN takes an ``attn_factor`` multiplier and never reads transformers' ``attention_factor`` key.
+
+SGLang reads the model's own rope dict, so no override can make its dynamic NTK or its LongRoPE boundary equal
+transformers'; ``--context-length`` longer than the model's window needs
 ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1``.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from posenc_cli.attention_factors import yarn_mscale
 from posenc_cli.engines import EngineRun, GroupRun, vllm
-from posenc_cli.models import ModelPositions, text_config
+from posenc_cli.models import LayerRope, ModelPositions
 
 VERSION = "0.5.23"
 ENV_LONG = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
 
 
-def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int) -> EngineRun:
-    base = vllm.run(model, cfg, max_model_len)
-    groups: list[GroupRun] = []
-    warnings = [w.replace("vLLM", "SGLang") for w in base.warnings]
-    for layer, group in zip(model.layers, base.groups, strict=True):
-        p = layer.params
-        if p.get("rope_type") == "yarn" and p.get("attention_factor") is not None \
-                and model.text_model_type not in vllm._DEEPSEEK:
-            from posenc_cli.attention_factors import yarn_mscale
+def _group(model: ModelPositions, layer: LayerRope, max_model_len: int, warnings: list[str]) -> GroupRun:
+    from posenc_cli.frequencies import compute
+    from posenc_cli.inspection import spec_for
 
-            factor = float(p.get("factor") or 1.0)
-            group = GroupRun(group.name, group.inv_freq, yarn_mscale(factor), group.softmax_scale)
-            warnings.append("SGLang's YaRN ignores attention_factor (it takes an attn_factor multiplier)")
-        groups.append(group)
+    spec = spec_for(model, layer)
+    p = layer.params
+    rope_type = p.get("rope_type", "default")
+    if rope_type == "dynamic":
+        longest = int(spec.max_position_embeddings * float(p["factor"]))
+        freqs = compute(spec, longest)
+        return GroupRun(layer.name, freqs.inv_freq, 1.0, model.softmax_scale)
+    if rope_type == "longrope":
+        original = int(p["original_max_position_embeddings"])
+        warnings.append(f"SGLang switches to the long factors one position later than transformers: a sequence of "
+                        f"exactly {original + 1:,} tokens keeps the short ones")
+        freqs = compute(spec, max_model_len)
+        return GroupRun(layer.name, freqs.inv_freq, freqs.attention_factor, model.softmax_scale)
+    group = vllm.group(model, layer, max_model_len, [])
+    if rope_type == "yarn" and p.get("attention_factor") is not None and model.text_model_type not in vllm.DEEPSEEK:
+        warnings.append("SGLang's YaRN ignores attention_factor (it takes an attn_factor multiplier)")
+        group.attention_factor = yarn_mscale(float(p.get("factor") or 1.0))
+    return group
+
+
+def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int) -> EngineRun:
+    warnings: list[str] = []
+    groups = [_group(model, layer, max_model_len, warnings) for layer in model.layers]
     accepts = model.max_position_embeddings or max_model_len
     needs = [ENV_LONG] if max_model_len > accepts else []
     argv = ["python", "-m", "sglang.launch_server", "--model-path", "MODEL", "--context-length", str(max_model_len)]
-    over = vllm.overrides(model, cfg, max_model_len)
-    if over is not None:
-        _, _, where = text_config(cfg)
-        body = over.get("text_config", over)
-        rope = {"rope_scaling": body["rope_parameters"], "max_position_embeddings": body["max_position_embeddings"]}
-        argv += ["--json-model-override-args", json.dumps({"text_config": rope} if where == "text_config" else rope)]
     if needs:
         argv = ["env", *needs, *argv]
     return EngineRun("sglang", VERSION, max_model_len, groups, argv, accepts=accepts, needs=needs,

@@ -30,7 +30,7 @@ from posenc_cli.models import LayerRope, ModelPositions, text_config
 VERSION = "0.33.0"
 ENV_LONG = "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
 _NOT_MULTIPLIED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
-_DEEPSEEK = ("deepseek_v2", "deepseek_v3", "deepseek_v32")
+DEEPSEEK = ("deepseek_v2", "deepseek_v3", "deepseek_v32")
 
 
 def derived_max_len(model: ModelPositions) -> int:
@@ -38,19 +38,19 @@ def derived_max_len(model: ModelPositions) -> int:
     base = model.max_position_embeddings or 0
     params = model.layers[0].params if model.layers else {}
     rope_type = params.get("rope_type", "default")
-    if rope_type in _NOT_MULTIPLIED or "factor" not in params or model.text_model_type in _DEEPSEEK:
+    if rope_type in _NOT_MULTIPLIED or "factor" not in params or model.text_model_type in DEEPSEEK:
         return base
     return int(base * float(params["factor"]))
 
 
-def _group(model: ModelPositions, layer: LayerRope, max_model_len: int, notes: list[str]) -> GroupRun:
+def group(model: ModelPositions, layer: LayerRope, max_model_len: int, notes: list[str]) -> GroupRun:
     from posenc_cli.frequencies import RopeSpec, compute, default_inv_freq, dynamic_base
     from posenc_cli.inspection import spec_for
 
     spec = spec_for(model, layer)
     p = layer.params
     rope_type = p.get("rope_type", "default")
-    if model.text_model_type in _DEEPSEEK and rope_type != "default":
+    if model.text_model_type in DEEPSEEK and rope_type != "default":
         # deepseek_yarn: truncate ignored (always rounded), attention_factor ignored
         s = float(p.get("factor", 1.0))
         params = {k: v for k, v in p.items() if k not in ("truncate", "attention_factor")}
@@ -124,7 +124,7 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int) -> Engin
         if "text_config" in over:
             merged["text_config"] = target
         served = describe(merged)
-    groups = [_group(served, layer, max_model_len, notes) for layer in served.layers]
+    groups = [group(served, layer, max_model_len, notes) for layer in served.layers]
     accepts = derived_max_len(served)
     needs = [ENV_LONG] if max_model_len > accepts else []
     warnings = list(dict.fromkeys(notes))

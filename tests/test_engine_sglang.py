@@ -1,0 +1,54 @@
+"""posenc's model of SGLang 0.5.23 against SGLang's own rotary classes (tests/vllm_harness.py runs them in a
+subprocess; they need triton and IPython, which CI does not install, so these skip there and were run locally with
+``POSENC_SGLANG_PYTHONPATH``). Tolerance: inverse frequencies rtol 1e-6 (float32 both sides)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from posenc_cli.engines import sglang
+from posenc_cli.inspection import spec_for
+from posenc_cli.models import describe
+
+pytestmark = pytest.mark.numeric
+
+vh = pytest.importorskip("vllm_harness")
+if not vh.sglang_available():
+    pytest.skip("sglang, or the triton/IPython its import chain needs, is not available", allow_module_level=True)
+
+ROOT = Path(__file__).parent.parent
+DYNAMIC = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+           "num_attention_heads": 32, "max_position_embeddings": 4096, "rope_theta": 10000.0,
+           "rope_scaling": {"rope_type": "dynamic", "factor": 4.0}}
+CASES: dict[str, dict[str, Any]] = {
+    "dynamic": DYNAMIC,
+    "qwen2.5 + yarn": json.loads((ROOT / "docs/examples/qwen2.5-7b-instruct-yarn.json").read_text()),
+    "llama 3.1": json.loads((ROOT / "tests/corpus/llama-3.1-8b-instruct.json").read_text()),
+}
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[str, dict[str, Any]]:
+    specs = []
+    for cfg in CASES.values():
+        model = describe(cfg)
+        layer = model.layers[0]
+        spec = spec_for(model, layer)
+        specs.append({"rope_parameters": dict(layer.params), "head_dim": spec.head_dim, "rotary_dim": spec.rotary_dim,
+                      "max_position": model.max_position_embeddings, "model_arch": cfg["architectures"][0]})
+    return dict(zip(CASES, vh.sglang_rope_many(specs), strict=True))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_sglang_builds_what_posenc_says(results: dict[str, dict[str, Any]], name: str) -> None:
+    cfg = CASES[name]
+    model = describe(cfg)
+    (group,) = sglang.run(model, cfg, model.max_position_embeddings or 0).groups
+    got = np.asarray(results[name]["inv_freq"], dtype=np.float64)
+    np.testing.assert_allclose(got, group.inv_freq.astype(np.float64), rtol=1e-6, atol=0)
+    assert float(results[name]["mscale"]) == pytest.approx(group.attention_factor, rel=1e-6)

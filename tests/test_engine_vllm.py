@@ -1,0 +1,121 @@
+"""posenc's model of vLLM 0.33.0 against vLLM's own code (tests/vllm_harness.py: its ModelConfig, hf-overrides merge,
+length check and rotary classes, on CPU): for each config, the overrides posenc prints go through vLLM's config
+path, and the rotary table vLLM builds must be the one posenc says it builds.
+
+Tolerances: inverse frequencies rtol 1e-6 (both sides float32; the table's read-back is exact to 1.1e-7); the cos/sin
+magnitude rel 1e-6 (vLLM folds it into a float32 table).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from posenc_cli.engines import vllm as vllm_model
+from posenc_cli.engines import check
+from posenc_cli.models import describe
+
+pytestmark = pytest.mark.numeric
+
+vh = pytest.importorskip("vllm_harness")
+if not vh.vllm_available():
+    pytest.skip("vLLM 0.33.0 does not import on this machine (see tests/vllm_harness.py)", allow_module_level=True)
+
+ROOT = Path(__file__).parent.parent
+CORPUS = ROOT / "tests" / "corpus"
+DYNAMIC = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 2, "intermediate_size": 11008,
+           "vocab_size": 32000, "max_position_embeddings": 8192, "rope_theta": 10000.0,
+           "rope_scaling": {"rope_type": "dynamic", "factor": 4.0}}
+
+
+def load(name: str) -> dict[str, Any]:
+    path = ROOT / name
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+CASES = [
+    ("qwen2.5 + yarn x4", load("docs/examples/qwen2.5-7b-instruct-yarn.json"), 131072),
+    ("llama 3.1", load("tests/corpus/llama-3.1-8b-instruct.json"), 131072),
+    ("gpt-oss truncate=false", load("tests/corpus/gpt-oss-20b.json"), 131072),
+    ("deepseek-v3", load("tests/corpus/deepseek-v3.json"), 163840),
+    ("phi-3 longrope at 128k", load("tests/fixtures/phi-3-mini-128k.json"), 131072),
+    ("phi-3 longrope at 4k", load("tests/fixtures/phi-3-mini-128k.json"), 4096),
+    ("dynamic x4 with posenc's override", DYNAMIC, 32768),
+    ("dynamic as shipped, within its window", DYNAMIC, 8192),
+]
+
+
+def overrides_of(invocation: list[str]) -> dict[str, Any] | None:
+    if "--hf-overrides" not in invocation:
+        return None
+    over: dict[str, Any] = json.loads(invocation[invocation.index("--hf-overrides") + 1])
+    return over
+
+
+@pytest.mark.parametrize(("name", "cfg", "max_model_len"), CASES, ids=[c[0] for c in CASES])
+def test_vllm_builds_what_posenc_says(name: str, cfg: dict[str, Any], max_model_len: int) -> None:
+    model = describe(cfg)
+    run = vllm_model.run(model, cfg, max_model_len)
+    (group,) = run.groups
+    over = overrides_of(run.invocation)
+    # vLLM validates a quantization config against the float32 table dtype; it does not touch the rope
+    served = {k: v for k, v in cfg.items() if k != "quantization_config"}
+    cos, sin, extra = vh.vllm_rope_from_hf_config(served, over, max_model_len,
+                                                  allow_long_max_model_len=bool(run.needs))
+    assert extra["max_model_len"] == max_model_len
+    vllm_inv = extra["inv_freq"].double().numpy()
+    np.testing.assert_allclose(vllm_inv, group.inv_freq.astype(np.float64), rtol=1e-6, atol=0)
+    assert float(extra["mscale"]) == pytest.approx(group.attention_factor, rel=1e-6)
+    assert extra.get("softmax_scale_multiplier", 1.0) == pytest.approx(group.softmax_scale, rel=1e-9)
+    # the table covers every position served (vLLM's dynamic table, unfixed, does not)
+    assert extra["cache_len"] >= max_model_len
+
+
+@pytest.mark.parametrize(("name", "cfg", "max_model_len"), CASES, ids=[c[0] for c in CASES])
+def test_vllm_accepts_what_posenc_says(name: str, cfg: dict[str, Any], max_model_len: int) -> None:
+    run = vllm_model.run(describe(cfg), cfg, max_model_len)
+    _, settled = vh.vllm_config_after_overrides(cfg, overrides_of(run.invocation), max_model_len)
+    if run.needs:
+        assert isinstance(settled, str) and "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in settled
+    else:
+        assert settled == max_model_len
+
+
+def test_a_window_past_the_derived_length_needs_the_variable() -> None:
+    cfg = load("tests/corpus/qwen2.5-7b-instruct.json")
+    run = vllm_model.run(describe(cfg), cfg, 65536)
+    assert run.needs == [vllm_model.ENV_LONG] and run.accepts == 32768
+    _, settled = vh.vllm_config_after_overrides(cfg, None, 65536)
+    assert isinstance(settled, str) and "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in settled
+
+
+def test_dynamic_as_shipped_is_plain_rope_with_a_short_table() -> None:
+    """What the issue found: vLLM's dynamic NTK keeps theta and a max_position_embeddings-row table, while its length
+    check accepts 4x more. posenc's override fixes both."""
+    cos, sin, extra = vh.vllm_rope_from_hf_config(DYNAMIC, None, 8192)
+    plain = describe({**DYNAMIC, "rope_scaling": None})
+    theta_inv = check(plain, DYNAMIC, ["vllm"], 8192).reference.groups[0].inv_freq
+    np.testing.assert_allclose(extra["inv_freq"].double().numpy(), theta_inv, rtol=1e-6)
+    assert extra["cache_len"] == 8192
+    _, settled = vh.vllm_config_after_overrides(DYNAMIC, None, 32768)
+    assert settled == 32768  # accepted, past the end of its own table
+
+
+def test_a_rope_override_without_theta_loses_the_models_theta() -> None:
+    """Why posenc's override always carries rope_theta: vLLM replaces the dict whole."""
+    cfg = load("tests/corpus/qwen2.5-7b-instruct.json")
+    rope, _ = vh.vllm_config_after_overrides(
+        cfg, {"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
+              "max_position_embeddings": 131072}, 131072)
+    assert rope.get("rope_theta") != 1e6
+    ours = vllm_model.rope_overrides(describe(cfg).layers[0].params | {"rope_type": "yarn", "factor": 4.0,
+                                                                         "original_max_position_embeddings": 32768},
+                                     serve_len=131072, trained_len=32768, text_config=False)
+    rope, settled = vh.vllm_config_after_overrides(cfg, ours, 131072)
+    assert rope["rope_theta"] == 1e6 and settled == 131072
