@@ -158,11 +158,12 @@ def static_longrope(spec: RopeSpec, layer: LayerRope, max_model_len: int, max_po
     return GroupRun(layer.name, freqs.inv_freq, magnitude)
 
 
-Runner = Callable[[ModelPositions, dict[str, Any], int], EngineRun]
+Runner = Callable[[ModelPositions, dict[str, Any], int, "int | None"], EngineRun]
 
 
 def registry() -> dict[str, Runner]:
-    """Engine name -> runner ``(model, config, max_model_len) -> EngineRun``, in report order."""
+    """Engine name -> runner ``(model, config, max_model_len, seq_len) -> EngineRun``, in report order: what the
+    engine computes serving ``max_model_len`` for a sequence of ``seq_len`` tokens (None: ``max_model_len``)."""
     from posenc_cli.engines import llamacpp, sglang, transformers, vllm
 
     return {"hf": transformers.run, "vllm": vllm.run, "sglang": sglang.run, "llama.cpp": llamacpp.run}
@@ -235,11 +236,13 @@ def check(model: ModelPositions, cfg: dict[str, Any], engines: list[str], max_mo
     for name in engines:
         if name == "hf":
             continue
-        run = known[name](model, cfg, max_model_len)
+        run = known[name](model, cfg, max_model_len, None)
         verdict = compare(reference, run)
         if short is not None and not run.refusal:
+            # the same server, a sequence of `short` tokens: static engines keep their tables, per-batch ones switch
+            served_short = known[name](model, cfg, max_model_len, short)
             at_short = compare(transformers.short_run(model, cfg, short),
-                               EngineRun(run.engine, run.version, short, run.groups, run.invocation))
+                               EngineRun(run.engine, run.version, short, served_short.groups, run.invocation))
             for long_v, short_v in zip(verdict.groups, at_short.groups, strict=True):
                 long_v.short_diff = short_v.inv_freq_rel_diff
                 long_v.short_worst_pair = short_v.worst_pair

@@ -104,7 +104,8 @@ def flags(params: Mapping[str, Any], *, max_model_len: int, arch: str, in_gguf: 
     raise NoEquivalent(f"rope_type {rope_type!r} has no llama.cpp flag")
 
 
-def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int) -> EngineRun:
+def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
+    """What the engine computes serving ``max_model_len``, for a sequence of ``seq_len`` tokens (default: that long)."""
     from posenc_cli.frequencies import RopeSpec, compute
     from posenc_cli.inspection import spec_for
 

@@ -27,7 +27,8 @@ VERSION = "0.5.23"
 ENV_LONG = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
 
 
-def _group(model: ModelPositions, layer: LayerRope, max_model_len: int, warnings: list[str]) -> GroupRun:
+def _group(model: ModelPositions, layer: LayerRope, max_model_len: int, seq_len: int,
+           warnings: list[str]) -> GroupRun:
     from posenc_cli.frequencies import compute
     from posenc_cli.inspection import spec_for
 
@@ -42,7 +43,8 @@ def _group(model: ModelPositions, layer: LayerRope, max_model_len: int, warnings
         original = int(p["original_max_position_embeddings"])
         warnings.append(f"SGLang switches to the long factors one position later than transformers: a sequence of "
                         f"exactly {original + 1:,} tokens keeps the short ones")
-        freqs = compute(spec, max_model_len)
+        # per batch, like transformers, but long only from original + 2 tokens
+        freqs = compute(spec, seq_len if seq_len > original + 1 else min(seq_len, original))
         return GroupRun(layer.name, freqs.inv_freq, freqs.attention_factor, model.softmax_scale)
     group = vllm.group(model, layer, max_model_len, [])
     if rope_type == "yarn" and p.get("attention_factor") is not None and model.text_model_type not in vllm.DEEPSEEK:
@@ -51,9 +53,10 @@ def _group(model: ModelPositions, layer: LayerRope, max_model_len: int, warnings
     return group
 
 
-def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int) -> EngineRun:
+def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
+    """What the engine computes serving ``max_model_len``, for a sequence of ``seq_len`` tokens (default: that long)."""
     warnings: list[str] = []
-    groups = [_group(model, layer, max_model_len, warnings) for layer in model.layers]
+    groups = [_group(model, layer, max_model_len, seq_len or max_model_len, warnings) for layer in model.layers]
     accepts = model.max_position_embeddings or max_model_len
     needs = [ENV_LONG] if max_model_len > accepts else []
     argv = ["python", "-m", "sglang.launch_server", "--model-path", "MODEL", "--context-length", str(max_model_len)]

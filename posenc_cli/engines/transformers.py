@@ -22,14 +22,14 @@ def groups_at(model: ModelPositions, seq_len: int | None) -> list[GroupRun]:
     return out
 
 
-def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int) -> EngineRun:
+def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
     first = model.layers[0]
     window, _, _ = windows(first.params, model.max_position_embeddings or max_model_len)
     warnings = []
     if window is not None and max_model_len > window:
         warnings.append(f"max_model_len {max_model_len:,} is past the model's native window {window:,}: transformers "
                         "computes it, but the model was not trained there")
-    return EngineRun("hf", VERSION, max_model_len, groups_at(model, max_model_len), ["config.json as it is"],
+    return EngineRun("hf", VERSION, max_model_len, groups_at(model, seq_len or max_model_len), ["config.json as it is"],
                      accepts=None, warnings=warnings)
 
 

@@ -109,7 +109,8 @@ def invocation(model_name: str, over: dict[str, Any] | None, max_model_len: int)
     return argv + ["--max-model-len", str(max_model_len)]
 
 
-def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int) -> EngineRun:
+def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
+    """What the engine computes serving ``max_model_len``, for a sequence of ``seq_len`` tokens (default: that long)."""
     notes: list[str] = []
     over = overrides(model, cfg, max_model_len)
     served = model
