@@ -14,22 +14,24 @@ from typing import Any
 from posenc_cli.errors import PosencError
 
 
-def load_json(path: str) -> dict[str, Any]:
-    """Read a JSON object from ``path`` (``-`` reads stdin); every failure is one clear PosencError."""
-    if path == "-":
-        label = "<stdin>"
-        try:
-            data = json.loads(sys.stdin.read())
-        except json.JSONDecodeError as exc:
-            raise PosencError(f"{label}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    else:
-        label = path
-        if Path(path).is_dir():
-            raise PosencError(f"{label} is a directory; pass the config.json file inside it")
-        data = load_json_value(path)
+def parse_json_object(text: str, label: str) -> dict[str, Any]:
+    """The JSON object in ``text``; malformed JSON or another kind of value is one PosencError naming ``label``."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PosencError(f"{label}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     if not isinstance(data, dict):
         raise PosencError(f"{label}: expected a JSON object, got {type(data).__name__}")
     return data
+
+
+def load_json(path: str) -> dict[str, Any]:
+    """Read a JSON object from ``path`` (``-`` reads stdin); every failure is one clear PosencError."""
+    if path == "-":
+        return parse_json_object(sys.stdin.read(), "<stdin>")
+    if Path(path).is_dir():
+        raise PosencError(f"{path} is a directory; pass the config.json file inside it")
+    return parse_json_object(read_text(path), str(Path(path)))
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:

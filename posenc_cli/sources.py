@@ -34,7 +34,6 @@ them.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -44,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.config import load_json, read_text
+from posenc_cli.config import load_json, parse_json_object, read_text
 from posenc_cli.errors import PosencError
 
 if TYPE_CHECKING:
@@ -204,14 +203,7 @@ def _read_hub(repo_id: str, revision: str | None) -> Source:
         raise _hub_error(exc, repo_id, revision) from None
     finally:
         hub_log.setLevel(level)
-    text = read_text(path, label)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PosencError(f"{label}: config.json is not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    if not isinstance(data, dict):
-        raise PosencError(f"{label}: config.json holds a JSON {type(data).__name__}, not an object")
-    return Source(data, label, "hub", path)
+    return Source(parse_json_object(read_text(path, label), f"{label} config.json"), label, "hub", path)
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
