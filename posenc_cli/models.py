@@ -404,6 +404,14 @@ def _layer_types(text: Mapping[str, Any], text_type: str, n: int | None) -> list
     given = text.get("layer_types")
     if isinstance(given, list) and all(isinstance(t, str) for t in given):
         return [_LEGACY_LAYER_TYPES.get(t) or t for t in given]
+    blocks = text.get("block_configs")
+    if isinstance(blocks, list) and all(isinstance(b, Mapping) for b in blocks):
+        # DeciLM / Nemotron-NAS: a block whose attention is removed (no_op) or replaced by a linear layer
+        def attends(block: Mapping[str, Any]) -> bool:
+            attn = block.get("attention")
+            return not (isinstance(attn, Mapping) and (attn.get("no_op") or attn.get("replace_with_linear")))
+
+        return ["full_attention" if attends(b) else "no_attention" for b in blocks]
     if n is None:
         return None
     if text_type in ("gemma3_text", "gemma4_text"):
@@ -455,6 +463,8 @@ def _no_rope_reason(text: Mapping[str, Any], text_type: str, layer_type: str) ->
         return "short-convolution blocks: no attention, no RoPE"
     if layer_type == "cross_attention":
         return "cross-attention to the image tokens: no RoPE"
+    if layer_type == "no_attention":
+        return "the attention block is removed (no_op) or replaced by a linear layer: no attention, no RoPE"
     return None
 
 

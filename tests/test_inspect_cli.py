@@ -474,3 +474,13 @@ def test_hub_cache_in_the_repository_reads_offline() -> None:
     r = json.loads(proc.stdout)
     assert r["source"]["kind"] == "hub" and r["rope_theta"] == 1e6
     assert r == {**inspect_json(str(root / "tests" / "corpus" / "qwen2.5-7b-instruct.json")), "source": r["source"]}
+
+
+def test_nemotron_nas_blocks_without_attention_have_no_rope() -> None:
+    """DeciLM / Nemotron-NAS removes attention from some blocks (block_configs[i].attention.no_op)."""
+    path = Path(__file__).parent / "corpus" / "llama-3.3-nemotron-super-49b-v1.json"
+    cfg = json.loads(path.read_text())
+    r = inspect_json(str(path))
+    removed = [i for i, b in enumerate(cfg["block_configs"]) if b["attention"]["no_op"]]
+    assert [g["layers"] for g in r["no_rope"]] == [removed] and len(removed) == 31
+    assert sorted(r["layers"][0]["layers"]) == sorted(set(range(80)) - set(removed))
