@@ -119,3 +119,42 @@ def test_a_rope_override_without_theta_loses_the_models_theta() -> None:
                                      serve_len=131072, trained_len=32768, text_config=False)
     rope, settled = vh.vllm_config_after_overrides(cfg, ours, 131072)
     assert rope["rope_theta"] == 1e6 and settled == 131072
+
+
+# --- posenc scale --format vllm, end to end: vLLM's table equals transformers' with posenc's hf-v5 output
+
+def _scale(*args: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    from clihelpers import ok, run
+
+    hf = json.loads(ok(run("scale", *args, "--format", "hf-v5")).stdout)
+    argv = ok(run("scale", *args, "--format", "vllm")).stdout.split(" --hf-overrides ")[1]
+    over = json.loads(argv.split(" --max-model-len ")[0].strip("'"))
+    return hf, over
+
+
+@pytest.mark.parametrize("args", [
+    ("yarn", "--config", "tests/corpus/qwen2.5-7b-instruct.json", "--factor", "4"),
+    ("dynamic", "--config", "tests/corpus/qwen2.5-7b-instruct.json", "--factor", "4"),
+    ("yarn", "--config", "tests/corpus/gpt-oss-20b.json", "--target", "256k", "--fine-tuned"),
+], ids=["qwen-yarn", "qwen-dynamic", "gpt-oss-yarn-256k"])
+def test_scale_vllm_output_builds_transformers_table(args: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+    from test_engine_harness import hf_config, hf_cos_sin
+
+    monkeypatch.chdir(ROOT)
+    hf, over = _scale(*args)
+    cfg = load(args[2])
+    served = {k: v for k, v in cfg.items() if k not in ("quantization_config", "rope_scaling", "rope_theta")}
+    target = hf["max_position_embeddings"] if args[0] != "dynamic" else over["max_position_embeddings"]
+    cos, sin, extra = vh.vllm_rope_from_hf_config(served, over, target)
+    assert extra["cache_len"] >= target
+    hf_cfg = hf_config({**served, **hf, "max_position_embeddings": hf["max_position_embeddings"]})
+    # past the original length, up to the last position served (transformers at the full serving length)
+    positions = torch.arange(target)
+    hcos, hsin, _ = hf_cos_sin(hf_cfg, positions)
+    original = int(over["rope_parameters"].get("original_max_position_embeddings", 32768))
+    tail = slice(original, target)
+    # both tables are torch's float32 cos/sin of the same float32 angles (measured: bit-identical here); a CPU whose
+    # kernels take another path for one tensor length may move a value by a few ulps (< 1e-6 for |values| <= 1.35)
+    assert float((cos[tail] - hcos[tail]).abs().max()) <= 1e-6
+    assert float((sin[tail] - hsin[tail]).abs().max()) <= 1e-6
