@@ -722,7 +722,9 @@ class ModelFacts:
 
         if self.params.get("rope_type") != METHODS.get(method):
             return {}
-        return {k: self.params[k] for k in INHERITED.get(method, ()) if k in self.params}
+        # a zero mscale means "not set" to transformers (it tests truthiness), not a value to pass on
+        return {k: self.params[k] for k in INHERITED.get(method, ())
+                if k in self.params and not (k.startswith("mscale") and not self.params[k])}
 
     @property
     def extra(self) -> dict[str, Any]:

@@ -733,3 +733,9 @@ def test_llama3_keeps_its_band_factors() -> None:
     p = _v5("llama3", "--config", str(CORPUS / "llama-4-scout-17b-16e-instruct.json"), "--factor", "32",
             "--fine-tuned", "--original-max", "8k")
     assert (p["low_freq_factor"], p["high_freq_factor"]) == (1.0, 1.0)
+
+
+def test_a_zero_mscale_is_not_carried_over() -> None:
+    """Devstral 2 ships mscale_all_dim 0, which transformers reads as unset: it is not an option to validate."""
+    p = _v5("yarn", "--config", str(CORPUS / "devstral-2-123b-instruct.json"), "--factor", "2")
+    assert "mscale_all_dim" not in p and p["factor"] == 2.0
