@@ -38,7 +38,7 @@ METHODS: dict[str, str] = {
     "longrope": "longrope",
     "llama3": "llama3",
 }
-FORMATS = ("hf", "hf-v5", "vllm", "llama.cpp")
+FORMATS = ("hf", "hf-v5", "vllm", "sglang", "llama.cpp")
 
 #: Beyond this factor RoPE scaling needs a fine-tuning stage (the lesson's rule; PI and YaRN fine-tune past it).
 NO_FINETUNE_LIMIT = 8.0
@@ -288,6 +288,12 @@ def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bo
                            f"at {req.target} positions; shorter sequences keep that base, where transformers grows "
                            "its base from rope_theta")
         return shlex.join(format_vllm(req, model, text_config)), caveats
+    if fmt == "sglang":
+        from posenc_cli.engines.sglang import request_invocation
+
+        argv, caveats = request_invocation(rope_parameters(req), serve_len=req.target, trained_len=req.original_max,
+                                           text_config=text_config, model_name=model)
+        return shlex.join(argv), caveats
     if fmt == "llama.cpp":
         from posenc_cli.engines.llamacpp import flags
 

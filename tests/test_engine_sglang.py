@@ -52,3 +52,23 @@ def test_sglang_builds_what_posenc_says(results: dict[str, dict[str, Any]], name
     got = np.asarray(results[name]["inv_freq"], dtype=np.float64)
     np.testing.assert_allclose(got, group.inv_freq.astype(np.float64), rtol=1e-6, atol=0)
     assert float(results[name]["mscale"]) == pytest.approx(group.attention_factor, rel=1e-6)
+
+
+def test_sglang_format_for_dynamic_builds_transformers_base_at_the_serving_length() -> None:
+    """posenc scale dynamic --format sglang keeps max_position_embeddings at the trained length: SGLang's one base is
+    then transformers' for the serving length."""
+    import shlex
+
+    from clihelpers import ok, run
+
+    from posenc_cli.frequencies import RopeSpec, compute
+
+    argv = shlex.split(ok(run("scale", "dynamic", "--original-max", "4k", "--target", "16k", "--theta", "10000",
+                              "--head-dim", "128", "--format", "sglang")).stdout)
+    over = json.loads(argv[argv.index("--json-model-override-args") + 1])
+    rope, window = over["rope_scaling"], over["max_position_embeddings"]
+    (result,) = vh.sglang_rope_many([{"rope_parameters": rope, "head_dim": 128, "rotary_dim": 128,
+                                      "max_position": window, "model_arch": "LlamaForCausalLM"}])
+    hf = compute(RopeSpec(rope, 128, window), 16384)
+    np.testing.assert_allclose(np.asarray(result["inv_freq"], dtype=np.float64), hf.inv_freq.astype(np.float64),
+                               rtol=1e-6)

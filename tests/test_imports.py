@@ -57,8 +57,9 @@ SCALE = ["scale", "yarn", "--original-max", "32k", "--target", "128k", "--head-d
 
 @pytest.mark.parametrize(
     "extra",
-    [[], ["--format", "hf-v5"], ["--format", "vllm"], ["--format", "llama.cpp"], ["--theta", "1e6"]],
-    ids=["hf", "hf-v5", "vllm", "llama.cpp", "theta"],
+    [[], ["--format", "hf-v5"], ["--format", "vllm"], ["--format", "sglang"], ["--format", "llama.cpp"],
+     ["--theta", "1e6"]],
+    ids=["hf", "hf-v5", "vllm", "sglang", "llama.cpp", "theta"],
 )
 def test_scale_needs_neither_numpy_nor_matplotlib(extra: list[str]) -> None:
     loaded = loaded_modules(run_cli_body([*SCALE, *extra]))

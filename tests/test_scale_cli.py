@@ -739,3 +739,38 @@ def test_a_zero_mscale_is_not_carried_over() -> None:
     """Devstral 2 ships mscale_all_dim 0, which transformers reads as unset: it is not an option to validate."""
     p = _v5("yarn", "--config", str(CORPUS / "devstral-2-123b-instruct.json"), "--factor", "2")
     assert "mscale_all_dim" not in p and p["factor"] == 2.0
+
+
+def _sglang_overrides(argv: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(argv[argv.index("--json-model-override-args") + 1])
+    return out
+
+
+def test_sglang_format_carries_the_whole_dict_and_the_window() -> None:
+    argv = shlex.split(ok(run("scale", "yarn", "--config", str(CORPUS / "gpt-oss-20b.json"), "--target", "256k",
+                              "--fine-tuned", "--format", "sglang")).stdout)
+    over = _sglang_overrides(argv)
+    assert over["rope_scaling"]["truncate"] is False and over["rope_scaling"]["rope_theta"] == 150000.0
+    assert over["max_position_embeddings"] == 262144 and argv[-2:] == ["--context-length", "262144"]
+    assert argv[0] != "env"
+
+
+def test_sglang_dynamic_keeps_the_trained_window_and_needs_the_variable() -> None:
+    result = ok(run("scale", "dynamic", "--original-max", "32k", "--target", "128k", "--theta", "1e6",
+                    "--head-dim", "128", "--format", "sglang"))
+    argv = shlex.split(result.stdout)
+    assert argv[:2] == ["env", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"]
+    assert _sglang_overrides(argv)["max_position_embeddings"] == 32768  # SGLang's base is for 32768 x 4 tokens
+    assert "static base" in result.stderr
+
+
+def test_sglang_multimodal_nests_under_text_config() -> None:
+    argv = shlex.split(ok(run("scale", "yarn", "--config", str(CORPUS / "qwen3-vl-32b-instruct.json"), "--factor",
+                              "2", "--format", "sglang")).stdout)
+    assert set(_sglang_overrides(argv)) == {"text_config"}
+
+
+def test_sglang_yarn_attention_factor_is_a_caveat() -> None:
+    result = ok(run("scale", "yarn", "--original-max", "32k", "--factor", "4", "--theta", "1e6", "--head-dim", "128",
+                    "--attention-factor", "1", "--format", "sglang"))
+    assert "ignores attention_factor" in result.stderr

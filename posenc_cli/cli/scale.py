@@ -23,7 +23,7 @@ def scale(
     partial_rotary_factor: opts.PartialRotaryFactorOpt = None,
     config: Annotated[str | None, typer.Option(
         help="Read theta, head dim and lengths from a model: config.json, folder, Hub id or GGUF.")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="hf, hf-v5, vllm or llama.cpp.")] = "hf",
+    fmt: Annotated[str, typer.Option("--format", help="hf, hf-v5, vllm, sglang or llama.cpp.")] = "hf",
     beta_fast: opts.BetaFastOpt = None,
     beta_slow: opts.BetaSlowOpt = None,
     attention_factor: opts.AttentionFactorOpt = None,
@@ -38,7 +38,7 @@ def scale(
     explain: Annotated[bool, typer.Option(help="Per-pair table on stderr.")] = False,
     output: Annotated[str | None, typer.Option("--output", "-o", help="Write the patched --config here.")] = None,
     in_place: Annotated[bool, typer.Option(help="Rewrite --config itself (atomically).")] = False,
-    model: Annotated[str, typer.Option(help="Model name for the vllm command line.")] = "MODEL",
+    model: Annotated[str, typer.Option(help="Model name for the vllm and sglang command lines.")] = "MODEL",
 ) -> None:
     """Print the exact rope scaling config for transformers (v4/v5 keys), vLLM or llama.cpp.
 

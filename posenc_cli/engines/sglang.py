@@ -17,6 +17,7 @@ transformers'; ``--context-length`` longer than the model's window needs
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from posenc_cli.attention_factors import yarn_mscale
@@ -64,3 +65,30 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
         argv = ["env", *needs, *argv]
     return EngineRun("sglang", VERSION, max_model_len, groups, argv, accepts=accepts, needs=needs,
                      warnings=list(dict.fromkeys(warnings)))
+
+
+def request_invocation(rope: dict[str, Any], *, serve_len: int, trained_len: int, text_config: bool,
+                       model_name: str = "MODEL") -> tuple[list[str], list[str]]:
+    """argv for ``sglang.launch_server`` serving a new rope dict at ``serve_len``, and caveats.
+
+    ``--json-model-override-args`` replaces the rope dict whole (``rope_scaling``, an alias of transformers 5's
+    ``rope_parameters``), so it carries all of it. Dynamic NTK keeps ``max_position_embeddings`` at the trained
+    length: SGLang computes its one base for ``max_position_embeddings x factor`` tokens, which is then transformers'
+    base at the serving length; the longer ``--context-length`` needs the override variable.
+    """
+    caveats: list[str] = []
+    window = serve_len
+    if rope.get("rope_type") == "dynamic":
+        window = trained_len
+        caveats.append(f"SGLang's dynamic NTK is one static base, transformers' for {serve_len} tokens, used at "
+                       "every length (transformers grows its base from rope_theta)")
+    if rope.get("rope_type") == "yarn" and rope.get("attention_factor") is not None:
+        caveats.append("SGLang's YaRN ignores attention_factor: it applies 0.1 ln(factor) + 1")
+    if rope.get("rope_type") == "longrope":
+        caveats.append("SGLang switches to the long factors one token later than transformers")
+    body: dict[str, Any] = {"rope_scaling": rope, "max_position_embeddings": window}
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", model_name, "--json-model-override-args",
+            json.dumps({"text_config": body} if text_config else body), "--context-length", str(serve_len)]
+    if serve_len > window:
+        argv = ["env", ENV_LONG, *argv]
+    return argv, caveats
