@@ -31,10 +31,11 @@ class PickInputs:
     heads: int | None = None
     theta: float | None = None
     rules: str | None = None
+    typical_ctx: int | None = None
 
 
-def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None]:
-    """Input facts for the rules, and the existing model's partial rotary factor (if any)."""
+def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
+    """Input facts for the rules, the existing model's partial rotary factor, and its scaling facts (or None)."""
     if inp.extrapolation not in EXTRAPOLATION:
         raise PosencError(f"--extrapolation {inp.extrapolation!r} is not known; use one of: {', '.join(EXTRAPOLATION)}")
     if inp.budget < 0:
@@ -48,10 +49,14 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None]:
         scaling._finite(inp.theta, "--theta", minimum=1.0, strict=True)
     facts: dict[str, Any] = {"ctx": inp.ctx, "budget": inp.budget, "extrapolation": inp.extrapolation,
                              "existing": inp.config is not None, "model_encoding": "none",
-                             "model_rope_type": "none"}
+                             "model_rope_type": "none", "original_ctx": 0, "model_scaled": False,
+                             "typical_ctx": inp.typical_ctx or 0}
+    if inp.typical_ctx is not None and not 1 <= inp.typical_ctx <= inp.ctx:
+        raise PosencError(f"--typical-ctx must be between 1 and --ctx ({inp.ctx}), got {inp.typical_ctx}")
     theta, head_dim, heads, trained, prf = inp.theta, inp.head_dim, inp.heads, inp.trained_ctx, None
+    model_facts: Any = None
     if inp.config is not None:
-        from posenc_cli.models import scaled_from
+        from posenc_cli.models import windows
         from posenc_cli.sources import describe_source, read_source
 
         model = describe_source(read_source(inp.config))
@@ -61,17 +66,28 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None]:
         if model.family == "rope" and model.layers:
             params = model.layers[0].params
             facts["model_rope_type"] = params["rope_type"]
+            facts["model_scaled"] = params["rope_type"] != "default"
             theta = theta or float(params["rope_theta"])
             prf = params.get("partial_rotary_factor")
-            if trained is None and model.max_position_embeddings:
-                trained = scaled_from(model, model.layers[0])
+            if model.max_position_embeddings:
+                window, original, _ = windows(params, model.max_position_embeddings)
+                # an extended checkpoint was trained to serve its window: extensions start there
+                if trained is None:
+                    trained = window or model.max_position_embeddings
+                facts["original_ctx"] = original or 0
+            if len(model.layers) == 1:
+                from posenc_cli.models import model_facts as facts_of
+
+                model_facts = facts_of(model, inp.config)
         elif trained is None:
             trained = model.max_position_embeddings
+        if trained is None:
+            raise PosencError(f"{inp.config} names no trained length (BLOOM-style configs omit it): pass --trained-ctx")
     facts["trained_ctx"] = trained if trained is not None else inp.ctx
-    facts["head_dim"] = head_dim or scaling.DEFAULT_HEAD_DIM
+    facts["head_dim"] = int(head_dim or scaling.DEFAULT_HEAD_DIM)
     facts["heads"] = heads or DEFAULT_HEADS
     facts["theta"] = float(theta or 0.0)
-    return facts, (float(prf) if prf is not None else None)
+    return facts, (float(prf) if prf is not None else None), model_facts
 
 
 def _test_line(item: dict[str, Any], facts: dict[str, Any]) -> str:
@@ -85,23 +101,52 @@ def _test_line(item: dict[str, Any], facts: dict[str, Any]) -> str:
         n, base = int(facts[spec["length"]]), int(facts[spec["baseline"]])
         return (f"perplexity at {format_length(n)} within {spec['margin']:.0%} of the model's own perplexity at "
                 f"{format_length(base)}")
+    if kind == "regression":
+        n = int(facts[spec["length"]])
+        return (f"short-context regression: perplexity and task scores at {format_length(n)} with the change within "
+                f"{spec['margin']:.0%} of the model without it")
     return render(str(spec), facts)
 
 
-def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: float | None) -> dict[str, Any] | None:
+def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: float | None,
+               model: Any) -> dict[str, Any] | None:
     ext = rule.body.get("extension")
     if ext is None:
         return None
     factor = extension_factor(rule, facts)
     assert factor is not None
+    method = ext["method"]
+    inherited: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    start = int(facts["trained_ctx"])
+    if method == "keep":
+        # the model's own family, scaled from the length its scaling refers to (llama3 stays llama3, ...)
+        rope_type = facts["model_rope_type"]
+        method = {"default": "yarn", "yarn": "yarn", "llama3": "llama3", "linear": "linear"}.get(rope_type, "yarn")
+        if model is not None and rope_type == method:
+            inherited = model.inherited(method)
+            extra = model.extra
+            start = int(facts["original_ctx"] or start)
     theta = facts["theta"] or hyper.get("theta") or scaling.DEFAULT_THETA
-    if isinstance(theta, str):
-        theta = float(theta)
-    derived_target = ext.get("factor") == "scale"
+    full = target = int(round(int(facts["trained_ctx"]) * factor))
+    note = render(str(ext["note"]), facts) if ext.get("note") else None
+    if facts["typical_ctx"] and not ext.get("fine_tune", False):
+        # static scaling costs short prompts: size the factor for the typical request (the Qwen cards' advice)
+        target = max(min(target, int(facts["typical_ctx"])), int(facts["trained_ctx"]))
+        if target < full:
+            note = (f"Sized for --typical-ctx {format_length(target)}: static scaling costs short prompts (the Qwen "
+                    f"cards set the factor to the length needed), so this serves up to {format_length(target)}; "
+                    f"longer requests need the config for {format_length(full)}. vLLM, SGLang and llama.cpp apply it "
+                    "to every request alike.")
+    if target <= start:
+        return None
     req = scaling.make_request(
-        ext["method"], factor=None if derived_target else factor, original_max=int(facts["trained_ctx"]),
-        target=int(facts["ctx"]) if derived_target else None, theta=float(theta), head_dim=int(facts["head_dim"]),
+        method, original_max=start, target=target, theta=float(theta), head_dim=int(facts["head_dim"]),
         partial_rotary_factor=prf, fine_tuned=bool(ext.get("fine_tune", False)),
+        beta_fast=inherited.get("beta_fast"), beta_slow=inherited.get("beta_slow"), mscale=inherited.get("mscale"),
+        mscale_all_dim=inherited.get("mscale_all_dim"), truncate=inherited.get("truncate"),
+        low_freq_factor=inherited.get("low_freq_factor", 1.0), high_freq_factor=inherited.get("high_freq_factor", 4.0),
+        extra=extra,
     )
     argv = ["posenc", "scale", req.method, "--original-max", format_length(req.original_max),
             "--target", format_length(req.target), "--theta", f"{req.theta:g}", "--head-dim", str(req.head_dim)]
@@ -109,6 +154,10 @@ def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: fl
         argv += ["--partial-rotary-factor", f"{prf:g}"]
     if req.fine_tuned:
         argv.append("--fine-tuned")
+    if model is not None:
+        argv = ["posenc", "scale", req.method, "--config", "MODEL", "--target", format_length(req.target)]
+        if req.fine_tuned:
+            argv.append("--fine-tuned")
     return {
         "method": req.method,
         "factor": req.factor,
@@ -116,7 +165,7 @@ def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: fl
         "to": req.target,
         "fine_tune": bool(ext.get("fine_tune", False)),
         "fine_tune_tokens": render(str(ext.get("tokens", "none")), facts),
-        "note": render(str(ext["note"]), facts) if ext.get("note") else None,
+        "note": note,
         "config": scaling.format_hf(req),
         "config_v5": scaling.format_hf_v5(req),
         "command": shlex.join(argv),
@@ -143,15 +192,21 @@ class PickResult:
 
 def pick(inp: PickInputs) -> PickResult:
     """Run the policy on ``inp`` and return the five-part answer (JSON-ready) with the rule trace."""
+    from posenc_cli.planning import plan
+
     rules = load_rules(inp.rules)
-    facts, prf = gather_facts(inp)
+    facts, prf, model = gather_facts(inp)
+    facts.update(plan(rules, facts))
     facts = rules.facts(facts)
     facts["alibi_slopes"] = ", ".join(f"{s:.6g}" for s in alibi_slope_list(int(facts["heads"])))
     rule, traces = decide(rules, facts)
     hyper = {k: _hyper_value(v, facts) for k, v in (rule.body.get("hyperparameters") or {}).items()}
-    extension = _extension(rule, facts, hyper, prf)
-    inputs = {k: facts[k] for k in ("ctx", "trained_ctx", "extrapolation", "budget", "existing", "model_encoding",
-                                    "model_rope_type", "head_dim", "heads", "theta")}
+    extension = _extension(rule, facts, hyper, prf, model)
+    inputs = {k: facts[k] for k in ("ctx", "trained_ctx", "original_ctx", "typical_ctx", "extrapolation", "budget",
+                                    "existing", "model_encoding", "model_rope_type", "head_dim", "heads", "theta")}
+    plan_facts = {k: facts[k] for k in ("theta_new", "free_cap", "train_to", "stages", "stage_tokens",
+                                        "plan_tokens_min", "plan_tokens_full", "plan_tokens", "missing_tokens",
+                                        "final_jump", "stage_plan")}
     answer = {
         "encoding": render(rule.body["encoding"], facts),
         "reason": render(rule.body["reason"], facts),
@@ -163,6 +218,7 @@ def pick(inp: PickInputs) -> PickResult:
         "why": render(rule.body["why"], facts),
         "vetoed": [{"rule": t.rule, "guard": t.vetoed_by} for t in traces if t.vetoed_by],
         "inputs": inputs,
+        "plan": plan_facts,
         "rules_file": rules.source,
     }
     return PickResult(answer, traces, rules)

@@ -55,9 +55,26 @@ INPUT_FACTS: dict[str, type] = {
     "head_dim": int,
     "heads": int,
     "theta": float,  # the existing model's (or --theta) rope_theta; 0 when unknown
+    "original_ctx": int,  # the length the model's own scaling refers to (0: none; see models.windows)
+    "typical_ctx": int,  # the length most requests use (--typical-ctx; 0: not given)
+    "model_scaled": bool,  # the existing model ships with rope scaling of its own
+    # the plan (posenc_cli.planning), from the constants and tables of the rules file
+    "theta_new": float,  # rope_theta for a new model (tables.theta_by_length, or --theta)
+    "theta_stage": float,  # rope_theta for the longest length the plan trains at (ABF)
+    "free_cap": float,  # the furthest training-free jump allowed for these inputs
+    "train_to": int,  # the longest length the plan trains at
+    "stages": int,  # fine-tuning stages to reach train_to (0: none)
+    "stage_tokens": int,  # tokens per stage the plan uses
+    "plan_tokens_min": int,  # the least the plan needs (stages x constants.stage_tokens_min)
+    "plan_tokens_full": int,  # what the published results used (stages x constants.stage_tokens)
+    "plan_tokens": int,  # what the plan spends: the whole budget when it covers plan_tokens_min, else 0
+    "missing_tokens": int,  # plan_tokens_min - budget when the budget is short, else 0
+    "final_jump": float,  # the training-free factor after the last stage
+    "abf_margin": float,  # budget / constants.abf_budget: >= 1 buys raising theta with continued pre-training
+    "stage_margin": float,  # budget / constants.stage_tokens_min: >= 1 buys one fine-tuning stage
 }
 #: Facts only templates may use (text made by the picker).
-TEXT_FACTS = {"alibi_slopes", "command"}
+TEXT_FACTS = {"alibi_slopes", "command", "stage_plan", "theta_source"}
 
 OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
     "==": operator.eq,
@@ -76,14 +93,20 @@ DERIVATIONS: dict[str, Callable[[list[float]], float]] = {
     "min": min,
     "max": max,
 }
-TOP_KEYS = {"version", "derived", "rules"}
+TOP_KEYS = {"version", "constants", "tables", "derived", "rules"}
+#: Numbers the plan is computed from; each is stated in the rules file with its source.
+CONSTANTS = {"training_free_cap": (1.0, 8.0), "training_free_cap_asked": (1.0, 8.0), "stage_ratio": (2.0, 8.0),
+             "stage_tokens_min": (1.0, 1e15), "stage_tokens": (1.0, 1e15), "abf_budget": (0.0, 1e16)}
+TABLES = {"theta_by_length"}
 RULE_KEYS = {"id", "when", "encoding", "reason", "hyperparameters", "extension", "test_plan", "fallback", "why"}
 REQUIRED_RULE_KEYS = {"id", "when", "encoding", "reason", "test_plan", "fallback", "why"}
 CONDITION_KEYS = {"fact", "op", "value"}
 EXTENSION_KEYS = {"method", "factor", "fine_tune", "tokens", "note"}
-TEST_KINDS = {"niah": {"length", "pass_rate"}, "perplexity": {"length", "baseline", "margin"}, "text": None}
+TEST_KINDS = {"niah": {"length", "pass_rate"}, "perplexity": {"length", "baseline", "margin"},
+              "regression": {"length", "margin"}, "text": None}
 # longrope is left out: its per-pair factor lists come from a search, not from a rules file
-EXTENSION_METHODS = ("linear", "ntk", "dynamic", "yarn", "llama3")
+# "keep": the existing model's own scaling family (llama3 stays llama3, yarn keeps beta/mscale/truncate)
+EXTENSION_METHODS = ("linear", "ntk", "dynamic", "yarn", "llama3", "keep")
 LONG_CONTEXT = 32768  # from here on a recommendation counts as long-context for the NIAH guard
 _TEMPLATE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([^{}]*))?\}")
 _SPEC = re.compile(r"^(len|tokens|[,_]?(\.\d+)?[gfe%]?)$")
@@ -112,6 +135,17 @@ class Rule(NamedTuple):
     body: dict[str, Any]
 
 
+class Constant(NamedTuple):
+    value: float
+    source: str
+
+
+class TableRow(NamedTuple):
+    up_to: int | None  # None: no upper bound
+    value: float
+    source: str
+
+
 @dataclass(eq=False)
 class RuleSet:
     source: str
@@ -119,6 +153,12 @@ class RuleSet:
     derived: dict[str, tuple[str, list[Any]]]
     rules: list[Rule]
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    constants: dict[str, Constant] = field(default_factory=dict)
+    tables: dict[str, list[TableRow]] = field(default_factory=dict)
+
+    def lookup(self, table: str, length: int) -> TableRow:
+        """The first row of ``table`` whose ``up_to`` is at least ``length``."""
+        return next(row for row in self.tables[table] if row.up_to is None or length <= row.up_to)
 
     def facts(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """Input facts plus the derived ones, computed in file order."""
@@ -352,6 +392,9 @@ def _validate(data: Any, label: str, key_lines: dict[Any, int], lines: list[int 
             for key in ("length", "baseline"):
                 if key in spec and (not isinstance(spec[key], str) or fact_types.get(spec[key]) not in (int, float)):
                     raise fail(f"test_plan {kind}.{key} {spec[key]!r} must name a numeric fact")
+            if kind == "perplexity" and spec["length"] == spec["baseline"]:
+                raise fail(f"test_plan perplexity compares {spec['length']} with itself; a short-context check is "
+                           "`regression: {length, margin}` (the model with and without the change)")
             for key, high, allowed in (("pass_rate", 1.0, "from 0 to 1"), ("margin", float("inf"), ">= 0")):
                 v = spec.get(key, 0)
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= high:
@@ -362,7 +405,60 @@ def _validate(data: Any, label: str, key_lines: dict[Any, int], lines: list[int 
     for rule in rules[:-1]:
         if not rule.when:
             raise _fail(label, rule.line, rule.id, "only the last rule may be a catch-all; rules after it never run")
-    return RuleSet(label, 1, derived, rules, data)
+    # the numbers are checked after the rules, so a broken rule is reported first
+    constants = _constants(data.get("constants"), label, key_lines.get("constants"))
+    tables = _tables(data.get("tables"), label, key_lines.get("tables"))
+    return RuleSet(label, 1, derived, rules, data, constants, tables)
+
+
+def _constants(raw: Any, label: str, line: int | None) -> dict[str, Constant]:
+    """``constants: {name: {value: N, source: "..."}}``: every name in :data:`CONSTANTS`, each with its source."""
+    if not isinstance(raw, dict):
+        raise _fail(label, line, None, f"constants must be a mapping with {sorted(CONSTANTS)}")
+    out: dict[str, Constant] = {}
+    for name, (low, high) in CONSTANTS.items():
+        entry = raw.get(name)
+        if not isinstance(entry, dict) or set(entry) != {"value", "source"}:
+            raise _fail(label, line, None, f"constants.{name} must be {{value: number, source: text}}")
+        value, source = entry["value"], entry["source"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            raise _fail(label, line, None, f"constants.{name} = {value!r} must be a number from {low:g} to {high:g}")
+        if not isinstance(source, str) or not source.strip():
+            raise _fail(label, line, None, f"constants.{name} needs a source")
+        out[name] = Constant(float(value), source)
+    unknown = set(raw) - set(CONSTANTS)
+    if unknown:
+        raise _fail(label, line, None, f"unknown constant(s) {sorted(unknown)}; allowed: {sorted(CONSTANTS)}")
+    if out["training_free_cap_asked"].value < out["training_free_cap"].value:
+        raise _fail(label, line, None, "constants.training_free_cap_asked must not be below training_free_cap")
+    return out
+
+
+def _tables(raw: Any, label: str, line: int | None) -> dict[str, list[TableRow]]:
+    """``tables: {theta_by_length: [{up_to: N or null, value: N, source: "..."}, ...]}``, rising, ending unbounded."""
+    if not isinstance(raw, dict) or set(raw) != TABLES:
+        raise _fail(label, line, None, f"tables must be a mapping with exactly {sorted(TABLES)}")
+    out: dict[str, list[TableRow]] = {}
+    for name, rows in raw.items():
+        if not isinstance(rows, list) or not rows:
+            raise _fail(label, line, None, f"tables.{name} must be a non-empty list of rows")
+        parsed = []
+        for row in rows:
+            if not isinstance(row, dict) or set(row) != {"up_to", "value", "source"}:
+                raise _fail(label, line, None, f"tables.{name}: each row is {{up_to, value, source}}, got {row!r}")
+            up_to, value, source = row["up_to"], row["value"], row["source"]
+            if up_to is not None and (isinstance(up_to, bool) or not isinstance(up_to, int) or up_to < 1):
+                raise _fail(label, line, None, f"tables.{name}: up_to {up_to!r} must be a length or null")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 1:
+                raise _fail(label, line, None, f"tables.{name}: value {value!r} must be a number above 1")
+            if not isinstance(source, str) or not source.strip():
+                raise _fail(label, line, None, f"tables.{name}: every row needs a source")
+            parsed.append(TableRow(up_to, float(value), source))
+        bounded = [r.up_to for r in parsed[:-1] if r.up_to is not None]
+        if parsed[-1].up_to is not None or len(bounded) != len(parsed) - 1 or bounded != sorted(bounded):
+            raise _fail(label, line, None, f"tables.{name}: up_to must rise and the last row must be null")
+        out[name] = parsed
+    return out
 
 
 def render(text: str, facts: Mapping[str, Any]) -> str:
@@ -413,17 +509,28 @@ def guard_scaling_without_finetune(rule: Rule, facts: Mapping[str, Any], factor:
 
 
 def guard_niah(rule: Rule, facts: Mapping[str, Any], factor: float | None) -> bool:
-    """Never a long-context answer without a needle-in-a-haystack test at the full deployed length."""
+    """Never a long-context answer without a needle-in-a-haystack test at the length it deploys (the target, or
+    the cap the answer sets)."""
     long_context = facts["ctx"] >= LONG_CONTEXT or rule.body.get("extension") is not None
     if not long_context:
         return False
-    return not any("niah" in item and item["niah"]["length"] == "ctx" for item in rule.body["test_plan"])
+    # a capped answer deploys at its cap: a training-free jump, ALiBi's 2x, or the window the model already has
+    deployed = {"ctx", "capped_ctx", "double_ctx", "window_ctx"}
+    return not any("niah" in item and item["niah"]["length"] in deployed for item in rule.body["test_plan"])
+
+
+def guard_regression(rule: Rule, facts: Mapping[str, Any], factor: float | None) -> bool:
+    """Never a change to positions without a short-context regression check (static scaling costs short prompts)."""
+    if rule.body.get("extension") is None:
+        return False
+    return not any("regression" in item for item in rule.body["test_plan"])
 
 
 GUARDS: dict[str, Callable[[Rule, Mapping[str, Any], float | None], bool]] = {
     "no-absolute-positions-for-new-models": guard_absolute_for_new,
     "no-scaling-above-8x-without-fine-tuning": guard_scaling_without_finetune,
     "niah-at-full-deployed-length": guard_niah,
+    "short-context-regression-check": guard_regression,
 }
 
 

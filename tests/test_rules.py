@@ -51,6 +51,18 @@ rules:
       - niah: {length: ctx, pass_rate: 0.9}
     fallback: cap the context
     why: catch-all
+""" + """\
+constants:
+  training_free_cap: {value: 4, source: a}
+  training_free_cap_asked: {value: 8, source: b}
+  stage_ratio: {value: 4, source: c}
+  stage_tokens_min: {value: 500000000, source: d}
+  stage_tokens: {value: 5000000000, source: e}
+  abf_budget: {value: 100000000000, source: f}
+tables:
+  theta_by_length:
+    - {up_to: 8192, value: 500000, source: g}
+    - {up_to: null, value: 1000000, source: h}
 """
 FIRST_LINE, LAST_LINE = 5, 14
 
@@ -106,7 +118,7 @@ def test_schema_and_engine_agree_on_the_operator_table() -> None:
 BROKEN: list[tuple[str, str, str | None, int | None, str]] = [
     ("yaml-syntax", edit("    reason: short {ctx:len}\n", "    reason: short: {ctx:len}\n"), None, 9,
      "mapping values are not allowed"),
-    ("unknown-top-level-key", VALID + "priority: 3\n", None, 22, "priority"),
+    ("unknown-top-level-key", VALID + "priority: 3\n", None, 33, "priority"),
     ("unknown-rule-key", edit("    encoding: RoPE\n    reason: short", "    encodnig: RoPE\n    reason: short"),
      "first", FIRST_LINE, "encodnig"),
     ("unknown-fact", edit("{fact: ctx, op:", "{fact: context, op:"), "first", FIRST_LINE, "'context'"),
@@ -309,12 +321,15 @@ def test_mutated_default_rules_fail_cleanly(where: tuple[Any, ...], junk: Any, c
 
 def tiny(rules: list[dict[str, Any]], derived: dict[str, Any] | None = None) -> str:
     """A rules file: the given rules (short bodies filled in) plus a catch-all 'fallthrough'."""
-    body = {"encoding": "RoPE", "reason": "r", "test_plan": [{"niah": {"length": "ctx", "pass_rate": 0.9}}],
+    body = {"encoding": "RoPE", "reason": "r", "test_plan": [{"niah": {"length": "ctx", "pass_rate": 0.9}},
+                                                             {"regression": {"length": "trained_ctx", "margin": 0.02}}],
             "fallback": "f", "why": "w"}
     full = [{**body, **r} for r in rules] + [{**body, "id": "fallthrough", "when": []}]
     doc: dict[str, Any] = {"version": 1, "rules": full}
     if derived is not None:
         doc["derived"] = derived
+    numbers = yaml.safe_load(VALID)
+    doc["constants"], doc["tables"] = numbers["constants"], numbers["tables"]
     return yaml.safe_dump(doc, sort_keys=False)
 
 
@@ -432,7 +447,24 @@ NEW_MODEL_SINUSOIDAL = [{"id": "sinusoidal-for-new", "when": [{"fact": "existing
 
 def test_guard_names() -> None:
     assert list(GUARDS) == ["no-absolute-positions-for-new-models", "no-scaling-above-8x-without-fine-tuning",
-                            "niah-at-full-deployed-length"]
+                            "niah-at-full-deployed-length", "short-context-regression-check"]
+
+
+def test_guard_short_context_regression(tmp_path: Path) -> None:
+    """A change to positions needs a check that short prompts did not get worse."""
+    no_check = [{"id": "yarn-no-regression", "when": [{"fact": "scale", "op": ">", "value": 1}],
+                 "extension": {"method": "yarn", "factor": "scale", "fine_tune": False},
+                 "test_plan": [{"niah": {"length": "ctx", "pass_rate": 0.9}}]}]
+    text = tiny(no_check, {"scale": {"ratio": ["ctx", "trained_ctx"]}})
+    answer = decide_id(text, tmp_path, ctx=16384, config=_rope_config(tmp_path, 4096))
+    assert answer["vetoed"] == [{"rule": "yarn-no-regression", "guard": "short-context-regression-check"}]
+
+
+def test_perplexity_of_a_length_against_itself_is_refused() -> None:
+    bad = edit("      - niah: {length: ctx, pass_rate: 0.9}",
+               "      - perplexity: {length: ctx, baseline: ctx, margin: 0.02}")
+    with pytest.raises(RulesError, match="compares ctx with itself"):
+        parse_rules(bad, "r.yaml")
 
 
 @pytest.mark.parametrize("encoding", ["sinusoidal", "Sinusoidal (Vaswani)", "learned absolute positions"])

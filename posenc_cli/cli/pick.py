@@ -13,10 +13,16 @@ from posenc_cli.cli.output import note, print_json
 
 def pick(
     ctx: Annotated[str, typer.Option(help="Target context at inference: 4k, 128k, 1M, 131072 (k=1024).")],
-    trained_ctx: Annotated[str | None, typer.Option(help="Trained length (default: --ctx).")] = None,
-    extrapolation: Annotated[str, typer.Option(help="Untrained reach: none, moderate, strong.")] = "none",
+    trained_ctx: Annotated[str | None, typer.Option(
+        help="Trained length [default: --ctx, or with --config the model's native window].")] = None,
+    extrapolation: Annotated[str, typer.Option(
+        help="Untrained reach you accept: none (training-free jumps up to x4), moderate or strong (up to x8, "
+             "with a warning).")] = "none",
+    typical_ctx: Annotated[str | None, typer.Option(
+        help="The length most requests use: a training-free static scaling is sized for it.")] = None,
     budget: Annotated[str, typer.Option(help="Fine-tuning tokens for a long-context stage: 0, 500M, 2B, 1T.")] = "0",
-    config: Annotated[str | None, typer.Option(help="Existing model config.json (extended).")] = None,
+    config: Annotated[str | None, typer.Option(
+        help="An existing model (config.json, folder, Hub id or GGUF): it is extended, not replaced.")] = None,
     head_dim: Annotated[int | None, typer.Option(help="Head dimension (default 128 or the config's).")] = None,
     heads: Annotated[int | None, typer.Option(help="Attention heads, for ALiBi slopes (default 32).")] = None,
     theta: Annotated[float | None, typer.Option(help="The model's rope_theta, if not in --config.")] = None,
@@ -34,6 +40,7 @@ def pick(
         trained_ctx=parse_length(trained_ctx, name="--trained-ctx") if trained_ctx is not None else None,
         extrapolation=extrapolation, budget=parse_tokens(budget), config=config, head_dim=head_dim, heads=heads,
         theta=theta, rules=rules,
+        typical_ctx=parse_length(typical_ctx, name="--typical-ctx") if typical_ctx is not None else None,
     )
     result = run_pick(inputs)
     if explain:

@@ -31,12 +31,20 @@ def rules_show(
 ) -> None:
     """Print the rules in evaluation order, with the hard guards."""
     from posenc_cli.rules import GUARDS, load_rules
+    from posenc_cli.units import format_length
 
     ruleset = load_rules(rules)
     if as_json:
         print_json({"source": ruleset.source, **ruleset.raw, "guards": list(GUARDS)})
         return
-    out = [f"rules: {ruleset.source}", "derived facts:"]
+    out = [f"rules: {ruleset.source}", "constants (the plan's numbers):"]
+    out += [f"  {name} = {_number(c.value, tokens=name.endswith(('tokens', 'tokens_min', 'budget')))}  ({c.source})"
+            for name, c in ruleset.constants.items()]
+    for table, rows in ruleset.tables.items():
+        out.append(f"table {table}:")
+        out += [f"  {'up to ' + format_length(r.up_to) if r.up_to else 'beyond':>12}: {_number(r.value)}  ({r.source})"
+                for r in rows]
+    out.append("derived facts:")
     out += [f"  {name} = {how}({', '.join(map(str, args))})" for name, (how, args) in ruleset.derived.items()]
     out.append("rules (first match wins):")
     for n, rule in enumerate(ruleset.rules, 1):
@@ -47,3 +55,10 @@ def rules_show(
     out.append("hard guards (veto any rule):")
     out += [f"  - {name}: {(guard.__doc__ or '').strip()}" for name, guard in GUARDS.items()]
     sys.stdout.write("\n".join(out) + "\n")
+
+
+def _number(value: float, tokens: bool = False) -> str:
+    """Token counts as people write them (500M, 5B), other numbers with :g (1e+07)."""
+    from posenc_cli.units import format_tokens
+
+    return format_tokens(int(value)) if tokens else f"{value:g}"
