@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from posenc_cli.models import ModelPositions, text_config
+from posenc_cli.models import REMAPS_YARN, ModelPositions, text_config
 
 _COMMON = {"rope_type", "type", "rope_theta", "partial_rotary_factor"}
 #: Keys transformers' rope functions (and the engines that mirror them) read, per rope type.
@@ -110,7 +110,7 @@ def _dict_problems(loc: str, key: str, rp: Mapping[str, Any], text: Mapping[str,
                 "transformers only warns about unknown keys and uses the default instead, so the model silently "
                 "runs without this setting",
                 f"rename it to {close[0]!r}" if close and not read_elsewhere else "remove it, or change rope_type"))
-    if text_type == "phi3" and rope_type in _PHI3_REMAP:
+    if text_type in REMAPS_YARN and rope_type in _PHI3_REMAP:
         out.append(Problem(
             "remapped-rope-type",
             f"{loc} says {rope_type!r} on a phi3 model",

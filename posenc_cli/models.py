@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from posenc_cli.attention_factors import yarn_mscale
@@ -217,6 +217,10 @@ class ModelPositions:
     softmax_scale_reason: str = ""
 
 
+#: Model types whose config class rewrites a ``yarn`` (or ``su``) dict to ``longrope`` before reading it.
+REMAPS_YARN = frozenset({"phi3"})
+
+
 def _int_or_none(value: Any) -> int | None:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
@@ -297,7 +301,7 @@ def _flat(rp: Mapping[str, Any], text: Mapping[str, Any], kind: _Kind, text_type
     rope_type = out.get("rope_type", out.get("type", "default"))
     if rope_type in _LEGACY_TYPES:
         rope_type = _LEGACY_TYPES[rope_type]
-    if text_type == "phi3" and rope_type == "yarn":
+    if text_type in REMAPS_YARN and rope_type == "yarn":
         rope_type = "longrope"  # Phi3Config remaps legacy yarn (and su) to longrope
     out["rope_type"] = rope_type
     out.pop("type", None)
@@ -715,6 +719,9 @@ class ModelFacts:
     params: dict[str, Any]
     notes: tuple[str, ...] = ()
     text_config: bool = False  # the rope settings live in text_config (multimodal)
+    rope_parameters: bool = False  # the file writes transformers 5's rope_parameters (and no rope_scaling)
+    groups: dict[str, Any] = field(default_factory=dict)  # a nested rope_parameters, verbatim (per layer type)
+    group: str = ""  # the layer type these facts describe, when there are several
 
     def inherited(self, method: str) -> dict[str, Any]:
         """Parameters of the model's rope dict that ``method`` reads, when the model already uses that method."""
@@ -731,10 +738,13 @@ class ModelFacts:
         return {k: v for k, v in self.params.items() if k not in _TYPED_KEYS}
 
 
-def model_facts(model: ModelPositions, label: str) -> ModelFacts:
-    """The facts of a model a scaling request needs (one rope group only)."""
+def model_facts(model: ModelPositions, label: str, group: str | None = None) -> ModelFacts:
+    """The facts of a model a scaling request needs (one rope group, or the layer type named ``group``)."""
     if model.family != "rope" or not model.layers:
         raise PosencError(f"{label} does not describe a RoPE model ({model.family}); there is nothing to scale")
+    chosen = [layer for layer in model.layers if layer.name == group]
+    if chosen:
+        model = replace(model, layers=chosen)
     if len(model.layers) != 1:
         raise PosencError(f"{label} has per-layer rope parameters ({', '.join(layer.name for layer in model.layers)}); "
                           "scale one layer type at a time by passing --theta/--head-dim/--original-max")

@@ -50,22 +50,30 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
     facts: dict[str, Any] = {"ctx": inp.ctx, "budget": inp.budget, "extrapolation": inp.extrapolation,
                              "existing": inp.config is not None, "model_encoding": "none",
                              "model_rope_type": "none", "original_ctx": 0, "model_scaled": False,
-                             "typical_ctx": inp.typical_ctx or 0}
+                             "typical_ctx": inp.typical_ctx or 0, "yarn_remapped": False, "model_keepable": True}
     if inp.typical_ctx is not None and not 1 <= inp.typical_ctx <= inp.ctx:
         raise PosencError(f"--typical-ctx must be between 1 and --ctx ({inp.ctx}), got {inp.typical_ctx}")
     theta, head_dim, heads, trained, prf = inp.theta, inp.head_dim, inp.heads, inp.trained_ctx, None
     model_facts: Any = None
     if inp.config is not None:
-        from posenc_cli.models import windows
+        from posenc_cli.models import REMAPS_YARN, windows
         from posenc_cli.sources import describe_source, read_source
 
-        model = describe_source(read_source(inp.config))
+        source = read_source(inp.config)
+        model = describe_source(source)
         facts["model_encoding"] = model.family
+        facts["yarn_remapped"] = (model.text_model_type or model.model_type) in REMAPS_YARN
         head_dim = head_dim or model.head_dim
         heads = heads or model.num_heads
         if model.family == "rope" and model.layers:
-            params = model.layers[0].params
+            # per-layer rope (Gemma 3: sliding and full attention): the scaled group, else full attention, is the
+            # one an extension changes; the others keep their settings
+            group = next((g for g in model.layers if g.params["rope_type"] != "default"),
+                         next((g for g in model.layers if g.name == "full_attention"), model.layers[0]))
+            params = group.params
+            head_dim = inp.head_dim or group.head_dim or head_dim
             facts["model_rope_type"] = params["rope_type"]
+            facts["model_keepable"] = params["rope_type"] in KEEP
             facts["model_scaled"] = params["rope_type"] != "default"
             theta = theta or float(params["rope_theta"])
             prf = params.get("partial_rotary_factor")
@@ -75,10 +83,19 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
                 if trained is None:
                     trained = window or model.max_position_embeddings
                 facts["original_ctx"] = original or 0
-            if len(model.layers) == 1:
-                from posenc_cli.models import model_facts as facts_of
+            from dataclasses import replace
 
-                model_facts = facts_of(model, inp.config)
+            from posenc_cli.models import model_facts as facts_of
+            from posenc_cli.models import text_config
+
+            text = text_config(source.config)[0]
+            # an answer is merged into this file: write the dict it already uses
+            raw = text.get("rope_parameters")
+            v5 = isinstance(raw, dict) and not text.get("rope_scaling")
+            model_facts = replace(facts_of(model, inp.config, group.name), rope_parameters=v5)
+            if isinstance(raw, dict) and v5 and isinstance(raw.get(group.name), dict):
+                groups = {name: dict(value) for name, value in raw.items() if isinstance(value, dict)}
+                model_facts = replace(model_facts, groups=groups, group=group.name)
         elif trained is None:
             trained = model.max_position_embeddings
         if trained is None:
@@ -108,6 +125,12 @@ def _test_line(item: dict[str, Any], facts: dict[str, Any]) -> str:
     return render(str(spec), facts)
 
 
+#: What "keep the model's own scaling" becomes, per rope type of the model; other types are not extended
+#: (the rules see ``model_keepable``): a yarn dict would drop dynamic's growth or proportional's full-width
+#: frequencies.
+KEEP = {"none": "yarn", "default": "yarn", "yarn": "yarn", "llama3": "llama3", "linear": "linear"}
+
+
 def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: float | None,
                model: Any) -> dict[str, Any] | None:
     ext = rule.body.get("extension")
@@ -122,11 +145,14 @@ def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: fl
     if method == "keep":
         # the model's own family, scaled from the length its scaling refers to (llama3 stays llama3, ...)
         rope_type = facts["model_rope_type"]
-        method = {"default": "yarn", "yarn": "yarn", "llama3": "llama3", "linear": "linear"}.get(rope_type, "yarn")
+        method = KEEP[rope_type]
         if model is not None and rope_type == method:
             inherited = model.inherited(method)
             extra = model.extra
             start = int(facts["original_ctx"] or start)
+            if method == "linear":
+                # linear names no original length: the new factor multiplies the old (Gemma 3's x8 -> x16 for 2x)
+                start = int(round(start / float(model.params["factor"])))
     theta = facts["theta"] or hyper.get("theta") or scaling.DEFAULT_THETA
     full = target = int(round(int(facts["trained_ctx"]) * factor))
     note = render(str(ext["note"]), facts) if ext.get("note") else None
@@ -154,10 +180,19 @@ def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: fl
         argv += ["--partial-rotary-factor", f"{prf:g}"]
     if req.fine_tuned:
         argv.append("--fine-tuned")
+    v4, v5 = scaling.format_hf(req), scaling.format_hf_v5(req)
+    config = v4
     if model is not None:
         argv = ["posenc", "scale", req.method, "--config", "MODEL", "--target", format_length(req.target)]
         if req.fine_tuned:
             argv.append("--fine-tuned")
+        if model.rope_parameters:
+            config = v5
+            argv += ["--format", "hf-v5"]
+            if model.groups:  # nested per layer type: only the extended group changes
+                config = {**v5, "rope_parameters": {**model.groups, model.group: v5["rope_parameters"]}}
+        if model.text_config:
+            config = {"text_config": config}
     return {
         "method": req.method,
         "factor": req.factor,
@@ -166,8 +201,9 @@ def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: fl
         "fine_tune": bool(ext.get("fine_tune", False)),
         "fine_tune_tokens": render(str(ext.get("tokens", "none")), facts),
         "note": note,
-        "config": scaling.format_hf(req),
-        "config_v5": scaling.format_hf_v5(req),
+        "config": config,
+        "config_v4": v4,
+        "config_v5": v5,
         "command": shlex.join(argv),
     }
 

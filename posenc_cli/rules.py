@@ -58,6 +58,8 @@ INPUT_FACTS: dict[str, type] = {
     "original_ctx": int,  # the length the model's own scaling refers to (0: none; see models.windows)
     "typical_ctx": int,  # the length most requests use (--typical-ctx; 0: not given)
     "model_scaled": bool,  # the existing model ships with rope scaling of its own
+    "model_keepable": bool,  # posenc can extend the model's own rope type (picker.KEEP)
+    "yarn_remapped": bool,  # the model's config class turns a yarn dict into longrope (phi3)
     # the plan (posenc_cli.planning), from the constants and tables of the rules file
     "theta_new": float,  # rope_theta for a new model (tables.theta_by_length, or --theta)
     "theta_stage": float,  # rope_theta for the longest length the plan trains at (ABF)

@@ -501,3 +501,86 @@ def test_extending_a_shipped_model_emits_a_config_every_engine_agrees_on(name: s
     ok(run("inspect", patched))
     result = run("check", patched, "--engines", "hf,vllm")
     assert result.exit_code == 0, result.stdout
+
+
+CORPUS = sorted(p for p in (Path(__file__).parent / "corpus").glob("*.json") if p.name != "SOURCES.json")
+
+
+@pytest.mark.parametrize("extra", [("--ctx", "256k"), ("--ctx", "1M", "--budget", "10B")],
+                         ids=["256k-free", "1M-10B"])
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_no_shipped_model_is_given_a_config_it_would_misread(path: Path, extra: tuple[str, ...],
+                                                            tmp_path: Path) -> None:
+    """Whatever pick emits for a real config lints clean (no remapped or ignored keys) and matches in transformers."""
+    cfg = json.loads(path.read_text())
+    result = run("pick", *extra, "--config", str(path), "--json")
+    if result.exit_code == 2:  # a config pick cannot read positions from: one clean line, nothing to emit
+        assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
+        return
+    answer = json.loads(ok(result).stdout)
+    if answer["extension"] is None:
+        return
+    emitted = answer["extension"]["config"]
+    if "text_config" in cfg:  # a multimodal model's answer goes into its text_config
+        assert set(emitted) == {"text_config"}, emitted
+        merged = {**cfg, "text_config": {**cfg["text_config"], **emitted["text_config"]}}
+    else:
+        merged = {**cfg, **emitted}
+    assert ("rope_parameters" in json.dumps(emitted)) == ("rope_parameters" in json.dumps(cfg)
+                                                          and "rope_scaling" not in json.dumps(cfg)), emitted
+    patched = write_json(tmp_path, merged, "patched.json")
+
+    def lint_codes(config_path: str) -> set[str]:
+        out = run("inspect", config_path, "--lint", "--json")
+        assert out.exit_code in (0, 1), out.stderr
+        return {p["code"] for p in json.loads(out.stdout)["lint"]}
+
+    # no problem the shipped file did not already have (Gemma 3's engine caveat about linear scaling stays)
+    assert lint_codes(patched) <= lint_codes(str(path))
+    ok(run("check", patched, "--engines", "hf"))
+
+
+def corpus(name: str) -> str:
+    return str(Path(__file__).parent / "corpus" / name)
+
+
+def test_phi3_model_without_longrope_gets_no_yarn_dict() -> None:
+    a = pick_json("--ctx", "64k", "--config", corpus("phi-4.json"))
+    assert a["rule"] == "existing-phi3" and a["extension"] is None
+    # the way out it names is a rope type Phi3Config keeps
+    assert "posenc scale linear --config MODEL --target 64k" in " ".join(a["test_plan"])
+    assert ok(run("scale", "linear", "--config", corpus("phi-4.json"), "--target", "64k")).exit_code == 0
+
+
+def test_gemma3_linear_keeps_its_factor_and_its_sliding_layers() -> None:
+    cfg = json.loads(Path(corpus("gemma-3-4b-it.json")).read_text())
+    old = cfg["text_config"]["rope_scaling"]["factor"]
+    a = pick_json("--ctx", "256k", "--config", corpus("gemma-3-4b-it.json"))
+    ext = a["extension"]
+    # the file names no rope_theta: Gemma3TextConfig's default for global layers is 1e6 (local: 10000)
+    assert ext["method"] == "linear" and a["hyperparameters"]["theta"] == 1_000_000
+    # 128k -> 256k is x2 on top of the shipped x8, not a replacement of it by x2
+    assert ext["config"]["text_config"]["rope_scaling"]["factor"] == old * 2
+
+
+def test_nested_rope_parameters_change_only_the_extended_group(tmp_path: Path) -> None:
+    cfg = json.loads(Path(corpus("gemma-3-4b-it.json")).read_text())
+    text = cfg["text_config"]
+    nested = {k: v for k, v in text.items() if k not in ("rope_scaling", "rope_theta", "rope_local_base_freq")}
+    nested["rope_parameters"] = {
+        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1_000_000.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0}}
+    path = write_json(tmp_path, {**cfg, "text_config": nested}, "gemma3-v5.json")
+    a = pick_json("--ctx", "256k", "--config", path)
+    params = a["extension"]["config"]["text_config"]["rope_parameters"]
+    assert params["sliding_attention"] == nested["rope_parameters"]["sliding_attention"]
+    assert params["full_attention"]["factor"] == 16.0 and "--format hf-v5" in a["extension"]["command"]
+    merged = write_json(tmp_path, {**cfg, "text_config": {**nested, **a["extension"]["config"]["text_config"]}},
+                        "merged.json")
+    ok(run("check", merged, "--engines", "hf"))
+
+
+def test_a_rope_type_pick_cannot_keep_is_not_replaced() -> None:
+    a = pick_json("--ctx", "1M", "--config", corpus("gemma-4-26b-a4b.json"))
+    assert a["rule"] == "existing-rope-other-type" and a["extension"] is None
+    assert a["hyperparameters"]["head_dim"] == 512  # the full-attention layers' global_head_dim
