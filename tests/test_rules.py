@@ -564,3 +564,11 @@ def test_shipped_rules_never_need_a_veto_for_new_models_at_common_lengths() -> N
             if ctx >= 32768:
                 assert any(f"{ctx:,} tokens" in t for t in answer["test_plan"]), answer["test_plan"]
             assert math.isfinite(float(answer["inputs"]["ctx"]))
+
+
+def test_the_readme_lists_every_fact_a_rule_can_use() -> None:
+    from posenc_cli.rules import INPUT_FACTS, TEXT_FACTS
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    facts = readme[readme.index("Facts: `ctx`"):readme.index("plus the derived ones")]
+    assert {name for name in re.findall(r"`(\w+)`", facts)} >= set(INPUT_FACTS) | TEXT_FACTS
