@@ -12,7 +12,7 @@ from typing import Any
 
 from posenc_cli import scaling
 from posenc_cli.errors import PosencError
-from posenc_cli.rules import Rule, RuleSet, Trace, decide, extension_factor, load_rules, render
+from posenc_cli.rules import Rule, RulesError, RuleSet, Trace, decide, extension_factor, load_rules, render
 from posenc_cli.slopes import alibi_slope_list
 from posenc_cli.units import format_length
 
@@ -145,6 +145,9 @@ def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: fl
     if method == "keep":
         # the model's own family, scaled from the length its scaling refers to (llama3 stays llama3, ...)
         rope_type = facts["model_rope_type"]
+        if rope_type not in KEEP:
+            raise RulesError(f"rule {rule.id!r} extends with 'keep', which posenc cannot do for rope_type "
+                             f"{rope_type!r}; add the condition model_keepable == true")
         method = KEEP[rope_type]
         if model is not None and rope_type == method:
             inherited = model.inherited(method)

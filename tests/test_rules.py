@@ -572,3 +572,14 @@ def test_the_readme_lists_every_fact_a_rule_can_use() -> None:
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     facts = readme[readme.index("Facts: `ctx`"):readme.index("plus the derived ones")]
     assert set(re.findall(r"`(\w+)`", facts)) >= set(INPUT_FACTS) | TEXT_FACTS
+
+
+def test_keep_on_a_rope_type_posenc_cannot_keep_is_one_clean_error(tmp_path: Path) -> None:
+    path = tmp_path / "keep.yaml"
+    path.write_text(tiny([{"id": "keep-anything", "when": [{"fact": "scale", "op": ">", "value": 1}],
+                           "extension": {"method": "keep", "factor": "scale", "fine_tune": False, "tokens": "none"}}],
+                         derived={"scale": {"ratio": ["ctx", "trained_ctx"]}}), encoding="utf-8")
+    gemma4 = str(Path(__file__).parent / "corpus" / "gemma-4-26b-a4b.json")
+    result = run("pick", "--ctx", "1M", "--config", gemma4, "--rules", str(path))
+    assert_usage_error(result, "keep-anything")
+    assert "model_keepable" in result.stderr
