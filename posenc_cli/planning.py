@@ -5,6 +5,7 @@ policy stays data:
 
 * the training-free jump is at most ``training_free_cap`` (x4: the Qwen2.5, Qwen3 and Qwen2.5-1M cards), or
   ``training_free_cap_asked`` when the user asks for more (x8: LongRoPE's searched factors, with a warning);
+* within it, a budget of at least one stage's tokens is spent fine-tuning at the target (Code Llama, PI);
 * beyond it the plan trains up to ``train_to``, a quarter of the target (the last jump stays training-free, as
   DeepSeek-V2 trained at 32k for 128k and Qwen2.5-1M at 256k for 1M), in stages of at most ``stage_ratio``;
 * each stage needs ``stage_tokens_min`` tokens at least and ``stage_tokens`` to match the published results
@@ -41,6 +42,15 @@ def plan(rules: RuleSet, facts: dict[str, Any]) -> dict[str, Any]:
     out["theta_source"] = "--theta" if given else row.source
     out["theta_stage"] = out["theta_new"]
     if ctx <= trained * free_cap:
+        if ctx > trained and budget >= c["stage_tokens_min"]:
+            # a budget for one stage is spent at the target itself (Code Llama 4k -> 16k, PI, YaRN's 400 steps):
+            # fine-tuned beats training-free at the same factor
+            out.update(train_to=ctx, stages=1, stage_tokens=budget, plan_tokens_min=int(c["stage_tokens_min"]),
+                       plan_tokens_full=int(c["stage_tokens"]), plan_tokens=budget, missing_tokens=0, final_jump=1.0,
+                       stage_plan=f"stage 1: fine-tune {format_length(trained)} -> {format_length(ctx)} on "
+                                  f"{format_tokens(budget)} tokens")
+            out["theta_stage"] = rules.lookup("theta_by_length", ctx).value
+            return out
         out.update(train_to=trained, stages=0, stage_tokens=0, plan_tokens_min=0, plan_tokens_full=0, plan_tokens=0,
                    missing_tokens=0,
                    final_jump=max(ctx / trained, 1.0), stage_plan="no training: one training-free jump")

@@ -584,3 +584,20 @@ def test_a_rope_type_pick_cannot_keep_is_not_replaced() -> None:
     a = pick_json("--ctx", "1M", "--config", corpus("gemma-4-26b-a4b.json"))
     assert a["rule"] == "existing-rope-other-type" and a["extension"] is None
     assert a["hyperparameters"]["head_dim"] == 512  # the full-attention layers' global_head_dim
+
+
+@pytest.mark.parametrize(("budget", "rule", "tuned"), [
+    ("0", "existing-rope-training-free", False),
+    ("100M", "existing-rope-training-free", False),  # below one stage's 500M: not worth a stage
+    ("20B", "existing-rope-finetune", True),  # Code Llama's 4k -> 16k
+    ("400B", "existing-rope-abf", None),  # Llama 2 Long's budget raises theta
+])
+def test_the_budget_shapes_a_short_extension(budget: str, rule: str, tuned: bool | None,
+                                             configs: dict[str, str]) -> None:
+    a = pick_json("--ctx", "16k", "--config", configs["llama4k"], "--budget", budget)
+    assert a["rule"] == rule
+    if tuned is None:
+        assert a["extension"] is None and a["hyperparameters"]["theta"] > 10000
+    else:
+        assert a["extension"]["fine_tune"] is tuned and a["extension"]["factor"] == 4.0
+        assert a["plan"]["stages"] == int(tuned) and a["plan"]["plan_tokens"] == (2 * 10**10 if tuned else 0)

@@ -40,8 +40,8 @@ def summary(answer: dict[str, Any]) -> str:
     plan = answer["plan"]
     trains = (ext is not None and ext["fine_tune"]) or "stages" in answer["reason"] and "theta" in answer["reason"]
     if plan["stages"] and trains:
-        parts.append(f"trains to {format_length(plan['train_to'])} in {plan['stages']} stage(s), last jump "
-                     f"x{plan['final_jump']:g}")
+        jump = f", last jump x{plan['final_jump']:g}" if plan["final_jump"] > 1 else ""
+        parts.append(f"trains to {format_length(plan['train_to'])} in {plan['stages']} stage(s){jump}")
     return "; ".join(parts)
 
 
