@@ -107,6 +107,17 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
     return facts, (float(prf) if prf is not None else None), model_facts
 
 
+def _test_spec(item: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+    """One test of the plan as data (for a harness): lengths in tokens, thresholds as fractions."""
+    (kind, spec), = item.items()
+    if kind == "text":
+        return {"kind": "text", "text": render(str(spec), facts)}
+    out: dict[str, Any] = {"kind": kind}
+    for key, value in spec.items():
+        out[key] = int(facts[value]) if key in ("length", "baseline") else float(value)
+    return out
+
+
 def _test_line(item: dict[str, Any], facts: dict[str, Any]) -> str:
     (kind, spec), = item.items()
     if kind == "niah":
@@ -252,6 +263,7 @@ def pick(inp: PickInputs) -> PickResult:
         "hyperparameters": hyper,
         "extension": extension,
         "test_plan": [_test_line(item, facts) for item in rule.body["test_plan"]],
+        "tests": [_test_spec(item, facts) for item in rule.body["test_plan"]],
         "fallback": render(rule.body["fallback"], facts),
         "rule": rule.id,
         "why": render(rule.body["why"], facts),

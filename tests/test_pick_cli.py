@@ -23,6 +23,7 @@ from reference import alibi_slopes_official
 
 from posenc_cli.rules import GUARDS, load_rules
 from posenc_cli.scaling import format_hf, make_request
+from posenc_cli.units import format_length
 
 DEFAULT_RULE_IDS = [rule.id for rule in load_rules().rules]
 ROOT_RULES = Path(__file__).resolve().parent.parent / "rules" / "default.yaml"
@@ -601,3 +602,22 @@ def test_the_budget_shapes_a_short_extension(budget: str, rule: str, tuned: bool
     else:
         assert a["extension"]["fine_tune"] is tuned and a["extension"]["factor"] == 4.0
         assert a["plan"]["stages"] == int(tuned) and a["plan"]["plan_tokens"] == (2 * 10**10 if tuned else 0)
+
+
+@pytest.mark.parametrize("name", list(SCENARIO_ARGS))
+def test_the_test_plan_is_also_data(name: str, configs: dict[str, str]) -> None:
+    """`tests` is `test_plan` as numbers a harness can run: the same tests, lengths and thresholds."""
+    a = scenario(name, configs)
+    assert len(a["tests"]) == len(a["test_plan"]) and a["tests"]
+    for spec, line in zip(a["tests"], a["test_plan"], strict=True):
+        if spec["kind"] == "text":
+            assert spec == {"kind": "text", "text": line}
+            continue
+        assert isinstance(spec["length"], int)
+        if spec["kind"] == "niah":
+            assert f"({spec['length']:,} tokens" in line
+        else:
+            assert f"at {format_length(spec['length'])} " in line
+        threshold = spec.get("pass_rate", spec.get("margin"))
+        assert isinstance(threshold, float) and 0 < threshold <= 1 and f"{threshold:.0%}" in line
+    assert any(t["kind"] == "niah" for t in a["tests"])
