@@ -5,6 +5,10 @@ checked strictly (unknown keys, facts, operators and template names are errors).
 (``rules/schema.json`` has the machine-readable form)::
 
     version: 1
+    constants:                    # the plan's numbers (posenc_cli.planning), each {value, source}; see CONSTANTS
+      training_free_cap: {value: 4, source: "..."}
+    tables:                       # rows {up_to, value, source}, up_to rising, the last one null
+      theta_by_length: [{up_to: 8192, value: 500000, source: "..."}, {up_to: null, ...}]
     derived:                      # facts computed from other facts, in order
       scale: {ratio: [ctx, trained_ctx]}          # ratio | product | min | max, of facts or numbers
     rules:                        # first match wins; the last rule must have `when: []` (catch-all)
@@ -14,10 +18,11 @@ checked strictly (unknown keys, facts, operators and template names are errors).
         encoding: RoPE
         reason: one sentence, may use {templates}
         hyperparameters: {theta: 500000, head_dim: "{head_dim}"}
-        extension: {method: yarn, factor: scale, fine_tune: false, tokens: "none"}   # or null
+        extension: {method: yarn, factor: scale, fine_tune: false, tokens: "none"}   # method keep; or null
         test_plan:
           - niah: {length: ctx, pass_rate: 0.9}
           - perplexity: {length: ctx, baseline: trained_ctx, margin: 0.1}
+          - regression: {length: trained_ctx, margin: 0.02}   # required when positions change
           - text: anything else
         fallback: what to do if the long-context evaluation fails
         why: the evidence behind the rule
