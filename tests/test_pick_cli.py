@@ -621,3 +621,11 @@ def test_the_test_plan_is_also_data(name: str, configs: dict[str, str]) -> None:
         threshold = spec.get("pass_rate", spec.get("margin"))
         assert isinstance(threshold, float) and 0 < threshold <= 1 and f"{threshold:.0%}" in line
     assert any(t["kind"] == "niah" for t in a["tests"])
+
+
+@pytest.mark.parametrize(("budget", "rule"), [("0", "new-training-free"), ("5B", "new-finetune")])
+def test_a_new_models_budget_buys_a_stage_at_the_target(budget: str, rule: str) -> None:
+    a = pick_json("--ctx", "128k", "--trained-ctx", "32k", "--budget", budget)
+    assert a["rule"] == rule and a["extension"]["factor"] == 4.0
+    assert a["extension"]["fine_tune"] is (rule == "new-finetune")
+    assert a["hyperparameters"]["theta"] == 1e6  # theta_by_length at 32k
