@@ -195,13 +195,13 @@ def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: fl
     if req.fine_tuned:
         argv.append("--fine-tuned")
     v4, v5 = scaling.format_hf(req), scaling.format_hf_v5(req)
-    config = v4
+    config, config_format = v4, "hf"
     if model is not None:
         argv = ["posenc", "scale", req.method, "--config", "MODEL", "--target", format_length(req.target)]
         if req.fine_tuned:
             argv.append("--fine-tuned")
         if model.rope_parameters:
-            config = v5
+            config, config_format = v5, "hf-v5"
             argv += ["--format", "hf-v5"]
             if model.groups:  # nested per layer type: only the extended group changes
                 config = {**v5, "rope_parameters": {**model.groups, model.group: v5["rope_parameters"]}}
@@ -216,6 +216,7 @@ def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: fl
         "fine_tune_tokens": render(str(ext.get("tokens", "none")), facts),
         "note": note,
         "config": config,
+        "config_format": config_format,
         "config_v4": v4,
         "config_v5": v5,
         "command": shlex.join(argv),

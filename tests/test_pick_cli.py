@@ -576,6 +576,7 @@ def test_nested_rope_parameters_change_only_the_extended_group(tmp_path: Path) -
     params = a["extension"]["config"]["text_config"]["rope_parameters"]
     assert params["sliding_attention"] == nested["rope_parameters"]["sliding_attention"]
     assert params["full_attention"]["factor"] == 16.0 and "--format hf-v5" in a["extension"]["command"]
+    assert a["extension"]["config_format"] == "hf-v5"
     merged = write_json(tmp_path, {**cfg, "text_config": {**nested, **a["extension"]["config"]["text_config"]}},
                         "merged.json")
     ok(run("check", merged, "--engines", "hf"))
@@ -629,3 +630,9 @@ def test_a_new_models_budget_buys_a_stage_at_the_target(budget: str, rule: str) 
     assert a["rule"] == rule and a["extension"]["factor"] == 4.0
     assert a["extension"]["fine_tune"] is (rule == "new-finetune")
     assert a["hyperparameters"]["theta"] == 1e6  # theta_by_length at 32k
+
+
+@pytest.mark.parametrize(("value", "needle"), [("256k", "between 1 and --ctx"), ("0", "--typical-ctx"),
+                                               ("lots", "--typical-ctx")])
+def test_bad_typical_ctx(value: str, needle: str) -> None:
+    assert_usage_error(run("pick", "--ctx", "128k", "--typical-ctx", value), needle)

@@ -91,8 +91,8 @@ def _render_pick(a: dict[str, Any]) -> None:
                    f"{format_length(ext['to'])}; fine-tuning: {tuning}")
         if ext["note"]:
             out.append(f"   {ext['note']}")
-        form = "transformers 5 rope_parameters" if "config_v5" in ext and ext["config"] in (
-            ext["config_v5"], {"text_config": ext["config_v5"]}) else "transformers rope_scaling, read by 4.x and 5.x"
+        form = ("transformers 5 rope_parameters" if ext["config_format"] == "hf-v5"
+                else "transformers rope_scaling, read by 4.x and 5.x")
         out.append(f"   merge into config.json ({form}; other engines via the command below):")
         out += ["   " + line for line in json.dumps(ext["config"], indent=2).splitlines()]
         out.append(f"   same numbers: {ext['command']}")
