@@ -534,6 +534,79 @@ def decay_figure(curves: Sequence[DecayCurve], *, dpi: float = DEFAULT_DPI, titl
     return fig
 
 
+@dataclass(frozen=True)
+class PassGrid:
+    """One eval run's needle pass rates: ``rates[i][j]`` at ``lengths[i]`` and ``depths[j]`` (None: not run)."""
+
+    title: str
+    lengths: Sequence[int]
+    depths: Sequence[float]
+    rates: Sequence[Sequence[float | None]]
+
+
+def _length_label(n: int) -> str:
+    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
+
+
+def pass_rate_figure(grids: Sequence[PassGrid], *, dpi: float = DEFAULT_DPI, title: str | None = None) -> Figure:
+    """Depth x length heatmaps of needle pass rates, one panel per run, each cell printed (red 0 .. green 1)."""
+    panels = len(grids)
+    fig = _new_figure((max(5.0, 4.2 * panels), 4.4), dpi)
+    cm = _colormap("RdYlGn", bad="#d0d0d0")
+    axes = [fig.add_subplot(1, panels, i + 1) for i in range(panels)]
+    fig.subplots_adjust(left=0.08 if panels > 1 else 0.14, right=0.9, bottom=0.14, top=0.8, wspace=0.12)
+    image = None
+    for ax, grid in zip(axes, grids, strict=True):
+        values = np.array([[np.nan if v is None else v for v in row] for row in grid.rates], dtype=np.float64).T
+        image = ax.imshow(values, cmap=cm, vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+        ax.set_xticks(range(len(grid.lengths)), [_length_label(n) for n in grid.lengths], fontsize=8)
+        ax.set_yticks(range(len(grid.depths)), [f"{d:.0%}" for d in grid.depths], fontsize=8)
+        ax.set_xlabel("prompt length (tokens)")
+        ax.set_title(grid.title, fontsize=10)
+        for (row, col), value in np.ndenumerate(values):
+            if not np.isnan(value):
+                ax.text(col, row, f"{value:.2f}".rstrip("0").rstrip(".") if value not in (0, 1) else f"{value:.0f}",
+                        ha="center", va="center", fontsize=7)
+    axes[0].set_ylabel("needle depth")
+    for ax in axes[1:]:
+        ax.set_yticklabels([])
+    if image is not None:
+        bar = fig.colorbar(image, ax=axes, fraction=0.04, pad=0.02)
+        bar.set_label("pass rate")
+    fig.suptitle(title or "needle retrieval: pass rate by depth and length", fontsize=11)
+    return fig
+
+
+@dataclass(frozen=True)
+class LossCurve:
+    """Mean loss per position bin (``starts[i]`` .. ``stops[i]``) of one run."""
+
+    label: str
+    starts: Sequence[int]
+    stops: Sequence[int]
+    loss: Sequence[float]
+
+
+def loss_figure(curves: Sequence[LossCurve], *, marks: Sequence[tuple[int, str]] = (), dpi: float = DEFAULT_DPI,
+                title: str | None = None) -> Figure:
+    """Per-position loss against position (log axis), one line per run; ``marks`` are labelled vertical lines."""
+    fig = _new_figure(HEATMAP_SIZE, dpi)
+    ax = fig.add_subplot(1, 1, 1)
+    for curve in curves:
+        centres = [math.sqrt(max(a, 1) * b) for a, b in zip(curve.starts, curve.stops, strict=True)]
+        ax.plot(centres, curve.loss, marker="o", markersize=3, label=curve.label)
+    for x, label in marks:
+        ax.axvline(x, color="black", linestyle="--", linewidth=1)
+        ax.text(x, ax.get_ylim()[1], f" {label}", va="top", fontsize=8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("position (tokens)")
+    ax.set_ylabel("loss per token (nats)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=9)
+    ax.set_title(title or "per-position loss of the served model", fontsize=11)
+    return fig
+
+
 def figure_bytes(fig: Figure, fmt: str) -> bytes:
     """The figure rendered to PNG/SVG/PDF bytes (nothing touches the disk)."""
     if fmt not in FORMATS:

@@ -38,7 +38,7 @@ METHODS: dict[str, str] = {
     "longrope": "longrope",
     "llama3": "llama3",
 }
-FORMATS = ("hf", "hf-v5", "vllm", "sglang", "llama.cpp")
+FORMATS = ("hf", "hf-v5", "vllm", "sglang", "llama.cpp", "llama-cpp-python")
 
 #: Beyond this factor RoPE scaling needs a fine-tuning stage (the lesson's rule; PI and YaRN fine-tune past it).
 NO_FINETUNE_LIMIT = 8.0
@@ -299,6 +299,11 @@ def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bo
 
         f = flags(rope_parameters(req), max_model_len=req.target, arch="ARCH", in_gguf=False)
         return shlex.join(f.argv), f.warnings
+    if fmt == "llama-cpp-python":
+        from posenc_cli.engines.llamacpp import flags, python_server_argv
+
+        f = flags(rope_parameters(req), max_model_len=req.target, arch="ARCH", in_gguf=False)
+        return shlex.join(python_server_argv(f.argv, model)), f.warnings
     raise PosencError(f"--format {fmt!r} is not known; use one of: {', '.join(FORMATS)}")
 
 

@@ -58,8 +58,8 @@ SCALE = ["scale", "yarn", "--original-max", "32k", "--target", "128k", "--head-d
 @pytest.mark.parametrize(
     "extra",
     [[], ["--format", "hf-v5"], ["--format", "vllm"], ["--format", "sglang"], ["--format", "llama.cpp"],
-     ["--theta", "1e6"]],
-    ids=["hf", "hf-v5", "vllm", "sglang", "llama.cpp", "theta"],
+     ["--format", "llama-cpp-python"], ["--theta", "1e6"]],
+    ids=["hf", "hf-v5", "vllm", "sglang", "llama.cpp", "llama-cpp-python", "theta"],
 )
 def test_scale_needs_neither_numpy_nor_matplotlib(extra: list[str]) -> None:
     loaded = loaded_modules(run_cli_body([*SCALE, *extra]))
@@ -111,6 +111,21 @@ def test_inspect_gguf_loads_gguf_but_not_the_hub_client() -> None:
 def test_verify_bfloat16_is_the_only_path_that_loads_ml_dtypes() -> None:
     assert loaded_modules(run_cli_body(["verify", "--max-position", "4k"]))["ml_dtypes"] is False
     assert loaded_modules(run_cli_body(["verify", "--dtype", "bfloat16", "--max-position", "4k"]))["ml_dtypes"]
+
+
+def test_eval_loads_no_numpy_and_matplotlib_only_for_a_png(tmp_path: Path) -> None:
+    """eval talks HTTP with the standard library; only a PNG report loads matplotlib (and with it numpy)."""
+    from fake_server import FakeServer, Script
+
+    with FakeServer(Script()) as server:
+        probe = loaded_modules(run_cli_body(["eval", "probe", server.url]))
+        run = loaded_modules(run_cli_body(["eval", "run", server.url, "--lengths", "64", "--trials", "1",
+                                           "--pass-rate", "0", "--out", str(tmp_path / "run")]))
+    report = loaded_modules(run_cli_body(["eval", "report", str(tmp_path / "run")]))
+    assert probe == run == report == dict.fromkeys(HEAVY + OPTIONAL, False)
+    png = loaded_modules(run_cli_body(["eval", "report", str(tmp_path / "run"), "--png", str(tmp_path / "p.png")]))
+    assert png["matplotlib"] is True and png["torch"] is False and png["transformers"] is False
+    assert (tmp_path / "p.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_console_script_main_matches_app() -> None:

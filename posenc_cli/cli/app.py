@@ -38,6 +38,7 @@ COMMANDS = {
     "verify": ("posenc_cli.cli.verify", "verify"),
     "plot": ("posenc_cli.cli.plot", "plot_app"),
     "experiment": ("posenc_cli.cli.experiment", "experiment_app"),
+    "eval": ("posenc_cli.cli.eval", "eval_app"),
 }
 LAZY_GROUPS = {name: spec for name, spec in COMMANDS.items() if spec[1].endswith("_app")}
 

@@ -23,7 +23,8 @@ def scale(
     partial_rotary_factor: opts.PartialRotaryFactorOpt = None,
     config: Annotated[str | None, typer.Option(
         help="Read theta, head dim and lengths from a model: config.json, folder, Hub id or GGUF.")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="hf, hf-v5, vllm, sglang or llama.cpp.")] = "hf",
+    fmt: Annotated[str, typer.Option(
+        "--format", help="hf, hf-v5, vllm, sglang, llama.cpp or llama-cpp-python.")] = "hf",
     beta_fast: opts.BetaFastOpt = None,
     beta_slow: opts.BetaSlowOpt = None,
     attention_factor: opts.AttentionFactorOpt = None,

@@ -20,7 +20,7 @@ posenc gives (``common/arg.cpp``, ``src/llama-context.cpp``, ``ggml`` ``rope_yar
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,3 +142,30 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
                         "`posenc inspect MODEL.gguf`")
     return EngineRun("llama.cpp", VERSION, max_model_len, [group], ["llama-server", "-m", "MODEL.gguf", *f.argv],
                      accepts=None, warnings=warnings)
+
+
+#: llama-server flag -> (llama-cpp-python server setting, value converter). The Python server takes the same
+#: ``llama_context_params`` under their C names; only the scale is inverted (``--rope-scale S`` is
+#: ``rope_freq_scale = 1/S``) and the scaling type is the ``enum llama_rope_scaling_type`` number.
+_ROPE_SCALING_TYPES = {"none": "0", "linear": "1", "yarn": "2"}
+PYTHON_SERVER_FLAGS: dict[str, tuple[str, Callable[[str], str]]] = {
+    "--rope-scaling": ("--rope_scaling_type", lambda v: _ROPE_SCALING_TYPES[v]),
+    "--rope-scale": ("--rope_freq_scale", lambda v: format_number(1.0 / float(v))),
+    "--rope-freq-base": ("--rope_freq_base", str),
+    "--yarn-orig-ctx": ("--yarn_orig_ctx", str),
+    "--yarn-beta-fast": ("--yarn_beta_fast", str),
+    "--yarn-beta-slow": ("--yarn_beta_slow", str),
+    "--ctx-size": ("--n_ctx", str),
+    "--override-kv": ("--kv_overrides", str),
+}
+
+
+def python_server_argv(argv: list[str], model: str = "MODEL") -> list[str]:
+    """llama-server flags from :func:`flags` as a ``python -m llama_cpp.server`` command (llama-cpp-python)."""
+    out = ["python", "-m", "llama_cpp.server", "--model", model]
+    pairs = iter(argv)
+    for flag in pairs:
+        value = next(pairs)
+        name, convert = PYTHON_SERVER_FLAGS[flag]
+        out += [name, convert(value)]
+    return out

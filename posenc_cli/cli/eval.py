@@ -1,0 +1,371 @@
+"""``posenc eval run|probe|report|compare``: run a test plan against a served model and judge it.
+
+Parsing and rendering only: the plan, the client, the runner and the verdicts live in ``posenc_cli.evaluation``
+and ``posenc_cli.serving``. rich loads for the progress bar and tables; matplotlib only when a PNG is asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from posenc_cli.errors import ExitCode, PosencError
+
+if TYPE_CHECKING:
+    from posenc_cli.evaluation.probe import Capabilities
+    from posenc_cli.serving import Client
+
+eval_app = typer.Typer(
+    add_completion=False, no_args_is_help=True,
+    help="Run needle/passkey retrieval and per-position loss against an OpenAI-compatible server (vLLM, SGLang, "
+    "llama.cpp), and judge the results against pick's test plan.")
+
+UrlArg = Annotated[str, typer.Argument(help="The server's base URL, e.g. http://127.0.0.1:8000/v1.")]
+ModelOpt = Annotated[str | None, typer.Option("--model", help="Model id to request (default: the server's first).")]
+TokenizerOpt = Annotated[str | None, typer.Option(
+    "--tokenizer", help="Count tokens locally: 'bytes' (the passkey model's vocabulary), a tokenizer.json or a model "
+    "folder (default: the server's tokenize endpoint).")]
+KeyEnvOpt = Annotated[str, typer.Option("--api-key-env", help="Environment variable holding the API key.")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds to wait for one answer.")]
+RetriesOpt = Annotated[int, typer.Option("--retries", help="Retries per request (back-off 0.5 s, doubling, max 8 s).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+PngOpt = Annotated[Path | None, typer.Option("--png", help="Write the depth x length pass-rate heatmap(s) here.")]
+LossPngOpt = Annotated[Path | None, typer.Option("--loss-png", help="Write the per-position loss curve(s) here.")]
+
+
+def _client(url: str, key_env: str, timeout: float, retries: int) -> Client:
+    from posenc_cli.serving import Client, api_key_from_env
+
+    if timeout <= 0:
+        raise PosencError(f"--timeout {timeout:g}: must be positive (seconds)")
+    if not 0 <= retries <= 20:
+        raise PosencError(f"--retries {retries}: allowed 0 to 20")
+    return Client(url, api_key=api_key_from_env(key_env), timeout=timeout, retries=retries)
+
+
+def _counter(client: Client, caps: Capabilities, tokenizer: str | None) -> Any:
+    from posenc_cli.cli.output import note
+    from posenc_cli.evaluation.probe import PROBE_TEXT
+    from posenc_cli.evaluation.tokens import local_counter, server_counter
+
+    if tokenizer is None:
+        return server_counter(client, caps)
+    count = local_counter(tokenizer)
+    offset = caps.probe_tokens - count(PROBE_TEXT) if caps.probe_tokens is not None else 0
+    if offset:
+        note(f"note: --tokenizer {tokenizer} counts {-offset:+d} tokens against the server's usage; corrected")
+    return (lambda text: count(text) + offset) if offset else count
+
+
+@eval_app.command("probe")
+def probe_command(
+    url: UrlArg,
+    model: ModelOpt = None,
+    tokenizer: TokenizerOpt = None,
+    expect_ctx: Annotated[str | None, typer.Option(
+        "--expect-ctx", help="Send a prompt of exactly this many tokens (the context posenc scale meant); exit 1 "
+        "if the server does not serve it.")] = None,
+    template: Annotated[str | None, typer.Option("--template", help="Template for that prompt's text.")] = None,
+    api_key_env: KeyEnvOpt = "OPENAI_API_KEY",
+    timeout: TimeoutOpt = 600.0,
+    retries: RetriesOpt = 1,
+    as_json: JsonOpt = False,
+) -> None:
+    """What the server supports (tokenize, prompt logprobs, context per slot) and whether it serves a context."""
+    from posenc_cli.evaltemplate import build_prompt, load_template
+    from posenc_cli.evaluation.probe import probe
+    from posenc_cli.units import parse_length
+
+    client = _client(url, api_key_env, timeout, retries)
+    length = parse_length(expect_ctx, name="--expect-ctx") if expect_ctx is not None else None
+    chosen = load_template(template)
+    holder: dict[str, Any] = {}
+
+    def long_prompt(n: int) -> str:
+        return build_prompt(chosen, length=n, depth=0.5, seed=0, count=holder["count"]).text
+
+    caps = probe(client, model)
+    if length is not None:
+        try:
+            holder["count"] = _counter(client, caps, tokenizer)
+        except PosencError as exc:
+            raise PosencError(f"--expect-ctx needs a token count: {exc}") from None
+        caps = probe(client, model, expect_ctx=length, long_prompt=long_prompt)
+    result = caps.as_dict()
+    result["requests"] = client.requests
+    served = caps.expected_context is None or (
+        caps.expected_context.get("served") and caps.expected_context.get("prompt_tokens") in (None, length))
+    if as_json:
+        from posenc_cli.cli.output import print_json
+
+        print_json(result)
+    else:
+        _render_probe(caps)
+    if not served:
+        raise typer.Exit(ExitCode.CHECK_FAILED)
+
+
+def _render_probe(caps: Capabilities) -> None:
+    from rich.table import Table
+
+    from posenc_cli.cli.output import console
+
+    table = Table(title=f"{caps.base_url}  model {caps.model}", title_justify="left", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("engine", caps.engine)
+    table.add_row("served context", f"{caps.served_context} ({caps.context_source})" if caps.served_context
+                  else caps.context_source)
+    table.add_row("tokenize", f"{caps.tokenize} (usage counts {caps.tokenize_offset:+d})"
+                  if caps.tokenize and caps.tokenize_offset is not None else str(caps.tokenize or "none"))
+    table.add_row("prompt logprobs", caps.logprobs_detail if caps.prompt_logprobs else f"unavailable: "
+                  f"{caps.logprobs_detail}")
+    for name, state in caps.parameters.items():
+        table.add_row(f"  {name}", state)
+    if caps.expected_context is not None:
+        e = caps.expected_context
+        table.add_row(f"{e['tokens']}-token prompt", f"served ({e.get('prompt_tokens')} prompt tokens)"
+                      if e.get("served") else f"refused: {e.get('message')}")
+    table.add_row("requests", str(caps.requests))
+    console().print(table)
+
+
+@eval_app.command("run")
+def run_command(
+    url: UrlArg,
+    out: Annotated[Path, typer.Option("--out", help="Run folder: manifest.json + results.jsonl (resumed if "
+                                      "it exists).")],
+    plan_file: Annotated[Path | None, typer.Option(
+        "--plan", help="A `posenc pick --json` answer (file, or - for stdin): its tests and lengths.")] = None,
+    config: Annotated[str | None, typer.Option(
+        "--config", help="A model (config.json, folder, Hub id, GGUF): lengths where its positions change.")] = None,
+    lengths: Annotated[str | None, typer.Option("--lengths", help="Explicit lengths: 64,128,1k.")] = None,
+    depths: Annotated[str | None, typer.Option(
+        "--depths", help="Needle depths as fractions (default 0,0.25,0.5,0.75,1).")] = None,
+    trials: Annotated[int | None, typer.Option(
+        "--trials", help="Prompts per length and depth (default 2 from a plan or model, 4 with --lengths).")] = None,
+    pass_rate: Annotated[float | None, typer.Option(
+        "--pass-rate", help="With --lengths: pass rate required at the longest length.")] = None,
+    template: Annotated[str | None, typer.Option(
+        "--template", help="passkey (the tiny model's), needle (pretrained models) or a template YAML file.")] = None,
+    model: ModelOpt = None,
+    tokenizer: TokenizerOpt = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", help="Requests in flight at once.")] = 1,
+    label: Annotated[str | None, typer.Option("--label", help="A name for this run in reports.")] = None,
+    api_key_env: KeyEnvOpt = "OPENAI_API_KEY",
+    timeout: TimeoutOpt = 600.0,
+    retries: RetriesOpt = 3,
+    as_json: JsonOpt = False,
+) -> None:
+    """Send every cell of the plan (skipping finished ones), then report: exit 0 pass, 1 fail, 2 could not run."""
+    from posenc_cli.evaltemplate import load_template
+    from posenc_cli.evaluation import plan as plans
+    from posenc_cli.evaluation.probe import probe
+    from posenc_cli.evaluation.run import Runner
+    from posenc_cli.units import parse_length
+
+    sources = [name for name, given in (("--plan", plan_file), ("--config", config), ("--lengths", lengths))
+               if given is not None]
+    if len(sources) != 1:
+        raise PosencError("give exactly one of --plan, --config or --lengths" +
+                          (f" (got {', '.join(sources)})" if sources else ""))
+    chosen = load_template(template if template is not None else ("passkey" if lengths else "needle"))
+    depth_list = tuple(_floats(depths, "--depths")) if depths is not None else plans.DEFAULT_DEPTHS
+    if plan_file is not None:
+        plan = plans.from_pick(_read_json(plan_file), chosen, depths=depth_list, trials=trials or 2,
+                               label=f"pick --json ({plan_file})")
+    elif config is not None:
+        from posenc_cli.sources import describe_source, read_source
+
+        plan = plans.from_model(describe_source(read_source(config)), chosen, depths=depth_list, trials=trials or 2,
+                                label=f"model {config}")
+    else:
+        grid = [parse_length(x.strip(), name="--lengths") for x in (lengths or "").split(",") if x.strip()]
+        plan = plans.from_lengths(grid, chosen, depths=depth_list, trials=trials or 4, pass_rate=pass_rate)
+    plans.check_grid(list(plan.lengths), list(plan.depths), plan.trials)
+    for line in plan.notes:
+        sys.stderr.write(f"note: {line}\n")
+
+    client = _client(url, api_key_env, timeout, retries)
+    caps = probe(client, model)
+    count = _counter(client, caps, tokenizer)
+    runner = Runner(client, caps, plan, out, count, concurrency=concurrency, label=label)
+    todo, done = runner.prepare()
+    if caps.prompt_logprobs is None:
+        sys.stderr.write(f"note: per-position loss unavailable: {caps.logprobs_detail}\n")
+    if done:
+        sys.stderr.write(f"note: {out}: {done} cells already done, {len(todo)} to run\n")
+    with _Bar(len(todo)) as bar:
+        runner.run(todo, bar.update)
+    _report(out, None, None, None, as_json)
+
+
+def _floats(text: str, name: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise PosencError(f"{name} {text!r}: expected numbers separated by commas (e.g. 0,0.5,1)") from None
+
+
+def _read_json(path: Path) -> Any:
+    from posenc_cli.config import read_text
+
+    text = sys.stdin.read() if str(path) == "-" else read_text(path, kind="pick answer")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PosencError(f"--plan {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+
+
+class _Bar:
+    """A rich progress bar on stderr: cells done of total, requests sent, passes so far, ETA."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.progress: Any = None
+
+    def __enter__(self) -> _Bar:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        from posenc_cli.cli.output import console
+
+        self.progress = Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[requests]} requests, {task.fields[passed]} passed"),
+                                 TimeRemainingColumn(), console=console(stderr=True), transient=True)
+        self.progress.start()
+        self.task = self.progress.add_task("eval", total=self.total, requests=0, passed=0)
+        return self
+
+    def update(self, state: Any) -> None:
+        self.progress.update(self.task, completed=state.done, requests=state.requests, passed=state.passed)
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+
+@eval_app.command("report")
+def report_command(
+    run: Annotated[Path, typer.Argument(help="A run folder written by `posenc eval run`.")],
+    baseline: Annotated[Path | None, typer.Option(
+        "--baseline", help="The unscaled model's run, for the short-context regression test.")] = None,
+    png: PngOpt = None,
+    loss_png: LossPngOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Pass rates per length and depth, the loss curve, and each test's verdict: exit 0 pass, 1 fail, 2 not run."""
+    _report(run, baseline, png, loss_png, as_json)
+
+
+def _report(run: Path, baseline: Path | None, png: Path | None, loss_png: Path | None, as_json: bool) -> None:
+    from posenc_cli.evaluation.report import FAIL, PASS, summarise
+
+    summary = summarise(run, baseline)
+    _figures([summary], png, loss_png)
+    if as_json:
+        from posenc_cli.cli.output import print_json
+
+        print_json(summary)
+    else:
+        _render_summary(summary)
+    code = {PASS: ExitCode.OK, FAIL: ExitCode.CHECK_FAILED}.get(summary["result"], ExitCode.USAGE)
+    if code != ExitCode.OK:
+        raise typer.Exit(code)
+
+
+def _figures(summaries: list[dict[str, Any]], png: Path | None, loss_png: Path | None) -> None:
+    if png is None and loss_png is None:
+        return
+    from posenc_cli.config import atomic_write_bytes
+    from posenc_cli.plots import LossCurve, PassGrid, figure_bytes, loss_figure, pass_rate_figure
+
+    if png is not None:
+        grids = [PassGrid(s["label"] or s["run"], s["lengths"], s["depths"], s["pass_rate"]) for s in summaries]
+        atomic_write_bytes(png, figure_bytes(pass_rate_figure(grids), "png"))
+        sys.stderr.write(f"wrote {png}\n")
+    if loss_png is not None:
+        curves = [LossCurve(s["label"] or s["run"], [b["from"] for b in s["loss"]["curve"]],
+                            [b["to"] for b in s["loss"]["curve"]], [b["loss"] for b in s["loss"]["curve"]])
+                  for s in summaries if s["loss"]["available"]]
+        if not curves:
+            raise PosencError("--loss-png: no run has prompt log-probabilities (the server gave none)")
+        atomic_write_bytes(loss_png, figure_bytes(loss_figure(curves), "png"))
+        sys.stderr.write(f"wrote {loss_png}\n")
+
+
+def _render_summary(summary: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from posenc_cli.cli.output import console
+    from posenc_cli.units import format_length
+
+    out = console()
+    title = f"{summary['label'] or summary['run']}: {summary['model']} on {summary['engine']} ({summary['plan']})"
+    table = Table(title=title, title_justify="left")
+    table.add_column("length", justify="right")
+    for d in summary["depths"]:
+        table.add_column(f"depth {d:g}", justify="right")
+    table.add_column("pass rate", justify="right")
+    for n, row in zip(summary["lengths"], summary["pass_rate"], strict=True):
+        stats = summary["by_length"][str(n)]
+        cells = ["-" if v is None else f"{v:.2f}" for v in row]
+        rate = "-" if stats["pass_rate"] is None else f"{stats['pass_rate']:.2f}"
+        table.add_row(format_length(n), *cells, rate)
+    out.print(table)
+    loss = summary["loss"]
+    if loss["available"]:
+        points = ", ".join(f"{b['from']}-{b['to']}: {b['loss']:.3f}" for b in loss["curve"][-6:])
+        out.print(f"loss per token by position (last bins): {points}")
+    else:
+        out.print(f"per-position loss: unavailable ({loss['why']})")
+    if summary["mismatched_lengths"]:
+        out.print(f"[bold]{len(summary['mismatched_lengths'])} cells left out: the server counted a different "
+                  "prompt length[/bold]")
+    for test in summary["tests"]:
+        from posenc_cli.evaluation.plan import PlanTest
+
+        threshold = test.get("pass_rate", test.get("margin"))
+        text = PlanTest(test["kind"], test["length"], threshold).describe()
+        measured = f" (measured {test['measured']:g})" if "measured" in test else ""
+        why = f": {test['why']}" if "why" in test else ""
+        out.print(f"{test['result'].upper():8} {text}{measured}{why}")
+    out.print(f"result: {summary['result']}  ({summary['requests']} requests, {summary['seconds']:.1f} s)")
+
+
+@eval_app.command("compare")
+def compare_command(
+    runs: Annotated[list[Path], typer.Argument(help="Two or more run folders (same lengths).")],
+    png: PngOpt = None,
+    loss_png: LossPngOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Runs side by side: pass rate per length, heatmaps in one PNG, loss curves on one chart."""
+    from posenc_cli.evaluation.report import compare, summarise
+
+    if len(runs) < 2:
+        raise PosencError(f"compare needs two or more run folders, got {len(runs)}")
+    summaries = [summarise(r) for r in runs]
+    result = compare(summaries)
+    _figures(summaries, png, loss_png)
+    if as_json:
+        from posenc_cli.cli.output import print_json
+
+        print_json(result)
+        return
+    from rich.table import Table
+
+    from posenc_cli.cli.output import console
+    from posenc_cli.units import format_length
+
+    table = Table(title="pass rate by length", title_justify="left")
+    names = [s["label"] or s["run"] for s in summaries]
+    table.add_column("length", justify="right")
+    for name in names:
+        table.add_column(name, justify="right")
+    for row in result["by_length"]:
+        table.add_row(format_length(row["length"]),
+                      *["-" if row[name] is None else f"{row[name]:.2f}" for name in names])
+    console().print(table)

@@ -1,0 +1,182 @@
+"""What an eval run measures: the grid of cells and the tests with their thresholds (stdlib; no numpy).
+
+A plan comes from one of three places:
+
+* ``pick --json`` output: its ``tests`` list (``niah`` with ``length`` and ``pass_rate``, ``regression`` with
+  ``length`` and ``margin``) and its extension (``from`` -> ``to``);
+* a model's RoPE (``--config``): lengths around where positions change, read with the same model reader as
+  ``inspect`` (:func:`posenc_cli.models.windows`);
+* explicit ``--lengths`` (the tiny model's grid).
+
+Lengths for a plan from an extension ``from -> to``: ``from / 2`` (inside the trained range, the short-context
+regression check), ``from``, the geometric midpoints up to ``to``, and ``to``. From a model: the YaRN ramp's short
+edge ``original / beta_fast`` (the shortest wavelength YaRN interpolates), ``original``, the midpoint and the native
+window. Each length gets every depth and ``trials`` seeds; a plan's fingerprint (sha256 of its canonical JSON)
+ties a results file to it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from posenc_cli.errors import PosencError
+from posenc_cli.evaltemplate import Template
+from posenc_cli.units import format_length
+
+DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
+#: The pass rate a needle test asks for when no plan gives one (pick's rules use 0.9 for training-free extensions).
+DEFAULT_PASS_RATE = 0.9
+#: Short-context mean loss may rise this much (relative) over a baseline run (pick's regression margin).
+DEFAULT_MARGIN = 0.02
+KINDS = ("niah", "regression")
+
+
+@dataclass(frozen=True)
+class PlanTest:
+    """One pass/fail test: ``niah`` (pass rate over every depth and trial at ``length`` >= ``threshold``) or
+    ``regression`` (mean per-token loss below ``length``, relative to a baseline run, rises by <= ``threshold``)."""
+
+    kind: str
+    length: int
+    threshold: float
+
+    def as_dict(self) -> dict[str, Any]:
+        key = "pass_rate" if self.kind == "niah" else "margin"
+        return {"kind": self.kind, "length": self.length, key: self.threshold}
+
+    def describe(self) -> str:
+        if self.kind == "niah":
+            return f"needle at {format_length(self.length)}: pass rate >= {self.threshold:g}"
+        return f"mean loss below {format_length(self.length)} within {self.threshold:.0%} of the baseline"
+
+
+@dataclass(frozen=True)
+class Cell:
+    kind: str  # "needle" or "loss"
+    length: int
+    depth: float
+    trial: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}:{self.length}:{self.depth:g}:{self.trial}"
+
+    @property
+    def seed(self) -> int:
+        # one seed per (length, depth, trial), stable across runs and machines (no hash randomisation)
+        text = f"{self.length}:{self.depth:g}:{self.trial}".encode()
+        return int.from_bytes(hashlib.sha256(text).digest()[:4], "little")
+
+
+@dataclass(frozen=True)
+class Plan:
+    lengths: tuple[int, ...]
+    depths: tuple[float, ...]
+    trials: int
+    template: Template
+    tests: tuple[PlanTest, ...] = ()
+    loss_trials: int = 1  # per-position loss requests at the longest length (when the server gives logprobs)
+    source: str = "--lengths"
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+    def cells(self, with_loss: bool) -> list[Cell]:
+        out = [Cell("needle", n, d, t) for n in self.lengths for d in self.depths for t in range(self.trials)]
+        if with_loss:
+            out += [Cell("loss", max(self.lengths), 0.5, t) for t in range(self.loss_trials)]
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"lengths": list(self.lengths), "depths": list(self.depths), "trials": self.trials,
+                "loss_trials": self.loss_trials, "tests": [t.as_dict() for t in self.tests],
+                "template": self.template.as_dict(), "source": self.source}
+
+    def fingerprint(self) -> str:
+        canonical = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def check_grid(lengths: list[int], depths: list[float], trials: int) -> None:
+    if not lengths:
+        raise PosencError("the plan has no lengths")
+    if any(n < 8 for n in lengths):
+        raise PosencError(f"--lengths: {min(lengths)} is too short (at least 8 tokens)")
+    bad = [d for d in depths if not 0.0 <= d <= 1.0]
+    if bad or not depths:
+        raise PosencError(f"--depths: {bad[0] if bad else 'none'} (allowed: fractions from 0 to 1, e.g. 0,0.5,1)")
+    if not 1 <= trials <= 1000:
+        raise PosencError(f"--trials {trials}: allowed 1 to 1000")
+
+
+def _geometric_steps(start: int, stop: int) -> list[int]:
+    """``start``, doubling, up to ``stop`` (both included)."""
+    out = [start]
+    n = start
+    while n * 2 < stop:
+        n *= 2
+        out.append(n)
+    out.append(stop)
+    return sorted(set(out))
+
+
+def from_pick(answer: Any, template: Template, *, depths: tuple[float, ...] = DEFAULT_DEPTHS, trials: int = 2,
+              label: str = "pick --json") -> Plan:
+    """The plan of a ``posenc pick --json`` answer: its machine-readable tests and its extension's lengths."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("tests"), list):
+        raise PosencError(f"{label}: not a `posenc pick --json` answer (no `tests` list)")
+    tests: list[PlanTest] = []
+    texts: list[str] = []
+    for item in answer["tests"]:
+        kind = item.get("kind") if isinstance(item, dict) else None
+        if kind == "niah":
+            tests.append(PlanTest("niah", int(item["length"]), float(item["pass_rate"])))
+        elif kind in ("regression", "perplexity"):
+            # perplexity at a length against a baseline length needs two servers' runs: compare them with report
+            tests.append(PlanTest("regression", int(item["length"]), float(item["margin"])))
+        elif kind == "text":
+            texts.append(str(item.get("text", "")))
+        else:
+            raise PosencError(f"{label}: test kind {kind!r} is not one of niah, regression, perplexity, text")
+    found = answer.get("extension")
+    extension: dict[str, Any] = found if isinstance(found, dict) else {}
+    start, stop = extension.get("from"), extension.get("to")
+    lengths: set[int] = {t.length for t in tests}
+    if isinstance(start, int) and isinstance(stop, int) and stop > start:
+        lengths |= {max(start // 2, 8), *_geometric_steps(start, stop)}
+    if not lengths:
+        raise PosencError(f"{label}: the answer names no length to test (no niah test and no extension)")
+    notes = tuple(f"not measured by eval (a sentence, not a test): {t}" for t in texts)
+    return Plan(tuple(sorted(lengths)), depths, trials, template, tuple(tests), source=label, notes=notes)
+
+
+def from_model(model: Any, template: Template, *, depths: tuple[float, ...] = DEFAULT_DEPTHS, trials: int = 2,
+               label: str = "--config") -> Plan:
+    """Lengths where a model's positions change, from its first RoPE group (see the module docstring)."""
+    from posenc_cli.models import windows
+
+    if model.family != "rope" or not model.layers or model.max_position_embeddings is None:
+        raise PosencError(f"{label}: not a RoPE model with a max_position_embeddings; give --lengths")
+    layer = model.layers[0]
+    native, original, _ = windows(layer.params, model.max_position_embeddings)
+    window = native or model.max_position_embeddings
+    base = original or window
+    lengths = {window, base, max(base // 2, 8)}
+    if original and window > original:
+        lengths.add(int(math.sqrt(original * window)) // 64 * 64)
+    if layer.params.get("rope_type") == "yarn":
+        beta_fast = float(layer.params.get("beta_fast") or 32)
+        lengths.add(max(int(base / beta_fast), 8))
+    tests = (PlanTest("niah", window, DEFAULT_PASS_RATE), PlanTest("regression", max(base // 2, 8), DEFAULT_MARGIN))
+    return Plan(tuple(sorted(lengths)), depths, trials, template, tests, source=label)
+
+
+def from_lengths(lengths: list[int], template: Template, *, depths: tuple[float, ...] = DEFAULT_DEPTHS,
+                 trials: int = 4, pass_rate: float | None = None) -> Plan:
+    """An explicit grid; ``pass_rate`` makes a needle test at the longest length."""
+    tests = (PlanTest("niah", max(lengths), pass_rate),) if pass_rate is not None else ()
+    if pass_rate is not None and not 0.0 <= pass_rate <= 1.0:
+        raise PosencError(f"--pass-rate {pass_rate}: allowed 0 to 1")
+    return Plan(tuple(sorted(set(lengths))), depths, trials, template, tests)

@@ -1,0 +1,144 @@
+"""What an OpenAI-compatible server can do for an eval run, found by asking it (a handful of small requests).
+
+Each capability is observed, never assumed from the engine's name:
+
+* the model id and the context the server reports (vLLM/SGLang ``max_model_len`` in ``/v1/models``; llama-server's
+  per-slot ``n_ctx`` and ``total_slots`` in ``/props``); llama-cpp-python reports none;
+* a tokenize endpoint (each known style is tried), calibrated against ``usage.prompt_tokens`` of the same text so
+  a BOS the endpoint leaves out is counted;
+* prompt log-probabilities: ``echo`` + ``logprobs`` on completions, else SGLang's ``/generate``; a parameter the
+  server refuses (HTTP 4xx) is "rejected", one it answers without honouring is "ignored";
+* whether ``max_tokens`` and greedy decoding (``temperature`` 0: two identical requests, one answer) are honoured;
+* with ``expect_ctx``: whether a prompt of exactly that many tokens is served, which is how a scaled context is
+  seen from outside (no engine reports its rope scaling over HTTP).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from posenc_cli.errors import PosencError
+from posenc_cli.serving import TOKENIZE_STYLES, Client, Refused, ServerError
+
+PROBE_TEXT = "the key is 12345. what is the key? the key is "
+
+
+@dataclass
+class Capabilities:
+    base_url: str
+    model: str | None
+    engine: str  # from /v1/models owned_by or /props: vllm, sglang, llama-server, llama-cpp-python, unknown
+    served_context: int | None  # the context one request may use, as the server reports it
+    context_source: str
+    tokenize: str | None  # a TOKENIZE_STYLES entry, or None
+    tokenize_offset: int | None  # usage.prompt_tokens minus the tokenize count of the same text (BOS)
+    prompt_logprobs: str | None  # "echo" or "sglang", or None
+    logprobs_detail: str
+    parameters: dict[str, str] = field(default_factory=dict)  # parameter -> honoured | ignored | rejected: ...
+    expected_context: dict[str, Any] | None = None
+    requests: int = 0
+    probe_tokens: int | None = None  # usage.prompt_tokens of PROBE_TEXT (calibrates a local tokenizer)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Capabilities:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def _engine(model_entry: dict[str, Any] | None, props: dict[str, Any] | None) -> str:
+    owner = str((model_entry or {}).get("owned_by", "")).lower()
+    if owner in ("vllm", "sglang"):
+        return owner
+    if owner == "llamacpp" or props is not None:
+        return "llama-server"
+    if owner == "me":  # llama-cpp-python's server answers owned_by "me"
+        return "llama-cpp-python"
+    return "unknown"
+
+
+def probe(client: Client, model: str | None = None, *, expect_ctx: int | None = None,
+          long_prompt: Callable[[int], str] | None = None) -> Capabilities:
+    """Ask the server what it supports. ``long_prompt(n)`` builds a text of ``n`` tokens for the context check."""
+    start = client.requests
+    entries = client.models()
+    entry = next((m for m in entries if m.get("id") == model), None) if model else (entries[0] if entries else None)
+    if model and entry is None and entries:
+        ids = ", ".join(str(m.get("id")) for m in entries)
+        raise PosencError(f"--model {model!r}: the server serves {ids}")
+    model_id = model or (str(entry["id"]) if entry and "id" in entry else None)
+    props: dict[str, Any] | None = None
+    try:
+        answer = client.call("GET", "/props")
+        props = answer if isinstance(answer, dict) and "default_generation_settings" in answer else None
+    except (Refused, ServerError):
+        props = None
+    engine = _engine(entry, props)
+    served, source = None, "not reported"
+    if entry and isinstance(entry.get("max_model_len"), int):
+        served, source = int(entry["max_model_len"]), "/v1/models max_model_len"
+    elif props is not None:
+        n_ctx = props["default_generation_settings"].get("n_ctx")
+        if isinstance(n_ctx, int):
+            slots = props.get("total_slots")
+            served, source = n_ctx, f"/props n_ctx per slot ({slots} slots)" if slots else "/props n_ctx"
+
+    reference = client.complete(model_id, PROBE_TEXT, max_tokens=1)
+    params: dict[str, str] = {}
+    if reference.completion_tokens is not None:
+        params["max_tokens"] = "honoured" if reference.completion_tokens <= 1 else (
+            f"ignored (asked 1, got {reference.completion_tokens})")
+    else:
+        params["max_tokens"] = "unverified (no usage.completion_tokens)"
+    again = client.complete(model_id, PROBE_TEXT, max_tokens=4)
+    twice = client.complete(model_id, PROBE_TEXT, max_tokens=4)
+    params["temperature=0"] = "honoured" if again.text == twice.text else "ignored (two answers to one prompt)"
+    if reference.prompt_tokens is None:
+        params["usage.prompt_tokens"] = "missing: prompt lengths cannot be verified"
+
+    style, offset = None, None
+    for candidate in TOKENIZE_STYLES:
+        if candidate == "llama-server" and engine not in ("llama-server", "unknown"):
+            continue
+        try:
+            tokens = client.tokenize(candidate, model_id, PROBE_TEXT)
+        except (Refused, ServerError):
+            continue
+        style = candidate
+        offset = reference.prompt_tokens - len(tokens) if reference.prompt_tokens is not None else None
+        break
+
+    logprobs, detail = None, "neither echo+logprobs nor SGLang /generate answered"
+    try:
+        echoed = client.complete(model_id, PROBE_TEXT, max_tokens=1, echo_logprobs=True)
+        values = echoed.prompt_logprobs
+        if values is not None and (reference.prompt_tokens is None or len(values) == reference.prompt_tokens):
+            logprobs, detail = "echo", "echo + logprobs on /v1/completions"
+            params["echo"] = "honoured"
+        else:
+            params["echo"] = "ignored (no prompt in the answer's logprobs)"
+    except Refused as exc:
+        params["echo"] = f"rejected: {exc}"
+    if logprobs is None and engine in ("sglang", "unknown"):
+        try:
+            values = client.sglang_prompt_logprobs(PROBE_TEXT)
+            if reference.prompt_tokens is None or len(values) == reference.prompt_tokens:
+                logprobs, detail = "sglang", "SGLang /generate with return_logprob, logprob_start_len 0"
+        except (Refused, ServerError):
+            pass
+
+    expected: dict[str, Any] | None = None
+    if expect_ctx is not None:
+        expected = {"tokens": expect_ctx, "reported": served}
+        if long_prompt is None:
+            raise PosencError("--expect-ctx needs a tokenizer (the server's, or --tokenizer)")
+        try:
+            answer = client.complete(model_id, long_prompt(expect_ctx), max_tokens=1)
+            expected |= {"served": True, "prompt_tokens": answer.prompt_tokens}
+        except Refused as exc:
+            expected |= {"served": False, "message": str(exc)}
+    return Capabilities(client.base_url, model_id, engine, served, source, style, offset, logprobs, detail, params,
+                        expected, client.requests - start, reference.prompt_tokens)

@@ -1,0 +1,181 @@
+"""Run a plan against a server: an append-only results file plus a manifest, resumable, safe to interrupt.
+
+A run folder holds ``manifest.json`` (the plan, its fingerprint, the server's capabilities; written atomically
+once, before the first request) and ``results.jsonl`` (one JSON line per finished request, written and flushed
+to disk as it lands, never rewritten). A rerun with the same folder reads both, refuses a different plan or model,
+and sends only the cells without a line; a line cut short by a crash is ignored and its cell is sent again.
+
+Each needle request's prompt is built to its exact token length with the counter (server tokenize or a local
+tokenizer) and the line records both that count and the server's ``usage.prompt_tokens``: a cell whose lengths
+disagree is kept, flagged, and left out of the pass rates by the report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from posenc_cli.config import atomic_write_text
+from posenc_cli.errors import PosencError
+from posenc_cli.evaltemplate import build_prompt
+from posenc_cli.evaluation.plan import Cell, Plan
+from posenc_cli.evaluation.probe import Capabilities
+from posenc_cli.serving import Client, ServerError
+
+MANIFEST = "manifest.json"
+RESULTS = "results.jsonl"
+FORMAT = 1
+
+
+class PlanMismatch(PosencError):
+    """The run folder holds results of another plan or model."""
+
+
+def read_results(folder: Path) -> Iterator[dict[str, Any]]:
+    """Every complete line of ``results.jsonl`` (a torn last line from a crash is skipped)."""
+    path = folder / RESULTS
+    if not path.is_file():
+        return
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.endswith("\n"):
+                break
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict) and "cell" in record:
+                yield record
+
+
+def read_manifest(folder: Path) -> dict[str, Any]:
+    path = folder / MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PosencError(f"{folder}: not a run folder (no {MANIFEST})") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise PosencError(f"{path}: cannot read it ({exc.__class__.__name__})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise PosencError(f"{path}: not a posenc eval manifest (format {FORMAT})")
+    return data
+
+
+@dataclass
+class Progress:
+    done: int
+    total: int
+    requests: int
+    passed: int
+    last: dict[str, Any] | None
+
+
+class Runner:
+    def __init__(self, client: Client, caps: Capabilities, plan: Plan, folder: Path,
+                 count: Callable[[str], int], *, concurrency: int = 1, label: str | None = None) -> None:
+        if not 1 <= concurrency <= 256:
+            raise PosencError(f"--concurrency {concurrency}: allowed 1 to 256")
+        self.client, self.caps, self.plan, self.folder = client, caps, plan, folder
+        self.count, self.concurrency, self.label = count, concurrency, label
+        self._lock = threading.Lock()
+
+    def prepare(self) -> tuple[list[Cell], int]:
+        """Write or check the manifest; the cells still to run and how many are already done."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        manifest = {"format": FORMAT, "fingerprint": self.plan.fingerprint(), "plan": self.plan.as_dict(),
+                    "model": self.caps.model, "server": self.caps.as_dict(), "label": self.label,
+                    "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        if (self.folder / MANIFEST).exists():
+            old = read_manifest(self.folder)
+            if old.get("fingerprint") != manifest["fingerprint"]:
+                raise PlanMismatch(f"{self.folder} holds results of another plan (fingerprint {old.get('fingerprint')}"
+                                   f", this plan {manifest['fingerprint']}); use a new --out folder")
+            if old.get("model") != manifest["model"]:
+                raise PlanMismatch(f"{self.folder} holds results of model {old.get('model')!r}, not "
+                                   f"{manifest['model']!r}; use a new --out folder")
+        else:
+            atomic_write_text(self.folder / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+        finished = {r["cell"] for r in read_results(self.folder)}
+        cells = self.plan.cells(with_loss=self.caps.prompt_logprobs is not None)
+        todo = [c for c in cells if c.key not in finished]
+        return todo, len(cells) - len(todo)
+
+    def _append(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, separators=(",", ":")) + "\n"
+        with self._lock, open(self.folder / RESULTS, "a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def run_cell(self, cell: Cell) -> dict[str, Any]:
+        template = self.plan.template
+        started = time.perf_counter()
+        sent = self.client.thread_requests
+        prompt = build_prompt(template, length=cell.length, depth=cell.depth, seed=cell.seed, count=self.count)
+        record: dict[str, Any] = {"cell": cell.key, "kind": cell.kind, "length": cell.length, "depth": cell.depth,
+                                  "trial": cell.trial, "tokens": prompt.tokens, "reached_depth": round(prompt.depth, 4)}
+        if cell.kind == "needle":
+            answer = self.client.complete(self.caps.model, prompt.text, max_tokens=template.max_tokens)
+            record |= {"key": prompt.key, "reply": answer.text, "passed": template.score(prompt.key, answer.text)}
+        elif self.caps.prompt_logprobs == "sglang":
+            values = self.client.sglang_prompt_logprobs(prompt.text)
+            answer = None
+            record |= {"served_tokens": len(values), "logprobs": values}
+        else:
+            answer = self.client.complete(self.caps.model, prompt.text, max_tokens=1, echo_logprobs=True)
+            if answer.prompt_logprobs is None:
+                raise ServerError(f"{self.client.base_url}: the probe found prompt logprobs, this answer has none")
+            record["logprobs"] = [None if v is None else round(v, 5) for v in answer.prompt_logprobs]
+        if answer is not None:
+            record["served_tokens"] = answer.prompt_tokens
+        served = record.get("served_tokens")
+        record["length_ok"] = served is None or served == prompt.tokens
+        record |= {"seconds": round(time.perf_counter() - started, 4), "requests": self.client.thread_requests - sent}
+        return record
+
+    def run(self, todo: list[Cell], on_progress: Callable[[Progress], None] | None = None) -> Progress:
+        """Run ``todo``; a request that fails after its retries stops the run (finished lines stay on disk)."""
+        state = Progress(0, len(todo), 0, 0, None)
+        if not todo:
+            return state
+
+        def one(cell: Cell) -> dict[str, Any]:
+            record = self.run_cell(cell)
+            self._append(record)
+            return record
+
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            pending: set[Future[dict[str, Any]]] = set()
+            queue = iter(todo)
+            failure: BaseException | None = None
+            while True:
+                while failure is None and len(pending) < self.concurrency:
+                    cell = next(queue, None)
+                    if cell is None:
+                        break
+                    pending.add(pool.submit(one, cell))
+                if not pending:
+                    break
+                done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                for future in done:
+                    exc = future.exception()
+                    if exc is not None:
+                        failure = failure or exc
+                        continue
+                    record = future.result()
+                    state.done += 1
+                    state.passed += bool(record.get("passed"))
+                    state.last = record
+                    state.requests = self.client.requests
+                    if on_progress is not None:
+                        on_progress(state)
+            if failure is not None:
+                raise failure
+        return state

@@ -1,0 +1,231 @@
+"""A small client for OpenAI-compatible servers (vLLM, SGLang, llama.cpp's llama-server, llama-cpp-python).
+
+Standard library only (``urllib``): the eval commands start without an HTTP package, and every request is one
+blocking call that a thread pool can run side by side. What the client relies on, and how each engine answers:
+
+* completions: ``POST /v1/completions`` with a raw ``prompt`` (never the chat endpoint: a chat template would add
+  tokens, and the prompt's exact length is the point), ``temperature`` 0, ``max_tokens``; ``usage.prompt_tokens``
+  is the server's own count of the prompt.
+* tokenizing: vLLM and SGLang ``POST /tokenize {"model", "prompt"}``; llama-server ``POST /tokenize {"content"}``;
+  llama-cpp-python ``POST /extras/tokenize {"input"}``. Whether the count includes a BOS token differs, so
+  :func:`probe` calibrates it against ``usage.prompt_tokens`` of the same text.
+* prompt log-probabilities: ``echo`` + ``logprobs`` on completions (vLLM, llama-cpp-python), or SGLang's
+  ``POST /generate`` with ``return_logprob`` and ``logprob_start_len`` 0. llama-server rejects ``echo``;
+  transformers serve ignores it. Where neither works the loss is reported as unavailable, never estimated.
+
+Failures are retried with exponential back-off (connection refused or reset, timeouts, HTTP 408/429/5xx, a body
+that is not complete JSON); a request that still fails raises :class:`ServerError`, which the CLI reports as
+"could not run" (exit 2). An HTTP 4xx other than 408/429 is the server refusing this request and is not retried.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from posenc_cli.errors import PosencError
+
+#: HTTP statuses worth another try: the server is busy, restarting or timed out.
+RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+TOKENIZE_STYLES = ("vllm", "llama-server", "llama-cpp-python")
+
+
+class ServerError(PosencError):
+    """The server could not be reached, or answered with an error after every retry."""
+
+
+class Refused(ServerError):
+    """The server answered 4xx: it understood the request and will not do it (an unsupported parameter)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def normalise_url(base_url: str) -> str:
+    """``http://host:port`` with any trailing ``/`` or ``/v1`` removed; raises for anything else."""
+    parts = urlsplit(base_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise PosencError(f"base URL {base_url!r} is not an http(s) URL (for example http://127.0.0.1:8000/v1)")
+    path = parts.path.rstrip("/")
+    if path.endswith("/v1"):
+        path = path[: -len("/v1")]
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+@dataclass
+class Client:
+    base_url: str
+    api_key: str | None = None
+    timeout: float = 600.0
+    retries: int = 3
+    backoff: float = 0.5  # seconds before the first retry; doubles each time, capped at 8 s
+    sleep: Callable[[float], None] = time.sleep
+    requests: int = field(default=0, init=False)  # HTTP requests sent, retries included
+
+    def __post_init__(self) -> None:
+        self.base_url = normalise_url(self.base_url)
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    @property
+    def thread_requests(self) -> int:
+        """Requests sent by the calling thread (a runner's per-cell count under concurrency)."""
+        return int(getattr(self._local, "n", 0))
+
+    def _once(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.base_url + path, data=data, method=method)
+        request.add_header("Accept", "application/json")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        if self.api_key:
+            request.add_header("Authorization", f"Bearer {self.api_key}")
+        with self._lock:
+            self.requests += 1
+        self._local.n = self.thread_requests + 1
+        with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - http(s) checked
+            raw = response.read()
+        return json.loads(raw)
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """One JSON request with retries; returns the decoded body."""
+        last = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                self.sleep(min(self.backoff * 2 ** (attempt - 1), 8.0))
+            try:
+                return self._once(method, path, body)
+            except urllib.error.HTTPError as exc:
+                message = _error_text(exc)
+                if exc.code not in RETRY_STATUS:
+                    raise Refused(exc.code, f"{method} {path}: HTTP {exc.code}: {message}") from None
+                last = f"HTTP {exc.code}: {message}"
+            except urllib.error.URLError as exc:
+                last = f"cannot connect ({_reason(exc.reason)})"
+            except TimeoutError:
+                last = f"no answer within {self.timeout:g} s"
+            except (http.client.HTTPException, ConnectionError) as exc:
+                last = f"connection dropped ({exc.__class__.__name__})"
+            except json.JSONDecodeError:
+                last = "the answer is not complete JSON"
+        raise ServerError(f"{self.base_url}{path}: {last} (after {self.retries + 1} attempts)")
+
+    # --- the requests eval makes -------------------------------------------------------------------------------
+
+    def models(self) -> list[dict[str, Any]]:
+        data = self.call("GET", "/v1/models")
+        items = data.get("data") if isinstance(data, dict) else None
+        return [m for m in items if isinstance(m, dict)] if isinstance(items, list) else []
+
+    def tokenize(self, style: str, model: str | None, text: str) -> list[int]:
+        if style == "vllm":
+            body: dict[str, Any] = {"prompt": text}
+            if model:
+                body["model"] = model
+            data = self.call("POST", "/tokenize", body)
+        elif style == "llama-server":
+            data = self.call("POST", "/tokenize", {"content": text})
+        elif style == "llama-cpp-python":
+            data = self.call("POST", "/extras/tokenize", {"input": text, **({"model": model} if model else {})})
+        else:
+            raise PosencError(f"tokenize style {style!r} is not one of {', '.join(TOKENIZE_STYLES)}")
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        if not isinstance(tokens, list):
+            raise ServerError(f"{self.base_url}: the {style} tokenize answer has no token list")
+        return [t if isinstance(t, int) else int(t.get("id", -1)) if isinstance(t, dict) else -1 for t in tokens]
+
+    def complete(self, model: str | None, prompt: str, *, max_tokens: int, echo_logprobs: bool = False,
+                 extra: dict[str, Any] | None = None) -> Completion:
+        body: dict[str, Any] = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": False}
+        if model:
+            body["model"] = model
+        if echo_logprobs:
+            body |= {"echo": True, "logprobs": 1}
+        body |= extra or {}
+        data = self.call("POST", "/v1/completions", body)
+        return Completion.parse(data, prompt if echo_logprobs else None)
+
+    def sglang_prompt_logprobs(self, prompt: str) -> list[float | None]:
+        data = self.call("POST", "/generate", {
+            "text": prompt, "sampling_params": {"max_new_tokens": 1, "temperature": 0.0},
+            "return_logprob": True, "logprob_start_len": 0})
+        meta = data.get("meta_info", {}) if isinstance(data, dict) else {}
+        entries = meta.get("input_token_logprobs")
+        if not isinstance(entries, list):
+            raise ServerError(f"{self.base_url}/generate: no meta_info.input_token_logprobs in the answer")
+        # each entry is [logprob, token_id, text]; the first token has no logprob (None)
+        return [e[0] if isinstance(e, list) and e and isinstance(e[0], (int, float)) else None for e in entries]
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    prompt_tokens: int | None  # usage.prompt_tokens as the server reports it
+    completion_tokens: int | None
+    prompt_logprobs: list[float | None] | None  # one per prompt token (None where the server gives none)
+
+    @classmethod
+    def parse(cls, data: Any, echoed_prompt: str | None) -> Completion:
+        try:
+            choice = data["choices"][0]
+            text = choice["text"]
+        except (KeyError, IndexError, TypeError):
+            raise ServerError("the completion answer has no choices[0].text") from None
+        if not isinstance(text, str):
+            raise ServerError("the completion answer's choices[0].text is not a string")
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        logprobs: list[float | None] | None = None
+        if echoed_prompt is not None:
+            lp = choice.get("logprobs")
+            values = lp.get("token_logprobs") if isinstance(lp, dict) else None
+            if text.startswith(echoed_prompt) and isinstance(values, list):
+                completion = usage.get("completion_tokens")
+                n = len(values) - (completion if isinstance(completion, int) else 0)
+                logprobs = [v if isinstance(v, (int, float)) else None for v in values[: max(n, 0)]]
+            if text.startswith(echoed_prompt):
+                text = text[len(echoed_prompt):]
+        return cls(text=text, prompt_tokens=_int(usage.get("prompt_tokens")),
+                   completion_tokens=_int(usage.get("completion_tokens")), prompt_logprobs=logprobs)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _reason(reason: Any) -> str:
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(reason, (TimeoutError, socket.timeout)):
+        return "timed out"
+    return str(reason)
+
+
+def _error_text(exc: urllib.error.HTTPError) -> str:
+    try:
+        raw = exc.read().decode("utf-8", "replace")
+    except Exception:  # noqa: BLE001 - the body of an error is best effort
+        return exc.reason or ""
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError:
+        return raw.strip()[:200]
+    error = data.get("error", data) if isinstance(data, dict) else data
+    message = error.get("message") if isinstance(error, dict) else error
+    return str(message if message is not None else raw)[:300]
+
+
+def api_key_from_env(name: str) -> str | None:
+    """The API key in environment variable ``name`` (``None`` when unset or empty); never printed or stored."""
+    value = os.environ.get(name, "")
+    return value or None

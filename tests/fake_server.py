@@ -1,0 +1,156 @@
+"""A small OpenAI-compatible server on 127.0.0.1 for the eval tests' fault cases (a helper module, not a test).
+
+It speaks the subset ``posenc eval`` uses, in one of three engine styles, with a scripted "model": it counts
+tokens with the passkey byte vocabulary (BOS + one token per byte), and answers a passkey prompt with the key when
+the needle sits within ``reach`` tokens of the end and with ``00000`` otherwise, so pass rates are known in advance.
+Faults are switched on per test: HTTP 500 for the first N requests, a body cut short, a connection dropped without
+an answer, death (the socket closes) after K completions, a refused or ignored ``echo``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from posenc_cli import bytevocab
+
+KEY = re.compile(r"the key is (\d+)\. ")
+
+
+@dataclass
+class Script:
+    style: str = "llama-cpp-python"  # or "vllm", "llama-server"
+    reach: int = 10**9  # the needle is found when it starts at most this many tokens before the prompt's end
+    max_model_len: int | None = None  # reported (vllm) and enforced (every style) when set
+    fail_first: int = 0  # answer HTTP 500 to this many requests first
+    truncate_first: int = 0  # then cut this many bodies short
+    drop_first: int = 0  # then close this many connections without an answer
+    die_after: int | None = None  # completions served before the server stops answering for good
+    echo: str = "honour"  # honour | reject | ignore
+    counts: dict[str, int] = field(default_factory=dict)
+    completions: int = 0
+
+
+def _logprob(position: int) -> float:
+    # a loss curve with a known shape: flat, then rising past 100 positions
+    return -1.0 - (math.log2(position / 100) if position > 100 else 0.0)
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: FakeServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's signature
+        pass
+
+    def _send(self, status: int, body: Any, *, cut: bool = False) -> None:
+        raw = json.dumps(body).encode()
+        if cut:
+            raw = raw[: len(raw) // 2]
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _fault(self) -> bool:
+        s = self.server.script
+        n = s.counts.get("all", 0)
+        s.counts["all"] = n + 1
+        if n < s.fail_first:
+            self._send(500, {"error": {"message": "scripted failure"}})
+            return True
+        n -= s.fail_first
+        if n < s.truncate_first:
+            self._send(200, {"choices": [{"text": "x" * 200}], "usage": {}}, cut=True)
+            return True
+        n -= s.truncate_first
+        if n < s.drop_first:
+            self.close_connection = True
+            self.connection.close()
+            return True
+        return False
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        s = self.server.script
+        if self.path == "/v1/models":
+            entry: dict[str, Any] = {"id": "tiny", "object": "model",
+                                     "owned_by": {"vllm": "vllm", "llama-server": "llamacpp"}.get(s.style, "me")}
+            if s.style == "vllm" and s.max_model_len:
+                entry["max_model_len"] = s.max_model_len
+            self._send(200, {"object": "list", "data": [entry]})
+        elif self.path == "/props" and s.style == "llama-server":
+            self._send(200, {"default_generation_settings": {"n_ctx": s.max_model_len or 256}, "total_slots": 1})
+        else:
+            self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+    def do_POST(self) -> None:  # noqa: N802
+        s = self.server.script
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        if self.path in ("/tokenize", "/extras/tokenize"):
+            wanted = {"vllm": "/tokenize", "llama-server": "/tokenize"}.get(s.style, "/extras/tokenize")
+            field_name = {"vllm": "prompt", "llama-server": "content"}.get(s.style, "input")
+            if self.path != wanted or field_name not in body:
+                self._send(404 if self.path != wanted else 400, {"error": {"message": "no"}})
+                return
+            ids = bytevocab.encode(body[field_name], bos=s.style != "llama-server")
+            self._send(200, {"tokens": ids})
+            return
+        if self.path != "/v1/completions":
+            self._send(404, {"error": {"message": f"no route {self.path}"}})
+            return
+        if s.die_after is not None and s.completions >= s.die_after:
+            self.server.die()
+            return
+        if self._fault():
+            return
+        prompt = body["prompt"]
+        ids = bytevocab.encode(prompt)
+        if s.max_model_len and len(ids) + body.get("max_tokens", 16) > s.max_model_len:
+            self._send(400, {"error": {"message": f"Requested tokens ({len(ids)}) exceed context window of "
+                                                  f"{s.max_model_len}"}})
+            return
+        s.completions += 1
+        echo = body.get("echo")
+        if echo and s.echo == "reject":
+            self._send(400, {"error": {"message": "echo is not supported"}})
+            return
+        found = KEY.search(prompt)
+        distance = len(bytevocab.encode(prompt[found.start():], bos=False)) if found else None
+        answer = found.group(1) if found and distance is not None and distance <= s.reach else "00000"
+        text = answer[: body.get("max_tokens", 16)]
+        choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": "length"}
+        if echo and s.echo == "honour":
+            choice["text"] = prompt + text
+            choice["logprobs"] = {"token_logprobs": [None] + [_logprob(i) for i in range(1, len(ids))] +
+                                  [-0.1] * len(text)}
+        self._send(200, {"choices": [choice], "usage": {"prompt_tokens": len(ids), "completion_tokens": len(text)}})
+
+
+class FakeServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, script: Script) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.script = script
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def __enter__(self) -> FakeServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.die()
+
+    def die(self) -> None:
+        """Stop answering: close the listening socket (later connections are refused)."""
+        threading.Thread(target=self.shutdown, daemon=True).start()
+        self.socket.close()

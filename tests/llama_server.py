@@ -1,0 +1,91 @@
+"""Start and stop llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (a helper module, not a test).
+
+The server command comes from ``posenc scale --format llama-cpp-python`` (or plain flags for an unscaled run), so
+the tests serve exactly what posenc tells users to run. One thread, a fixed seed, quiet; the port is a free one
+picked by the OS; :func:`serve` waits until ``/v1/models`` answers and kills the process group on exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE = REPO / "tests" / "fixtures" / "passkey" / "passkey.gguf"
+
+
+def available() -> bool:
+    try:
+        import llama_cpp.server.app  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def scale_command(*args: str, model: Path = FIXTURE) -> list[str]:
+    """``posenc scale ARGS --format llama-cpp-python`` for ``model``, as an argv list."""
+    out = subprocess.run([sys.executable, "-m", "posenc_cli", "scale", *args, "--format", "llama-cpp-python"],
+                         capture_output=True, text=True, check=True, cwd=REPO)
+    argv = shlex.split(out.stdout.strip())
+    assert argv[:3] == ["python", "-m", "llama_cpp.server"], argv
+    argv[0] = sys.executable
+    argv[argv.index("--model") + 1] = str(model)
+    return argv
+
+
+def plain_command(n_ctx: int, model: Path = FIXTURE) -> list[str]:
+    return [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--rope_scaling_type", "0",
+            "--n_ctx", str(n_ctx)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve(argv: list[str], *, timeout: float = 60.0) -> Iterator[str]:
+    """Run the server command ``argv`` on a free loopback port; yields its base URL (``http://127.0.0.1:P/v1``)."""
+    port = _free_port()
+    full = [*argv, "--host", "127.0.0.1", "--port", str(port), "--n_threads", "1", "--n_threads_batch", "1",
+            "--seed", "0", "--verbose", "False"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen(full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                            start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"llama_cpp.server exited {proc.returncode}: "
+                                   f"{proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
+            try:
+                with urllib.request.urlopen(url + "/v1/models", timeout=2) as r:
+                    json.load(r)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("llama_cpp.server did not start in time") from None
+                time.sleep(0.2)
+        yield url + "/v1"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
