@@ -4,7 +4,8 @@ It speaks the subset ``posenc eval`` uses, in one of three engine styles, with a
 tokens with the passkey byte vocabulary (BOS + one token per byte), and answers a passkey prompt with the key when
 the needle sits within ``reach`` tokens of the end and with ``00000`` otherwise, so pass rates are known in advance.
 Faults are switched on per test: HTTP 500 for the first N requests, a body cut short, a connection dropped without
-an answer, death (the socket closes) after K completions, a refused or ignored ``echo``.
+an answer, death (the socket closes) after K completions, a refused or ignored ``echo``, a slow answer. Each
+request's ``Authorization`` header is recorded.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import math
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -32,6 +34,8 @@ class Script:
     drop_first: int = 0  # then close this many connections without an answer
     die_after: int | None = None  # completions served before the server stops answering for good
     echo: str = "honour"  # honour | reject | ignore
+    delay: float = 0.0  # seconds a completion waits before it answers (client timeouts)
+    authorization: list[str | None] = field(default_factory=list)  # each request's Authorization header
     counts: dict[str, int] = field(default_factory=dict)
     completions: int = 0
 
@@ -77,6 +81,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         s = self.server.script
+        s.authorization.append(self.headers.get("Authorization"))
         if self.path == "/v1/models":
             entry: dict[str, Any] = {"id": "tiny", "object": "model",
                                      "owned_by": {"vllm": "vllm", "llama-server": "llamacpp"}.get(s.style, "me")}
@@ -90,6 +95,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         s = self.server.script
+        s.authorization.append(self.headers.get("Authorization"))
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         if self.path in ("/tokenize", "/extras/tokenize"):
             wanted = {"vllm": "/tokenize", "llama-server": "/tokenize"}.get(s.style, "/extras/tokenize")
@@ -108,6 +114,8 @@ class Handler(BaseHTTPRequestHandler):
             return
         if self._fault():
             return
+        if s.delay:
+            time.sleep(s.delay)
         prompt = body["prompt"]
         ids = bytevocab.encode(prompt)
         if s.max_model_len and len(ids) + body.get("max_tokens", 16) > s.max_model_len:

@@ -173,19 +173,23 @@ def run_command(
     if len(sources) != 1:
         raise PosencError("give exactly one of --plan, --config or --lengths" +
                           (f" (got {', '.join(sources)})" if sources else ""))
+    if pass_rate is not None and lengths is None:
+        raise PosencError("--pass-rate goes with --lengths; a plan or a model brings its own thresholds")
+    if not 1 <= concurrency <= 256:
+        raise PosencError(f"--concurrency {concurrency}: allowed 1 to 256")
     chosen = load_template(template if template is not None else ("passkey" if lengths else "needle"))
     depth_list = tuple(_floats(depths, "--depths")) if depths is not None else plans.DEFAULT_DEPTHS
     if plan_file is not None:
-        plan = plans.from_pick(_read_json(plan_file), chosen, depths=depth_list, trials=trials or 2,
+        plan = plans.from_pick(_read_json(plan_file), chosen, depths=depth_list, trials=_or(trials, 2),
                                label=f"pick --json ({plan_file})")
     elif config is not None:
         from posenc_cli.sources import describe_source, read_source
 
-        plan = plans.from_model(describe_source(read_source(config)), chosen, depths=depth_list, trials=trials or 2,
+        plan = plans.from_model(describe_source(read_source(config)), chosen, depths=depth_list, trials=_or(trials, 2),
                                 label=f"model {config}")
     else:
         grid = [parse_length(x.strip(), name="--lengths") for x in (lengths or "").split(",") if x.strip()]
-        plan = plans.from_lengths(grid, chosen, depths=depth_list, trials=trials or 4, pass_rate=pass_rate)
+        plan = plans.from_lengths(grid, chosen, depths=depth_list, trials=_or(trials, 4), pass_rate=pass_rate)
     plans.check_grid(list(plan.lengths), list(plan.depths), plan.trials)
     for line in plan.notes:
         sys.stderr.write(f"note: {line}\n")
@@ -202,6 +206,11 @@ def run_command(
     with _Bar(len(todo)) as bar:
         runner.run(todo, bar.update)
     _report(out, None, None, None, as_json)
+
+
+def _or(value: int | None, default: int) -> int:
+    """``value`` unless it was not given (``--trials 0`` must reach the range check, not become the default)."""
+    return default if value is None else value
 
 
 def _floats(text: str, name: str) -> list[float]:
@@ -233,18 +242,23 @@ class _Bar:
 
         from posenc_cli.cli.output import console
 
+        stderr = console(stderr=True)
+        if not stderr.is_terminal:  # a transient bar still leaves an empty line in a pipe or log: draw none there
+            return self
         self.progress = Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(),
                                  TextColumn("{task.fields[requests]} requests, {task.fields[passed]} passed"),
-                                 TimeRemainingColumn(), console=console(stderr=True), transient=True)
+                                 TimeRemainingColumn(), console=stderr, transient=True)
         self.progress.start()
         self.task = self.progress.add_task("eval", total=self.total, requests=0, passed=0)
         return self
 
     def update(self, state: Any) -> None:
-        self.progress.update(self.task, completed=state.done, requests=state.requests, passed=state.passed)
+        if self.progress is not None:
+            self.progress.update(self.task, completed=state.done, requests=state.requests, passed=state.passed)
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        if self.progress is not None:
+            self.progress.stop()
 
 
 @eval_app.command("report")

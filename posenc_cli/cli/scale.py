@@ -39,7 +39,8 @@ def scale(
     explain: Annotated[bool, typer.Option(help="Per-pair table on stderr.")] = False,
     output: Annotated[str | None, typer.Option("--output", "-o", help="Write the patched --config here.")] = None,
     in_place: Annotated[bool, typer.Option(help="Rewrite --config itself (atomically).")] = False,
-    model: Annotated[str, typer.Option(help="Model name for the vllm and sglang command lines.")] = "MODEL",
+    model: Annotated[str, typer.Option(
+        help="Model name (or GGUF path) for the vllm, sglang and llama-cpp-python command lines.")] = "MODEL",
 ) -> None:
     """Print the exact rope scaling config for transformers (v4/v5 keys), vLLM or llama.cpp.
 

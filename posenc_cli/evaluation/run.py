@@ -102,6 +102,14 @@ class Runner:
                                    f"{manifest['model']!r}; use a new --out folder")
         else:
             atomic_write_text(self.folder / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+        results = self.folder / RESULTS
+        if results.is_file() and results.stat().st_size:
+            with open(results, "rb") as fh:
+                fh.seek(-1, os.SEEK_END)
+                torn = fh.read(1) != b"\n"
+            if torn:  # end the line a crash cut short, so the next record starts a line of its own
+                with open(results, "ab") as fh:
+                    fh.write(b"\n")
         finished = {r["cell"] for r in read_results(self.folder)}
         cells = self.plan.cells(with_loss=self.caps.prompt_logprobs is not None)
         todo = [c for c in cells if c.key not in finished]

@@ -1,0 +1,63 @@
+"""The README's served runs: the committed passkey model under llama.cpp (llama-cpp-python's server), four ways.
+
+``python benchmarks/eval_served.py`` serves tests/fixtures/passkey/passkey.gguf plain, with YaRN x2, YaRN x4 and
+linear x4 (each command from ``posenc scale --format llama-cpp-python``, then ``--n_ctx 1024`` so every
+configuration takes the same grid), runs ``posenc eval run`` on each, and writes docs/eval/NAME/ (manifest and
+results), docs/eval/heatmaps.png, docs/eval/loss.png and docs/eval/timings.json: requests, wall time per run,
+and the share of the wall time spent in the model's completion requests (the rest is prompt building, tokenize
+calls and bookkeeping). Needs the engines extra.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+import llama_server  # noqa: E402
+
+GRID = ["--lengths", "64,128,192,256,384,512,768,1024", "--trials", "4"]
+CONFIGS = {
+    "plain": llama_server.plain_command(1024),
+    "yarn-x2": llama_server.scale_command("yarn", "--factor", "2", "--config", str(llama_server.FIXTURE)),
+    "yarn-x4": llama_server.scale_command("yarn", "--factor", "4", "--config", str(llama_server.FIXTURE)),
+    "linear-x4": llama_server.scale_command("linear", "--factor", "4", "--config", str(llama_server.FIXTURE)),
+}
+
+
+def main() -> None:
+    out = ROOT / "docs" / "eval"
+    out.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, dict[str, object]] = {}
+    for name, argv in CONFIGS.items():
+        folder = out / name
+        shutil.rmtree(folder, ignore_errors=True)
+        argv = [*argv, "--n_ctx", "1024"]
+        with llama_server.serve(argv) as url:
+            started = time.perf_counter()
+            proc = subprocess.run([sys.executable, "-m", "posenc_cli", "eval", "run", url, *GRID, "--out",
+                                   str(folder), "--label", name, "--json"], capture_output=True, text=True)
+            wall = time.perf_counter() - started
+        if proc.returncode not in (0, 1, 2) or not proc.stdout:
+            raise SystemExit(proc.stderr)
+        summary = json.loads(proc.stdout)
+        records = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+        timings[name] = {"server": " ".join(argv[1:]).replace(str(ROOT) + "/", ""), "cells": len(records),
+                         "requests": summary["requests"], "wall_s": round(wall, 2),
+                         "in_cells_s": summary["seconds"],
+                         "pass_rate": {n: v["pass_rate"] for n, v in summary["by_length"].items()}}
+        print(name, timings[name], flush=True)
+    subprocess.run([sys.executable, "-m", "posenc_cli", "eval", "compare", *(str(out / n) for n in CONFIGS),
+                    "--png", str(out / "heatmaps.png"), "--loss-png", str(out / "loss.png")], check=True)
+    (out / "timings.json").write_text(json.dumps(timings, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
