@@ -198,17 +198,20 @@ def build_prompt(template: Template, *, length: int, depth: float, seed: int,
     """A prompt of exactly ``length`` tokens by ``count`` (or the longest shorter one when none is exact).
 
     ``seed`` fixes the key and the filler order. ``count`` is called a handful of times: once on the fixed text,
-    once on a filler sample for the characters-per-token estimate, then on candidates (secant steps, then bisection).
+    once on a filler sample for the characters-per-token estimate, then on candidates (secant steps, then
+    bisection).
     """
     if not 0.0 <= depth <= 1.0:
         raise LengthError(f"depth {depth} is outside 0..1")
     rng = random.Random(seed)
     key = template.make_key(rng)
-    fixed = count(template.prefix + template.needle.replace("{key}", key) + template.question)
+    fixed_text = template.prefix + template.needle.replace("{key}", key) + template.question
+    fixed = count(fixed_text)
     if fixed > length:
         raise LengthError(f"length {length}: the template's fixed text alone is {fixed} tokens")
     sample, _ = _filler_text(template, random.Random(seed), 400)
-    per_token = max(len(sample) / max(count(sample) - count(""), 1), 0.25)
+    # the sample's marginal count (beside the fixed text, so a BOS is not counted twice)
+    per_token = max(len(sample) / max(count(fixed_text + sample) - fixed, 1), 0.25)
     filler, starts = _filler_text(template, rng, int((length - fixed + 8) * per_token * 1.5) + 64)
 
     cache: dict[int, tuple[int, str, int, float]] = {}
