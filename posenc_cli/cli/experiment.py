@@ -1,4 +1,5 @@
-"""``posenc experiment lm|copy``: train tiny transformers on the CPU and measure extrapolation per position method.
+"""``posenc experiment lm|copy|passkey``: train tiny transformers on the CPU (extrapolation per position method;
+a passkey Llama exported for llama.cpp and transformers).
 
 Only typer and the standard library load with this module: torch (an optional extra) and matplotlib are imported
 inside the commands, after checking that torch is installed.
@@ -89,6 +90,48 @@ def copy(
     """
     _experiment("copy", methods=methods, train_len=train_len, eval_lens=eval_lens, steps=steps, seed=seed,
                 device=device, quick=quick, text=None, out=out, as_json=as_json)
+
+
+@experiment_app.command("passkey")
+def passkey(
+    out: Annotated[Path, typer.Option(
+        "--out", help="Folder for passkey.gguf, hf/ (a transformers checkpoint) and train.json (created if missing).")],
+    steps: Annotated[int | None, typer.Option(
+        "--steps", help="Training steps (default 2000; --quick: 30).")] = None,
+    seed: SeedOpt = 0,
+    quick: Annotated[bool, typer.Option("--quick", help="A few dozen steps on short prompts: seconds, for tests.")]
+    = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Train a tiny Llama (about 250k parameters, one CPU thread) on passkey retrieval and export it for engines.
+
+    Training sequences are prompts of the shipped passkey eval template (rules/templates/passkey.yaml) of 48 to 250
+    byte tokens, then the key. Writes OUT/passkey.gguf (llama.cpp), OUT/hf/ (config.json, model.safetensors,
+    tokenizer.json, tokenizer_config.json: transformers, vLLM) and OUT/train.json (command, settings, losses,
+    wall time and the greedy pass rate per prompt length, measured in torch). Same seed, same machine, same bytes.
+    """
+    _require_torch()
+    from posenc_cli.experiment.passkey import settings_for
+
+    settings = settings_for(steps=steps, seed=seed, quick=quick)
+    _prepare_out(out)
+    from posenc_cli.experiment.passkey import run, stderr_progress
+
+    command = ["posenc", "experiment", "passkey", "--out", str(out)]
+    if steps is not None:
+        command += ["--steps", str(steps)]
+    command += ["--seed", str(seed)] + (["--quick"] if quick else []) + (["--json"] if as_json else [])
+    result = run(settings, out, command, stderr_progress(every=10 if quick else 100))
+    sys.stderr.write(f"wrote {out / 'passkey.gguf'}, {out / 'hf'} and {out / 'train.json'} "
+                     f"({result['wall_seconds']:.0f} s)\n")
+    if as_json:
+        from posenc_cli.cli.output import print_json
+
+        print_json(result)
+    else:
+        rates = ", ".join(f"{k}: {v:.0%}" for k, v in result["pass_rate"].items())
+        sys.stdout.write(f"passkey pass rate by prompt length (trained up to {settings.shape.max_position_embeddings}"
+                         f" tokens): {rates}\n")
 
 
 def _experiment(task: str, *, methods: str | None, train_len: str | None, eval_lens: str | None,

@@ -8,8 +8,11 @@ Layout of the package:
   (sinusoidal table, RoPE inverse frequencies and scalings, ALiBi slopes) comes from posenc's numpy core.
 * :mod:`~posenc_cli.experiment.run` - training, evaluation and the results dict.
 * :mod:`~posenc_cli.experiment.chart` - the PNG chart (matplotlib, Agg).
+* :mod:`~posenc_cli.experiment.passkey` - ``posenc experiment passkey``: a tiny Llama trained on passkey retrieval.
+* :mod:`~posenc_cli.experiment.export` - that model as a GGUF file and a transformers folder (numpy and gguf only).
 
-torch is imported by ``data``, ``model`` and ``run`` only; nothing outside this package imports them at module level.
+torch is imported by ``data``, ``model``, ``run`` and ``passkey`` only; nothing outside this package imports them at
+module level.
 """
 
 from __future__ import annotations
