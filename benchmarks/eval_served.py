@@ -39,7 +39,7 @@ def main() -> None:
     for name, argv in CONFIGS.items():
         folder = out / name
         shutil.rmtree(folder, ignore_errors=True)
-        argv = [*argv, "--n_ctx", "1024"]
+        argv = [*argv[: argv.index("--n_ctx")], *argv[argv.index("--n_ctx") + 2:], "--n_ctx", "1024"]
         with llama_server.serve(argv) as url:
             started = time.perf_counter()
             proc = subprocess.run([sys.executable, "-m", "posenc_cli", "eval", "run", url, *GRID, "--out",

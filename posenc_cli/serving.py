@@ -193,6 +193,10 @@ class Completion:
                 completion = usage.get("completion_tokens")
                 n = len(values) - (completion if isinstance(completion, int) else 0)
                 logprobs = [v if isinstance(v, (int, float)) else None for v in values[: max(n, 0)]]
+                prompt_tokens = _int(usage.get("prompt_tokens"))
+                if prompt_tokens is not None and len(logprobs) == prompt_tokens - 1:
+                    # llama-cpp-python echoes the prompt without its BOS: align the list to token positions
+                    logprobs.insert(0, None)
             if text.startswith(echoed_prompt):
                 text = text[len(echoed_prompt):]
         return cls(text=text, prompt_tokens=_int(usage.get("prompt_tokens")),

@@ -22,8 +22,9 @@ from clihelpers import assert_usage_error, ok, run, write_json
 from fake_server import FakeServer, Script
 
 from posenc_cli import bytevocab
-from posenc_cli.evaltemplate import build_prompt, load_template
+from posenc_cli.evaltemplate import load_template
 from posenc_cli.evaluation.plan import DEFAULT_DEPTHS, Cell, from_lengths
+from posenc_cli.evaluation.run import cell_prompt
 from posenc_cli.serving import Client, ServerError
 
 LENGTHS = (64, 128, 256)
@@ -64,11 +65,16 @@ def stable(folder: Path) -> dict[str, dict[str, Any]]:
     return {k: {f: r.get(f) for f in STABLE} for k, r in records(folder).items()}
 
 
+def generated(record: dict[str, Any]) -> int:
+    """Tokens a cell leaves for the answer: its prompt is its length minus these."""
+    return PASSKEY.max_tokens if record["kind"] == "needle" else 1
+
+
 def needle_distance(record: dict[str, Any]) -> int:
     """Tokens from the needle's start to the prompt's end, in the prompt the cell was built from."""
     cell = Cell(record["kind"], record["length"], record["depth"], record["trial"])
-    prompt = build_prompt(PASSKEY, length=cell.length, depth=cell.depth, seed=cell.seed, count=bytevocab.count)
-    assert prompt.key == record["key"]
+    prompt = cell_prompt(PASSKEY, cell, bytevocab.count)
+    assert prompt.tokens == record["tokens"] and prompt.key == record["key"]
     assert prompt.text[prompt.needle_char:].startswith(f"the key is {prompt.key}. ")
     return len(bytevocab.encode(prompt.text[prompt.needle_char:], bos=False))
 
@@ -122,11 +128,11 @@ def test_clean_run_records_every_cell_and_the_reach_rule(tmp_path: Path) -> None
     assert len(losses) == PLAN.loss_trials >= 1
     assert script.completions == probe_completions() + len(found)
     for record in found.values():
-        assert record["tokens"] == record["length"] == record["served_tokens"], record["cell"]
+        assert record["tokens"] == record["length"] - generated(record) == record["served_tokens"], record["cell"]
         assert record["length_ok"] is True
     for record in losses:
         assert record["length"] == max(LENGTHS)
-        assert len(record["logprobs"]) == record["length"]  # one per prompt token, BOS included
+        assert len(record["logprobs"]) == record["tokens"]  # one per prompt token, BOS included
 
     rates = {}
     for n in LENGTHS:
@@ -366,16 +372,16 @@ def test_api_key_is_sent_and_never_written(tmp_path: Path, monkeypatch: pytest.M
 def test_vllm_style_is_detected_and_its_context_checked() -> None:
     with FakeServer(Script(style="vllm", max_model_len=512)) as server:
         caps = probe_json(server.url)
-        served = probe_json(server.url, "--expect-ctx", "256")
-        refused = probe_json(server.url, "--expect-ctx", "1024", code=1)
+        served = probe_json(server.url, "--expect-ctx", "512")  # exactly the window: prompt 511 + 1 generated
+        refused = probe_json(server.url, "--expect-ctx", "513", code=1)
     assert caps["engine"] == "vllm"
     assert caps["served_context"] == 512 and "max_model_len" in caps["context_source"]
     assert caps["tokenize"] == "vllm" and caps["tokenize_offset"] == 0
     assert caps["prompt_logprobs"] == "echo"
     assert served["expected_context"]["served"] is True
-    assert served["expected_context"]["prompt_tokens"] == 256
+    assert served["expected_context"]["prompt_tokens"] == 511
     assert refused["expected_context"]["served"] is False
-    assert "1024" in refused["expected_context"]["message"]
+    assert "context window of 512" in refused["expected_context"]["message"]
 
 
 def test_llama_server_style_is_detected_and_its_bos_calibrated(tmp_path: Path) -> None:
@@ -389,10 +395,10 @@ def test_llama_server_style_is_detected_and_its_bos_calibrated(tmp_path: Path) -
     assert caps["tokenize"] == "llama-server"
     assert caps["tokenize_offset"] == 1  # /tokenize leaves the BOS out; usage.prompt_tokens counts it
     assert caps["served_context"] == 300 and "/props n_ctx per slot" in caps["context_source"]
-    assert served["expected_context"] == {"tokens": 200, "reported": 300, "served": True, "prompt_tokens": 200}
+    assert served["expected_context"] == {"tokens": 200, "reported": 300, "served": True, "prompt_tokens": 199}
     assert refused["expected_context"]["served"] is False
     for record in records(tmp_path / "run").values():
-        assert record["tokens"] == record["length"] == record["served_tokens"], record["cell"]
+        assert record["tokens"] == record["length"] - generated(record) == record["served_tokens"], record["cell"]
 
 
 # --- report and compare ------------------------------------------------------------------------------------------

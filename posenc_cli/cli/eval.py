@@ -67,8 +67,8 @@ def probe_command(
     model: ModelOpt = None,
     tokenizer: TokenizerOpt = None,
     expect_ctx: Annotated[str | None, typer.Option(
-        "--expect-ctx", help="Send a prompt of exactly this many tokens (the context posenc scale meant); exit 1 "
-        "if the server does not serve it.")] = None,
+        "--expect-ctx", help="Send a request using exactly this much context (the length posenc scale meant): a "
+        "prompt one token shorter plus one generated token; exit 1 if the server does not serve it.")] = None,
     template: Annotated[str | None, typer.Option("--template", help="Template for that prompt's text.")] = None,
     api_key_env: KeyEnvOpt = "OPENAI_API_KEY",
     timeout: TimeoutOpt = 600.0,
@@ -98,7 +98,7 @@ def probe_command(
     result = caps.as_dict()
     result["requests"] = client.requests
     served = caps.expected_context is None or (
-        caps.expected_context.get("served") and caps.expected_context.get("prompt_tokens") in (None, length))
+        caps.expected_context.get("served") and caps.expected_context.get("prompt_tokens") in (None, length - 1))
     if as_json:
         from posenc_cli.cli.output import print_json
 
@@ -128,7 +128,7 @@ def _render_probe(caps: Capabilities) -> None:
         table.add_row(f"  {name}", state)
     if caps.expected_context is not None:
         e = caps.expected_context
-        table.add_row(f"{e['tokens']}-token prompt", f"served ({e.get('prompt_tokens')} prompt tokens)"
+        table.add_row(f"{e['tokens']} tokens of context", f"served ({e.get('prompt_tokens')} prompt tokens + 1)"
                       if e.get("served") else f"refused: {e.get('message')}")
     table.add_row("requests", str(caps.requests))
     console().print(table)

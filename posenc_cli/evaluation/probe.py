@@ -9,8 +9,9 @@ Each capability is observed, never assumed from the engine's name:
 * prompt log-probabilities: ``echo`` + ``logprobs`` on completions, else SGLang's ``/generate``; a parameter the
   server refuses (HTTP 4xx) is "rejected", one it answers without honouring is "ignored";
 * whether ``max_tokens`` and greedy decoding (``temperature`` 0: two identical requests, one answer) are honoured;
-* with ``expect_ctx``: whether a prompt of exactly that many tokens is served, which is how a scaled context is
-  seen from outside (no engine reports its rope scaling over HTTP).
+* with ``expect_ctx``: whether a request using exactly that many tokens of context (a prompt one shorter, and one
+  generated token) is served, which is how a scaled context is seen from outside (no engine reports its rope
+  scaling over HTTP).
 """
 
 from __future__ import annotations
@@ -135,8 +136,8 @@ def probe(client: Client, model: str | None = None, *, expect_ctx: int | None = 
         expected = {"tokens": expect_ctx, "reported": served}
         if long_prompt is None:
             raise PosencError("--expect-ctx needs a tokenizer (the server's, or --tokenizer)")
-        try:
-            answer = client.complete(model_id, long_prompt(expect_ctx), max_tokens=1)
+        try:  # the context holds the prompt and the one token generated
+            answer = client.complete(model_id, long_prompt(expect_ctx - 1), max_tokens=1)
             expected |= {"served": True, "prompt_tokens": answer.prompt_tokens}
         except Refused as exc:
             expected |= {"served": False, "message": str(exc)}

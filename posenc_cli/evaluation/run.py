@@ -5,7 +5,9 @@ once, before the first request) and ``results.jsonl`` (one JSON line per finishe
 to disk as it lands, never rewritten). A rerun with the same folder reads both, refuses a different plan or model,
 and sends only the cells without a line; a line cut short by a crash is ignored and its cell is sent again.
 
-Each needle request's prompt is built to its exact token length with the counter (server tokenize or a local
+A cell of length ``L`` uses ``L`` tokens of context: its prompt is ``L - max_tokens`` tokens (``L - 1`` for a loss
+request, which generates one), so a server whose window is exactly the plan's longest length takes every cell.
+Each prompt is built to its exact token length with the counter (server tokenize or a local
 tokenizer) and the line records both that count and the server's ``usage.prompt_tokens``: a cell whose lengths
 disagree is kept, flagged, and left out of the pass rates by the report.
 """
@@ -24,7 +26,7 @@ from typing import Any
 
 from posenc_cli.config import atomic_write_text
 from posenc_cli.errors import PosencError
-from posenc_cli.evaltemplate import build_prompt
+from posenc_cli.evaltemplate import Prompt, Template, build_prompt
 from posenc_cli.evaluation.plan import Cell, Plan
 from posenc_cli.evaluation.probe import Capabilities
 from posenc_cli.serving import Client, ServerError
@@ -66,6 +68,12 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise PosencError(f"{path}: not a posenc eval manifest (format {FORMAT})")
     return data
+
+
+def cell_prompt(template: Template, cell: Cell, count: Callable[[str], int]) -> Prompt:
+    """The prompt of one cell: ``cell.length`` tokens of context less the tokens the server may generate."""
+    generated = template.max_tokens if cell.kind == "needle" else 1
+    return build_prompt(template, length=cell.length - generated, depth=cell.depth, seed=cell.seed, count=count)
 
 
 @dataclass
@@ -126,7 +134,7 @@ class Runner:
         template = self.plan.template
         started = time.perf_counter()
         sent = self.client.thread_requests
-        prompt = build_prompt(template, length=cell.length, depth=cell.depth, seed=cell.seed, count=self.count)
+        prompt = cell_prompt(template, cell, self.count)
         record: dict[str, Any] = {"cell": cell.key, "kind": cell.kind, "length": cell.length, "depth": cell.depth,
                                   "trial": cell.trial, "tokens": prompt.tokens, "reached_depth": round(prompt.depth, 4)}
         if cell.kind == "needle":
