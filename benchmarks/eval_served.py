@@ -39,7 +39,8 @@ def main() -> None:
     for name, argv in CONFIGS.items():
         folder = out / name
         shutil.rmtree(folder, ignore_errors=True)
-        argv = [*argv[: argv.index("--n_ctx")], *argv[argv.index("--n_ctx") + 2:], "--n_ctx", "1024"]
+        argv = [*argv[: argv.index("--n_ctx")], *argv[argv.index("--n_ctx") + 2:], "--n_ctx", "1024",
+                "--model_alias", "passkey"]  # the model id the server reports (default: the file's path)
         with llama_server.serve(argv) as url:
             started = time.perf_counter()
             proc = subprocess.run([sys.executable, "-m", "posenc_cli", "eval", "run", url, *GRID, "--out",
@@ -54,9 +55,38 @@ def main() -> None:
                          "in_cells_s": summary["seconds"],
                          "pass_rate": {n: v["pass_rate"] for n, v in summary["by_length"].items()}}
         print(name, timings[name], flush=True)
+    timings |= pick_plan(out)
     subprocess.run([sys.executable, "-m", "posenc_cli", "eval", "compare", *(str(out / n) for n in CONFIGS),
                     "--png", str(out / "heatmaps.png"), "--loss-png", str(out / "loss.png")], check=True)
     (out / "timings.json").write_text(json.dumps(timings, indent=2) + "\n")
+
+
+def pick_plan(out: Path) -> dict[str, dict[str, object]]:
+    """pick's answer for taking the model to 1k, as a plan: served plain (the baseline) and as pick says."""
+    posenc = [sys.executable, "-m", "posenc_cli"]
+    fixture = str(llama_server.FIXTURE.relative_to(ROOT))
+    answer = subprocess.run([*posenc, "pick", "--ctx", "1k", "--config", fixture, "--json"], capture_output=True,
+                            text=True, check=True, cwd=ROOT).stdout
+    (out / "pick-plan.json").write_text(answer)
+    command = json.loads(answer)["extension"]["command"].split()  # posenc scale yarn --config MODEL --target 1k
+    scaled = llama_server.scale_command(*[fixture if w == "MODEL" else w for w in command[2:]])
+    timings: dict[str, dict[str, object]] = {}
+    for name, argv in (("pick-plain", llama_server.plain_command(1024)), ("pick-yarn", scaled)):
+        folder = out / name
+        shutil.rmtree(folder, ignore_errors=True)
+        with llama_server.serve([*argv, "--model_alias", "passkey"]) as url:
+            started = time.perf_counter()
+            proc = subprocess.run([*posenc, "eval", "run", url, "--plan", "docs/eval/pick-plan.json", "--template",
+                                   "passkey", "--trials", "4", "--out", f"docs/eval/{name}", "--label", name,
+                                   "--json"], capture_output=True, text=True, cwd=ROOT)
+            wall = time.perf_counter() - started
+        if not proc.stdout:
+            raise SystemExit(proc.stderr)
+        summary = json.loads(proc.stdout)
+        timings[name] = {"server": " ".join(argv[1:]).replace(str(ROOT) + "/", ""), "requests": summary["requests"],
+                         "wall_s": round(wall, 2), "in_cells_s": summary["seconds"]}
+        print(name, timings[name], flush=True)
+    return timings
 
 
 if __name__ == "__main__":

@@ -77,28 +77,24 @@ def probe_command(
 ) -> None:
     """What the server supports (tokenize, prompt logprobs, context per slot) and whether it serves a context."""
     from posenc_cli.evaltemplate import build_prompt, load_template
-    from posenc_cli.evaluation.probe import probe
+    from posenc_cli.evaluation.probe import expect_context, probe
     from posenc_cli.units import parse_length
 
     client = _client(url, api_key_env, timeout, retries)
     length = parse_length(expect_ctx, name="--expect-ctx") if expect_ctx is not None else None
     chosen = load_template(template)
-    holder: dict[str, Any] = {}
-
-    def long_prompt(n: int) -> str:
-        return build_prompt(chosen, length=n, depth=0.5, seed=0, count=holder["count"]).text
-
     caps = probe(client, model)
     if length is not None:
         try:
-            holder["count"] = _counter(client, caps, tokenizer)
+            count = _counter(client, caps, tokenizer)
         except PosencError as exc:
             raise PosencError(f"--expect-ctx needs a token count: {exc}") from None
-        caps = probe(client, model, expect_ctx=length, long_prompt=long_prompt)
+        expect_context(client, caps, length,
+                       lambda n: build_prompt(chosen, length=n, depth=0.5, seed=0, count=count).text)
     result = caps.as_dict()
-    result["requests"] = client.requests
-    served = caps.expected_context is None or (
-        caps.expected_context.get("served") and caps.expected_context.get("prompt_tokens") in (None, length - 1))
+    expected = caps.expected_context
+    served = expected is None or length is None or (
+        bool(expected.get("served")) and expected.get("prompt_tokens") in (None, length - 1))
     if as_json:
         from posenc_cli.cli.output import print_json
 
@@ -343,7 +339,11 @@ def _render_summary(summary: dict[str, Any]) -> None:
 
         threshold = test.get("pass_rate", test.get("margin"))
         text = PlanTest(test["kind"], test["length"], threshold).describe()
-        measured = f" (measured {test['measured']:g})" if "measured" in test else ""
+        if "baseline_loss" in test:
+            measured = (f" (loss {test['loss']:.3f} vs baseline {test['baseline_loss']:.3f}: "
+                        f"{test['measured']:+.1%})")
+        else:
+            measured = f" (measured {test['measured']:g})" if "measured" in test else ""
         why = f": {test['why']}" if "why" in test else ""
         out.print(f"{test['result'].upper():8} {text}{measured}{why}")
     out.print(f"result: {summary['result']}  ({summary['requests']} requests, {summary['seconds']:.1f} s)")

@@ -61,9 +61,8 @@ def _engine(model_entry: dict[str, Any] | None, props: dict[str, Any] | None) ->
     return "unknown"
 
 
-def probe(client: Client, model: str | None = None, *, expect_ctx: int | None = None,
-          long_prompt: Callable[[int], str] | None = None) -> Capabilities:
-    """Ask the server what it supports. ``long_prompt(n)`` builds a text of ``n`` tokens for the context check."""
+def probe(client: Client, model: str | None = None) -> Capabilities:
+    """Ask the server what it supports (about ten small requests)."""
     start = client.requests
     entries = client.models()
     entry = next((m for m in entries if m.get("id") == model), None) if model else (entries[0] if entries else None)
@@ -131,15 +130,22 @@ def probe(client: Client, model: str | None = None, *, expect_ctx: int | None = 
         except (Refused, ServerError):
             pass
 
-    expected: dict[str, Any] | None = None
-    if expect_ctx is not None:
-        expected = {"tokens": expect_ctx, "reported": served}
-        if long_prompt is None:
-            raise PosencError("--expect-ctx needs a tokenizer (the server's, or --tokenizer)")
-        try:  # the context holds the prompt and the one token generated
-            answer = client.complete(model_id, long_prompt(expect_ctx - 1), max_tokens=1)
-            expected |= {"served": True, "prompt_tokens": answer.prompt_tokens}
-        except Refused as exc:
-            expected |= {"served": False, "message": str(exc)}
     return Capabilities(client.base_url, model_id, engine, served, source, style, offset, logprobs, detail, params,
-                        expected, client.requests - start, reference.prompt_tokens)
+                        None, client.requests - start, reference.prompt_tokens)
+
+
+def expect_context(client: Client, caps: Capabilities, tokens: int, long_prompt: Callable[[int], str]) -> None:
+    """Send one request using exactly ``tokens`` of context; the outcome goes to ``caps.expected_context``.
+
+    ``long_prompt(n)`` builds a text of ``n`` tokens: the prompt is one token shorter than ``tokens``, the
+    context also holds the one generated token.
+    """
+    start = client.requests
+    expected: dict[str, Any] = {"tokens": tokens, "reported": caps.served_context}
+    try:
+        answer = client.complete(caps.model, long_prompt(tokens - 1), max_tokens=1)
+        expected |= {"served": True, "prompt_tokens": answer.prompt_tokens}
+    except Refused as exc:
+        expected |= {"served": False, "message": str(exc)}
+    caps.expected_context = expected
+    caps.requests += client.requests - start
