@@ -26,7 +26,7 @@ KEY = re.compile(r"the key is (\d+)\. ")
 
 @dataclass
 class Script:
-    style: str = "llama-cpp-python"  # or "vllm", "llama-server"
+    style: str = "llama-cpp-python"  # or "vllm", "llama-server", "sglang"
     reach: int = 10**9  # the needle is found when it starts at most this many tokens before the prompt's end
     max_model_len: int | None = None  # reported (vllm) and enforced (every style) when set
     fail_first: int = 0  # answer HTTP 500 to this many requests first
@@ -84,8 +84,9 @@ class Handler(BaseHTTPRequestHandler):
         s.authorization.append(self.headers.get("Authorization"))
         if self.path == "/v1/models":
             entry: dict[str, Any] = {"id": "tiny", "object": "model",
-                                     "owned_by": {"vllm": "vllm", "llama-server": "llamacpp"}.get(s.style, "me")}
-            if s.style == "vllm" and s.max_model_len:
+                                     "owned_by": {"vllm": "vllm", "llama-server": "llamacpp",
+                                                  "sglang": "sglang"}.get(s.style, "me")}
+            if s.style in ("vllm", "sglang") and s.max_model_len:
                 entry["max_model_len"] = s.max_model_len
             self._send(200, {"object": "list", "data": [entry]})
         elif self.path == "/props" and s.style == "llama-server":
@@ -98,13 +99,23 @@ class Handler(BaseHTTPRequestHandler):
         s.authorization.append(self.headers.get("Authorization"))
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         if self.path in ("/tokenize", "/extras/tokenize"):
-            wanted = {"vllm": "/tokenize", "llama-server": "/tokenize"}.get(s.style, "/extras/tokenize")
-            field_name = {"vllm": "prompt", "llama-server": "content"}.get(s.style, "input")
+            wanted = {"vllm": "/tokenize", "llama-server": "/tokenize", "sglang": "/tokenize"}.get(
+                s.style, "/extras/tokenize")
+            field_name = {"vllm": "prompt", "llama-server": "content", "sglang": "prompt"}.get(s.style, "input")
             if self.path != wanted or field_name not in body:
                 self._send(404 if self.path != wanted else 400, {"error": {"message": "no"}})
                 return
             ids = bytevocab.encode(body[field_name], bos=s.style != "llama-server")
             self._send(200, {"tokens": ids})
+            return
+        if self.path == "/generate" and s.style == "sglang":
+            # SGLang's native endpoint: input_token_logprobs as [logprob, token_id, text], None for the first token
+            ids = bytevocab.encode(body["text"])
+            if not (body.get("return_logprob") and body.get("logprob_start_len") == 0):
+                self._send(200, {"text": "", "meta_info": {}})
+                return
+            entries = [[None if i == 0 else _logprob(i), t, ""] for i, t in enumerate(ids)]
+            self._send(200, {"text": "0", "meta_info": {"prompt_tokens": len(ids), "input_token_logprobs": entries}})
             return
         if self.path != "/v1/completions":
             self._send(404, {"error": {"message": f"no route {self.path}"}})

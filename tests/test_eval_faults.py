@@ -493,3 +493,86 @@ def test_bad_url_and_missing_manifest(tmp_path: Path) -> None:
     assert_usage_error(run("eval", "run", "ftp://x", "--lengths", "64", "--out", str(tmp_path / "run")), "ftp://x")
     assert_usage_error(run("eval", "probe", "ftp://x"), "ftp://x")
     assert_usage_error(run("eval", "report", str(tmp_path)), str(tmp_path), "manifest.json")
+
+
+# --- other engines and plan sources --------------------------------------------------------------------------------
+
+
+def test_sglang_style_gives_the_loss_through_generate(tmp_path: Path) -> None:
+    """SGLang's /generate (return_logprob, logprob_start_len 0) is used when echo gives no prompt logprobs."""
+    with FakeServer(Script(style="sglang", echo="ignore", max_model_len=4096)) as server:
+        caps = probe_json(server.url)
+        ok(run("eval", "run", server.url, "--lengths", "64,256", "--depths", "0,1", "--trials", "1",
+               "--pass-rate", "0", "--out", str(tmp_path / "run")))
+    assert caps["engine"] == "sglang" and caps["served_context"] == 4096
+    assert caps["prompt_logprobs"] == "sglang" and "ignored" in caps["parameters"]["echo"]
+    losses = [r for r in records(tmp_path / "run").values() if r["kind"] == "loss"]
+    assert losses and all(len(r["logprobs"]) == r["served_tokens"] == r["tokens"] for r in losses)
+    summary = json.loads(run("eval", "report", str(tmp_path / "run"), "--json").stdout)
+    assert summary["loss"]["available"] is True
+    # the scripted model's loss is 1 nat per token up to position 100, then 1 + log2(position / 100)
+    first = summary["loss"]["curve"][0]
+    assert first["loss"] == pytest.approx(1.0)
+
+
+def test_plan_from_a_model_config_through_the_cli(tmp_path: Path) -> None:
+    config = write_json(tmp_path, {
+        "model_type": "llama", "hidden_size": 256, "num_attention_heads": 4, "max_position_embeddings": 8192,
+        "rope_theta": 10000.0, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                                                "original_max_position_embeddings": 2048}})
+    with FakeServer(Script()) as server:
+        result = run("eval", "run", server.url, "--config", config, "--template", "passkey", "--depths", "0.5",
+                     "--trials", "1", "--out", str(tmp_path / "run"), "--json")
+    assert result.exit_code == 2  # the regression test needs a baseline run: "not run"
+    summary = json.loads(result.stdout)
+    # YaRN ramp edge 2048/32, half the original, the original, the midpoint, the native window
+    assert summary["lengths"] == [64, 1024, 2048, 4096, 8192]
+    assert {(t["kind"], t["length"]) for t in summary["tests"]} == {("niah", 8192), ("regression", 1024)}
+
+
+def test_plan_from_pick_on_stdin(tmp_path: Path) -> None:
+    answer = ok(run("pick", "--ctx", "1k", "--trained-ctx", "256", "--json")).stdout
+    with FakeServer(Script()) as server:
+        result = run("eval", "run", server.url, "--plan", "-", "--template", "passkey", "--depths", "0",
+                     "--trials", "1", "--out", str(tmp_path / "run"), "--json", input=answer)
+    summary = json.loads(result.stdout)
+    tests = {t["kind"]: t for t in json.loads(answer)["tests"] if t["kind"] != "text"}
+    assert summary["tests"][0]["length"] == tests["niah"]["length"] == 1024
+    assert max(summary["lengths"]) == 1024 and min(summary["lengths"]) == 128  # half the original 256
+
+
+def test_a_length_shorter_than_the_template_is_refused_before_any_request(tmp_path: Path) -> None:
+    script = Script()
+    with FakeServer(script) as server:
+        probe_requests = probe_completions()
+        message = assert_usage_error(run("eval", "run", server.url, "--lengths", "40,256",
+                                         "--out", str(tmp_path / "run")), "length 40", "passkey")
+    assert "fixed text" in message
+    assert script.completions == probe_requests  # nothing past the probe was sent
+
+
+@pytest.mark.parametrize("tokenizer", ["bytes", "hf"])
+def test_a_local_tokenizer_builds_the_same_prompts(tmp_path: Path, tokenizer: str) -> None:
+    spec = tokenizer
+    if tokenizer == "hf":
+        pytest.importorskip("tokenizers")
+        spec = str(Path(__file__).parent / "fixtures" / "passkey" / "hf")
+    with FakeServer(Script()) as server:
+        ok_or_not_run = run("eval", "run", server.url, "--lengths", "64,128", "--depths", "0,1", "--trials", "1",
+                            "--tokenizer", spec, "--out", str(tmp_path / "run"))
+    assert ok_or_not_run.exit_code == 2 and "error" not in ok_or_not_run.stderr  # no test: "not run"
+    for record in records(tmp_path / "run").values():
+        assert record["length_ok"] is True and record["served_tokens"] == record["tokens"]
+        assert record["tokens"] == record["length"] - generated(record)
+
+
+def test_a_custom_template_file(tmp_path: Path) -> None:
+    template = tmp_path / "mine.yaml"
+    template.write_text("version: 1\nname: mine\nfiller: ['la la la. ']\nneedle: 'the key is {key}. '\n"
+                        "question: 'so the key is '\nkey: {digits: 3}\nmatch: digits\nmax_tokens: 4\n")
+    with FakeServer(Script()) as server:
+        run("eval", "run", server.url, "--lengths", "64", "--depths", "0.5", "--trials", "2", "--template",
+            str(template), "--out", str(tmp_path / "run"))
+    needles = [r for r in records(tmp_path / "run").values() if r["kind"] == "needle"]
+    assert len(needles) == 2 and all(len(r["key"]) == 3 and r["passed"] for r in needles)
+    assert all(r["tokens"] == 64 - 4 for r in needles)

@@ -96,6 +96,14 @@ class Runner:
 
     def prepare(self) -> tuple[list[Cell], int]:
         """Write or check the manifest; the cells still to run and how many are already done."""
+        template = self.plan.template
+        fixed = self.count(template.prefix + template.needle.replace("{key}", "9" * template.key_digits) +
+                           template.question)
+        shortest = min(self.plan.lengths)
+        if shortest - template.max_tokens < fixed:
+            raise PosencError(f"length {shortest} is too short for template {template.name!r}: its fixed text is "
+                              f"{fixed} tokens and the answer needs {template.max_tokens} (lengths from "
+                              f"{fixed + template.max_tokens})")
         self.folder.mkdir(parents=True, exist_ok=True)
         manifest = {"format": FORMAT, "fingerprint": self.plan.fingerprint(), "plan": self.plan.as_dict(),
                     "model": self.caps.model, "server": self.caps.as_dict(), "label": self.label,
