@@ -561,7 +561,7 @@ def pass_rate_figure(grids: Sequence[PassGrid], *, dpi: float = DEFAULT_DPI, tit
         image = ax.imshow(values, cmap=cm, vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
         ax.set_xticks(range(len(grid.lengths)), [_length_label(n) for n in grid.lengths], fontsize=8)
         ax.set_yticks(range(len(grid.depths)), [f"{d:.0%}" for d in grid.depths], fontsize=8)
-        ax.set_xlabel("prompt length (tokens)")
+        ax.set_xlabel("context length (tokens: prompt + answer)")
         ax.set_title(grid.title, fontsize=10)
         for (row, col), value in np.ndenumerate(values):
             if not np.isnan(value):
