@@ -302,7 +302,10 @@ def _figures(summaries: list[dict[str, Any]], png: Path | None, loss_png: Path |
                   for s in summaries if s["loss"]["available"]]
         if not curves:
             raise PosencError("--loss-png: no run has prompt log-probabilities (the server gave none)")
-        atomic_write_bytes(loss_png, figure_bytes(loss_figure(curves), "png"))
+        # the plan's own lengths: where the regression is judged and where the needle test deploys
+        names = {"regression": "regression check", "niah": "needle test"}
+        marks = sorted({(t["length"], names[t["kind"]]) for s in summaries for t in s["tests"]})
+        atomic_write_bytes(loss_png, figure_bytes(loss_figure(curves, marks=marks), "png"))
         sys.stderr.write(f"wrote {loss_png}\n")
 
 
