@@ -57,6 +57,10 @@ def normalise_url(base_url: str) -> str:
     parts = urlsplit(base_url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise PosencError(f"base URL {base_url!r} is not an http(s) URL (for example http://127.0.0.1:8000/v1)")
+    if parts.username is not None or parts.password is not None:
+        # the URL is written to the run's manifest and to messages: a key belongs in the environment
+        raise PosencError("base URL: credentials in the URL are not accepted (put the key in $OPENAI_API_KEY or "
+                          "--api-key-env NAME)")
     path = parts.path.rstrip("/")
     if path.endswith("/v1"):
         path = path[: -len("/v1")]
@@ -90,7 +94,8 @@ class Client:
         if data is not None:
             request.add_header("Content-Type", "application/json")
         if self.api_key:
-            request.add_header("Authorization", f"Bearer {self.api_key}")
+            # unredirected: urllib would copy an ordinary header to whatever host a redirect names
+            request.add_unredirected_header("Authorization", f"Bearer {self.api_key}")
         with self._lock:
             self.requests += 1
         self._local.n = self.thread_requests + 1
@@ -117,7 +122,7 @@ class Client:
                 last = f"no answer within {self.timeout:g} s"
             except (http.client.HTTPException, ConnectionError) as exc:
                 last = f"connection dropped ({exc.__class__.__name__})"
-            except json.JSONDecodeError:
+            except ValueError:  # json.JSONDecodeError, or a body that is not UTF-8
                 last = "the answer is not complete JSON"
         raise ServerError(f"{self.base_url}{path}: {last} (after {self.retries + 1} attempts)")
 
@@ -143,7 +148,8 @@ class Client:
         tokens = data.get("tokens") if isinstance(data, dict) else None
         if not isinstance(tokens, list):
             raise ServerError(f"{self.base_url}: the {style} tokenize answer has no token list")
-        return [t if isinstance(t, int) else int(t.get("id", -1)) if isinstance(t, dict) else -1 for t in tokens]
+        # llama-server answers {"id": ..., "piece": ...} entries when asked for pieces; only the count matters here
+        return [t if isinstance(t, int) else -1 for t in tokens]
 
     def complete(self, model: str | None, prompt: str, *, max_tokens: int, echo_logprobs: bool = False,
                  extra: dict[str, Any] | None = None) -> Completion:
@@ -160,8 +166,8 @@ class Client:
         data = self.call("POST", "/generate", {
             "text": prompt, "sampling_params": {"max_new_tokens": 1, "temperature": 0.0},
             "return_logprob": True, "logprob_start_len": 0})
-        meta = data.get("meta_info", {}) if isinstance(data, dict) else {}
-        entries = meta.get("input_token_logprobs")
+        meta = data.get("meta_info") if isinstance(data, dict) else None
+        entries = meta.get("input_token_logprobs") if isinstance(meta, dict) else None
         if not isinstance(entries, list):
             raise ServerError(f"{self.base_url}/generate: no meta_info.input_token_logprobs in the answer")
         # each entry is [logprob, token_id, text]; the first token has no logprob (None)

@@ -33,7 +33,9 @@ class Script:
     truncate_first: int = 0  # then cut this many bodies short
     drop_first: int = 0  # then close this many connections without an answer
     die_after: int | None = None  # completions served before the server stops answering for good
-    echo: str = "honour"  # honour | reject | ignore
+    echo: str = "honour"  # honour | reject (HTTP 400) | fail (HTTP 500, as some llama-server versions) | ignore
+    redirect_models: str | None = None  # answer GET /v1/models with a 302 to this URL
+    bad_utf8: bool = False  # completions answer with a body that is not UTF-8
     delay: float = 0.0  # seconds a completion waits before it answers (client timeouts)
     authorization: list[str | None] = field(default_factory=list)  # each request's Authorization header
     counts: dict[str, int] = field(default_factory=dict)
@@ -82,6 +84,12 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         s = self.server.script
         s.authorization.append(self.headers.get("Authorization"))
+        if self.path == "/v1/models" and s.redirect_models:
+            self.send_response(302)
+            self.send_header("Location", s.redirect_models)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if self.path == "/v1/models":
             entry: dict[str, Any] = {"id": "tiny", "object": "model",
                                      "owned_by": {"vllm": "vllm", "llama-server": "llamacpp",
@@ -102,6 +110,9 @@ class Handler(BaseHTTPRequestHandler):
             wanted = {"vllm": "/tokenize", "llama-server": "/tokenize", "sglang": "/tokenize"}.get(
                 s.style, "/extras/tokenize")
             field_name = {"vllm": "prompt", "llama-server": "content", "sglang": "prompt"}.get(s.style, "input")
+            if s.style == "llama-server" and self.path == "/tokenize" and field_name not in body:
+                self._send(200, {"tokens": []})  # what llama-server answers a body without `content`
+                return
             if self.path != wanted or field_name not in body:
                 self._send(404 if self.path != wanted else 400, {"error": {"message": "no"}})
                 return
@@ -135,8 +146,14 @@ class Handler(BaseHTTPRequestHandler):
             return
         s.completions += 1
         echo = body.get("echo")
-        if echo and s.echo == "reject":
-            self._send(400, {"error": {"message": "echo is not supported"}})
+        if echo and s.echo in ("reject", "fail"):
+            self._send(400 if s.echo == "reject" else 500, {"error": {"message": "Only no echo is supported"}})
+            return
+        if s.bad_utf8:
+            self.send_response(200)
+            self.send_header("Content-Length", "4")
+            self.end_headers()
+            self.wfile.write(b"\xff\xfe{}")
             return
         found = KEY.search(prompt)
         distance = len(bytevocab.encode(prompt[found.start():], bos=False)) if found else None

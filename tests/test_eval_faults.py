@@ -176,7 +176,7 @@ def test_a_run_that_dies_resumes_with_only_the_missing_cells(tmp_path: Path, cle
     assert_usage_error(result, "/v1/completions")
     first = lines(out)
     assert len(first) == done
-    assert all(json.loads(line)["cell"] in NEEDLE_CELLS for line in first)
+    assert all(json.loads(line)["cell"] in ALL_CELLS for line in first)
 
     script = Script(reach=REACH)
     with FakeServer(script) as server:
@@ -395,7 +395,8 @@ def test_llama_server_style_is_detected_and_its_bos_calibrated(tmp_path: Path) -
     assert caps["tokenize"] == "llama-server"
     assert caps["tokenize_offset"] == 1  # /tokenize leaves the BOS out; usage.prompt_tokens counts it
     assert caps["served_context"] == 300 and "/props n_ctx per slot" in caps["context_source"]
-    assert served["expected_context"] == {"tokens": 200, "reported": 300, "served": True, "prompt_tokens": 199}
+    assert served["expected_context"] == {"tokens": 200, "reported": 300, "built_tokens": 199, "served": True,
+                                          "prompt_tokens": 199}
     assert refused["expected_context"]["served"] is False
     for record in records(tmp_path / "run").values():
         assert record["tokens"] == record["length"] - generated(record) == record["served_tokens"], record["cell"]
@@ -576,3 +577,109 @@ def test_a_custom_template_file(tmp_path: Path) -> None:
     needles = [r for r in records(tmp_path / "run").values() if r["kind"] == "needle"]
     assert len(needles) == 2 and all(len(r["key"]) == 3 and r["passed"] for r in needles)
     assert all(r["tokens"] == 64 - 4 for r in needles)
+
+
+# --- what a review found: servers that answer oddly ----------------------------------------------------------------
+
+
+def test_echo_answered_with_a_500_means_no_loss_not_a_failed_probe(tmp_path: Path) -> None:
+    """Some llama-server versions answer echo with HTTP 500 ("Only no echo is supported")."""
+    with FakeServer(Script(style="llama-server", echo="fail", max_model_len=4096)) as server:
+        caps = probe_json(server.url)
+        result = run("eval", "run", server.url, "--lengths", "64", "--depths", "0", "--trials", "1",
+                     "--pass-rate", "0", "--out", str(tmp_path / "run"))
+    assert caps["prompt_logprobs"] is None and caps["parameters"]["echo"].startswith("rejected: ")
+    assert "HTTP 500" in caps["parameters"]["echo"]
+    ok(result)
+    assert {r["kind"] for r in records(tmp_path / "run").values()} == {"needle"}
+
+
+def test_llama_server_tokenize_is_not_mistaken_for_vllm_s() -> None:
+    """llama-server answers /tokenize without `content` with 200 and no tokens: never taken as a count."""
+    with FakeServer(Script(style="llama-server", max_model_len=4096)) as server:
+        caps = probe_json(server.url)
+    assert caps["tokenize"] == "llama-server" and caps["tokenize_offset"] == 1
+
+
+def test_prompts_past_the_served_context_are_refusals_and_the_run_goes_on(tmp_path: Path) -> None:
+    script = Script(style="vllm", max_model_len=200)
+    with FakeServer(script) as server:
+        result = run("eval", "run", server.url, "--lengths", "64,128,256", "--depths", "0,1", "--trials", "1",
+                     "--pass-rate", "0.5", "--out", str(tmp_path / "run"), "--json")
+        assert result.exit_code == 1  # every prompt at 256 refused: 0 < 0.5
+        summary = json.loads(result.stdout)
+        assert summary["by_length"]["256"] == {"pass_rate": 0.0, "cells": 2, "planned": 2, "refused": 2,
+                                               "mismatched": 0}
+        assert summary["by_length"]["128"]["refused"] == 0
+        assert "refused 2" in summary["tests"][0]["why"]
+        # a rerun sends the refused cells again (the server may have been restarted with a longer context)
+        before = script.completions
+        run("eval", "run", server.url, "--lengths", "64,128,256", "--depths", "0,1", "--trials", "1",
+            "--pass-rate", "0.5", "--out", str(tmp_path / "run"))
+    refused = [json.loads(line) for line in lines(tmp_path / "run") if '"refused"' in line]
+    assert len(refused) == 2 * 3  # two needles and the loss request at 256, in each run (appended, never rewritten)
+    assert script.completions - before == probe_completions()  # the refused three are the rerun's only cells
+
+
+def test_the_api_key_does_not_follow_a_redirect(monkeypatch: pytest.MonkeyPatch) -> None:
+    elsewhere = Script()
+    with FakeServer(elsewhere) as other:
+        with FakeServer(Script(redirect_models=other.url.removesuffix("/v1") + "/v1/models")) as server:
+            client = Client(server.url, api_key="sk-secret", retries=0)
+            assert client.models()[0]["id"] == "tiny"  # followed to the other server
+    assert elsewhere.authorization == [None]
+
+
+def test_credentials_in_the_url_are_refused() -> None:
+    assert_usage_error(run("eval", "probe", "http://user:sk-secret@127.0.0.1:9/v1"), "credentials")
+
+
+def test_a_body_that_is_not_utf8_is_one_error_line(tmp_path: Path) -> None:
+    with FakeServer(Script(bad_utf8=True)) as server:
+        result = run("eval", "probe", server.url, "--retries", "0")
+    assert_usage_error(result, "not complete JSON")
+
+
+def test_resuming_against_another_served_context_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with FakeServer(Script(style="vllm", max_model_len=4096)) as server:
+        run("eval", "run", server.url, "--lengths", "64", "--depths", "0", "--trials", "1", "--out", str(out))
+    before = (out / "results.jsonl").read_bytes()
+    with FakeServer(Script(style="vllm", max_model_len=8192)) as server:
+        message = assert_usage_error(run("eval", "run", server.url, "--lengths", "64", "--depths", "0", "--trials",
+                                         "1", "--out", str(out)), "another setup")
+    assert "served context 4096, now 8192" in message
+    assert (out / "results.jsonl").read_bytes() == before
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--depths", "0.5,0.5"), "appears twice"),
+    (("--lengths", ","), "no length"),
+])
+def test_more_bad_grids(tmp_path: Path, args: tuple[str, ...], needle: str) -> None:
+    grid = {"--lengths": "64", "--depths": "0"} | dict(zip(args[::2], args[1::2], strict=True))
+    flat = [x for kv in grid.items() for x in kv]
+    with FakeServer(Script()) as server:
+        assert_usage_error(run("eval", "run", server.url, *flat, "--out", str(tmp_path / "run")), needle)
+
+
+def test_out_that_is_a_file_is_one_error_line(tmp_path: Path) -> None:
+    target = tmp_path / "taken"
+    target.write_text("mine")
+    with FakeServer(Script()) as server:
+        assert_usage_error(run("eval", "run", server.url, "--lengths", "64", "--out", str(target)), "--out")
+    assert target.read_text() == "mine"
+
+
+def GRID_ARGS(url: str, out: Path) -> list[str]:  # noqa: N802 - reads like the GRID constant
+    return ["eval", "run", url, *GRID, "--out", str(out)]
+
+
+def test_a_baseline_from_another_template_is_refused(tmp_path: Path, clean_run: Path) -> None:
+    other = tmp_path / "mine.yaml"
+    other.write_text("version: 1\nname: mine\nfiller: ['la la la. ']\nneedle: 'the key is {key}. '\n"
+                     "question: 'so the key is '\nkey: {digits: 3}\nmatch: digits\nmax_tokens: 4\n")
+    with FakeServer(Script()) as server:
+        run(*GRID_ARGS(server.url, tmp_path / "base"), "--template", str(other))
+    assert_usage_error(run("eval", "report", str(clean_run), "--baseline", str(tmp_path / "base")),
+                       "another template")

@@ -11,6 +11,7 @@ import copy
 import dataclasses
 import hashlib
 import json
+import math
 import random
 import re
 from collections.abc import Callable
@@ -272,7 +273,10 @@ def test_plan_from_pick_with_an_extension() -> None:
 
 @pytest.mark.parametrize(("answer", "needle"), [
     ([], "not a `posenc pick --json` answer"),
-    ({"tests": [{"kind": "vibes"}]}, "test kind 'vibes'"),
+    ({"tests": [{"kind": "vibes"}]}, "test 0: kind 'vibes'"),
+        ({"tests": [{"kind": "niah", "length": "1k", "pass_rate": 0.9}]}, "test 0 (niah): length '1k'"),
+        ({"tests": [{"kind": "regression", "length": 4096}]}, "test 0 (regression): no 'margin'"),
+        ({"tests": [{"kind": "perplexity", "length": 4096, "margin": 0.1}]}, "no 'baseline'"),
     ({"tests": [{"kind": "text", "text": "a sentence"}]}, "names no length"),
 ])
 def test_plan_from_a_bad_pick_answer(answer: Any, needle: str) -> None:
@@ -351,11 +355,16 @@ def base_plan() -> Plan:
     {"tests": (PlanTest("niah", 128, 0.8),)},
     {"tests": (PlanTest("niah", 128, 0.9), PlanTest("regression", 64, 0.02))},
     {"loss_trials": 2},
-    {"source": "pick --json (a.json)"},
 ])
 def test_fingerprint_changes_with_every_plan_field(change: dict[str, Any]) -> None:
     plan = base_plan()
     assert dataclasses.replace(plan, **change).fingerprint() != plan.fingerprint()
+
+
+def test_fingerprint_ignores_where_the_plan_was_read_from() -> None:
+    plan = base_plan()
+    for source in ("pick --json (a.json)", "pick --json (./a.json)", "pick --json (-)"):
+        assert dataclasses.replace(plan, source=source).fingerprint() == plan.fingerprint()
 
 
 def test_fingerprint_is_stable() -> None:
@@ -427,7 +436,8 @@ def test_niah_verdicts(tmp_path: Path) -> None:
 
     rate = 4 / 6
     summary = summarise(write_run(tmp_path / "a", plan, needle_records(plan, half)))
-    assert summary["by_length"]["128"] == {"pass_rate": round(rate, 4), "cells": 6, "planned": 6}
+    assert summary["by_length"]["128"] == {"pass_rate": round(rate, 4), "cells": 6, "planned": 6, "refused": 0,
+                                           "mismatched": 0}
     assert summary["pass_rate"] == [[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]]
     assert summary["tests"][0]["result"] == PASS and summary["result"] == PASS
     assert summary["tests"][0]["measured"] == pytest.approx(rate, abs=1e-4)
@@ -451,7 +461,8 @@ def test_a_torn_line_and_a_cell_written_twice_count_once(tmp_path: Path) -> None
     records = needle_records(plan, lambda c: True)
     twice = dict(records[0], passed=False)
     summary = summarise(write_run(tmp_path / "a", plan, [*records, twice], torn='{"cell": "needle:12'))
-    assert summary["by_length"]["64"] == {"pass_rate": round(5 / 6, 4), "cells": 6, "planned": 6}
+    assert summary["by_length"]["64"] == {"pass_rate": round(5 / 6, 4), "cells": 6, "planned": 6, "refused": 0,
+                                          "mismatched": 0}
 
 
 def test_mismatched_lengths_are_left_out_and_listed(tmp_path: Path) -> None:
@@ -472,21 +483,35 @@ def regression_plan(margin: float = 0.02) -> Plan:
 
 @pytest.mark.parametrize(("rise", "result"), [(0.0, PASS), (0.015, PASS), (-0.1, PASS), (0.03, FAIL), (0.5, FAIL)])
 def test_regression_against_a_baseline(tmp_path: Path, rise: float, result: str) -> None:
+    """``rise`` is the perplexity rise: every token's loss grows by log(1 + rise) on the shared loss prompt."""
     plan = regression_plan(0.02)
+    assert plan.loss_lengths == [64, 256]  # the test's own length, which an unscaled baseline server can serve
     needles = needle_records(plan, lambda c: True)
 
     def base(p: int) -> float:
         return -1.0 - (p % 7) / 10
 
-    # below the test's length the loss is scaled by 1 + rise; past it the run may do anything (not judged)
-    mine = loss_record(256, lambda p: base(p) * (1 + rise) if p < 64 else -9.0)
-    baseline = write_run(tmp_path / "base", plan, [*needles, loss_record(256, base)])
-    summary = summarise(write_run(tmp_path / "run", plan, [*needles, mine]), baseline)
+    mine = loss_record(64, lambda p: base(p) - math.log1p(rise))
+    # the run's long loss request says nothing about the short-context regression (here: a broken model)
+    long_one = loss_record(256, lambda p: -9.0)
+    baseline = write_run(tmp_path / "base", plan, [*needles, loss_record(64, base)])
+    summary = summarise(write_run(tmp_path / "run", plan, [*needles, mine, long_one]), baseline)
     verdict = summary["tests"][0]
     assert verdict["result"] == result and summary["result"] == result
     assert verdict["measured"] == pytest.approx(rise, abs=1e-4)
     expected_base = sum(-base(p) for p in range(1, 64)) / 63
     assert verdict["baseline_loss"] == pytest.approx(expected_base, abs=1e-4)
+
+
+def test_perplexity_against_the_runs_own_shorter_positions(tmp_path: Path) -> None:
+    plan = Plan((64, 256), (0.5,), 1, PASSKEY, (PlanTest("perplexity", 256, 0.1, baseline=64),))
+    needles = needle_records(plan, lambda c: True)
+    # loss 1 nat per token below 64, 1.5 from 64 on: over 1..255 the mean is (63 + 192 * 1.5) / 255
+    run_folder = write_run(tmp_path / "a", plan, [*needles, loss_record(256, lambda p: -1.0 if p < 64 else -1.5)])
+    verdict = summarise(run_folder)["tests"][0]
+    expected = math.exp((63 + 192 * 1.5) / 255 - 1.0) - 1
+    assert verdict["measured"] == pytest.approx(expected, abs=1e-4)
+    assert verdict["result"] == FAIL  # about +34%: over the 10% margin
 
 
 def test_regression_not_run(tmp_path: Path) -> None:

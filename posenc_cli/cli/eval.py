@@ -89,12 +89,15 @@ def probe_command(
             count = _counter(client, caps, tokenizer)
         except PosencError as exc:
             raise PosencError(f"--expect-ctx needs a token count: {exc}") from None
-        expect_context(client, caps, length,
-                       lambda n: build_prompt(chosen, length=n, depth=0.5, seed=0, count=count).text)
+        def long_prompt(n: int) -> tuple[str, int]:
+            prompt = build_prompt(chosen, length=n, depth=0.5, seed=0, count=count)
+            return prompt.text, prompt.tokens
+
+        expect_context(client, caps, length, long_prompt)
     result = caps.as_dict()
     expected = caps.expected_context
-    served = expected is None or length is None or (
-        bool(expected.get("served")) and expected.get("prompt_tokens") in (None, length - 1))
+    served = expected is None or (
+        bool(expected.get("served")) and expected.get("prompt_tokens") in (None, expected.get("built_tokens")))
     if as_json:
         from posenc_cli.cli.output import print_json
 
@@ -193,7 +196,8 @@ def run_command(
     client = _client(url, api_key_env, timeout, retries)
     caps = probe(client, model)
     count = _counter(client, caps, tokenizer)
-    runner = Runner(client, caps, plan, out, count, concurrency=concurrency, label=label)
+    runner = Runner(client, caps, plan, out, count, concurrency=concurrency, label=label,
+                    counter=f"local:{tokenizer}" if tokenizer else f"server:{caps.tokenize}")
     todo, done = runner.prepare()
     if caps.prompt_logprobs is None:
         sys.stderr.write(f"note: per-position loss unavailable: {caps.logprobs_detail}\n")
@@ -334,6 +338,8 @@ def _render_summary(summary: dict[str, Any]) -> None:
         out.print(f"loss per token by position (last bins): {points}")
     else:
         out.print(f"per-position loss: unavailable ({loss['why']})")
+    if summary["refused"]:
+        out.print(f"{summary['refused']} prompts refused by the server (counted as failures; a rerun sends them again)")
     if summary["mismatched_lengths"]:
         out.print(f"[bold]{len(summary['mismatched_lengths'])} cells left out: the server counted a different "
                   "prompt length[/bold]")
@@ -341,15 +347,16 @@ def _render_summary(summary: dict[str, Any]) -> None:
         from posenc_cli.evaluation.plan import PlanTest
 
         threshold = test.get("pass_rate", test.get("margin"))
-        text = PlanTest(test["kind"], test["length"], threshold).describe()
+        text = PlanTest(test["kind"], test["length"], threshold, test.get("baseline")).describe()
         if "baseline_loss" in test:
-            measured = (f" (loss {test['loss']:.3f} vs baseline {test['baseline_loss']:.3f}: "
+            measured = (f" (loss {test['loss']:.3f} vs {test['baseline_loss']:.3f} nats per token: perplexity "
                         f"{test['measured']:+.1%})")
         else:
             measured = f" (measured {test['measured']:g})" if "measured" in test else ""
         why = f": {test['why']}" if "why" in test else ""
         out.print(f"{test['result'].upper():8} {text}{measured}{why}")
-    out.print(f"result: {summary['result']}  ({summary['requests']} requests, {summary['seconds']:.1f} s)")
+    why = f": {summary['why']}" if "why" in summary else ""
+    out.print(f"result: {summary['result']}{why}  ({summary['requests']} requests, {summary['seconds']:.1f} s)")
 
 
 @eval_app.command("compare")

@@ -32,26 +32,40 @@ DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
 DEFAULT_PASS_RATE = 0.9
 #: Short-context mean loss may rise this much (relative) over a baseline run (pick's regression margin).
 DEFAULT_MARGIN = 0.02
-KINDS = ("niah", "regression")
+KINDS = ("niah", "regression", "perplexity")
 
 
 @dataclass(frozen=True)
 class PlanTest:
-    """One pass/fail test: ``niah`` (pass rate over every depth and trial at ``length`` >= ``threshold``) or
-    ``regression`` (mean per-token loss below ``length``, relative to a baseline run, rises by <= ``threshold``)."""
+    """One pass/fail test of a plan (pick's ``tests`` entries):
+
+    * ``niah``: the pass rate over every depth and trial at ``length`` is at least ``threshold``;
+    * ``regression``: perplexity over the first ``length`` positions, against a baseline run of the unscaled model
+      (``report --baseline``), rises by at most ``threshold`` (relative);
+    * ``perplexity``: perplexity over the first ``length`` positions, against the same run's over the first
+      ``baseline`` positions, rises by at most ``threshold`` (the model's own perplexity at its trained length).
+    """
 
     kind: str
     length: int
     threshold: float
+    baseline: int | None = None  # perplexity: the length whose perplexity is the reference
 
     def as_dict(self) -> dict[str, Any]:
-        key = "pass_rate" if self.kind == "niah" else "margin"
-        return {"kind": self.kind, "length": self.length, key: self.threshold}
+        if self.kind == "niah":
+            return {"kind": "niah", "length": self.length, "pass_rate": self.threshold}
+        out: dict[str, Any] = {"kind": self.kind, "length": self.length, "margin": self.threshold}
+        if self.baseline is not None:
+            out["baseline"] = self.baseline
+        return out
 
     def describe(self) -> str:
         if self.kind == "niah":
             return f"needle at {format_length(self.length)}: pass rate >= {self.threshold:g}"
-        return f"mean loss below {format_length(self.length)} within {self.threshold:.0%} of the baseline"
+        if self.kind == "perplexity":
+            return (f"perplexity to {format_length(self.length)} within {self.threshold:.0%} of its own to "
+                    f"{format_length(self.baseline or 0)}")
+        return f"perplexity to {format_length(self.length)} within {self.threshold:.0%} of the baseline run's"
 
 
 @dataclass(frozen=True)
@@ -83,10 +97,20 @@ class Plan:
     source: str = "--lengths"
     notes: tuple[str, ...] = field(default=(), compare=False)
 
+    @property
+    def loss_lengths(self) -> list[int]:
+        """Where the loss requests go: the longest length (the whole curve), and each regression test's length.
+
+        A regression test compares this run with a run of the unscaled model, which cannot serve the extended
+        lengths: both runs send the same loss prompt at the test's length (cells are seeded by length, depth and
+        trial), so the comparison is between identical prompts.
+        """
+        return sorted({max(self.lengths)} | {t.length for t in self.tests if t.kind == "regression"})
+
     def cells(self, with_loss: bool) -> list[Cell]:
-        out = [Cell("needle", n, d, t) for n in self.lengths for d in self.depths for t in range(self.trials)]
-        if with_loss:
-            out += [Cell("loss", max(self.lengths), 0.5, t) for t in range(self.loss_trials)]
+        # loss first: the cheapest way to see whether the server applied a scaling, and what a baseline run needs
+        out = [Cell("loss", n, 0.5, t) for n in self.loss_lengths for t in range(self.loss_trials)] if with_loss else []
+        out += [Cell("needle", n, d, t) for n in self.lengths for d in self.depths for t in range(self.trials)]
         return out
 
     def as_dict(self) -> dict[str, Any]:
@@ -95,7 +119,10 @@ class Plan:
                 "template": self.template.as_dict(), "source": self.source}
 
     def fingerprint(self) -> str:
-        canonical = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
+        """What the results depend on (not where the plan was read from: ``--plan ./p.json`` is ``--plan p.json``)."""
+        data = self.as_dict()
+        del data["source"]
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
@@ -107,6 +134,10 @@ def check_grid(lengths: list[int], depths: list[float], trials: int) -> None:
     bad = [d for d in depths if not 0.0 <= d <= 1.0]
     if bad or not depths:
         raise PosencError(f"--depths: {bad[0] if bad else 'none'} (allowed: fractions from 0 to 1, e.g. 0,0.5,1)")
+    names = [f"{d:g}" for d in depths]  # how cells are named
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise PosencError(f"--depths: {twice[0]} appears twice (at 6 significant digits)")
     if not 1 <= trials <= 1000:
         raise PosencError(f"--trials {trials}: allowed 1 to 1000")
 
@@ -129,27 +160,45 @@ def from_pick(answer: Any, template: Template, *, depths: tuple[float, ...] = DE
         raise PosencError(f"{label}: not a `posenc pick --json` answer (no `tests` list)")
     tests: list[PlanTest] = []
     texts: list[str] = []
-    for item in answer["tests"]:
+    for i, item in enumerate(answer["tests"]):
         kind = item.get("kind") if isinstance(item, dict) else None
-        if kind == "niah":
-            tests.append(PlanTest("niah", int(item["length"]), float(item["pass_rate"])))
-        elif kind in ("regression", "perplexity"):
-            # perplexity at a length against a baseline length needs two servers' runs: compare them with report
-            tests.append(PlanTest("regression", int(item["length"]), float(item["margin"])))
-        elif kind == "text":
-            texts.append(str(item.get("text", "")))
-        else:
-            raise PosencError(f"{label}: test kind {kind!r} is not one of niah, regression, perplexity, text")
+        if kind not in (*KINDS, "text"):
+            raise PosencError(f"{label}: test {i}: kind {kind!r} is not one of niah, regression, perplexity, text")
+        try:
+            if kind == "niah":
+                tests.append(PlanTest("niah", _whole(item["length"]), _fraction(item["pass_rate"])))
+            elif kind == "regression":
+                tests.append(PlanTest("regression", _whole(item["length"]), _fraction(item["margin"])))
+            elif kind == "perplexity":
+                tests.append(PlanTest("perplexity", _whole(item["length"]), _fraction(item["margin"]),
+                                      baseline=_whole(item["baseline"])))
+            else:
+                texts.append(str(item.get("text", "")))
+        except (KeyError, TypeError, ValueError) as exc:
+            what = f"no {exc.args[0]!r}" if isinstance(exc, KeyError) else str(exc)
+            raise PosencError(f"{label}: test {i} ({kind}): {what}") from None
     found = answer.get("extension")
     extension: dict[str, Any] = found if isinstance(found, dict) else {}
     start, stop = extension.get("from"), extension.get("to")
-    lengths: set[int] = {t.length for t in tests}
+    lengths: set[int] = {t.length for t in tests} | {t.baseline for t in tests if t.baseline is not None}
     if isinstance(start, int) and isinstance(stop, int) and stop > start:
         lengths |= {max(start // 2, 8), *_geometric_steps(start, stop)}
     if not lengths:
         raise PosencError(f"{label}: the answer names no length to test (no niah test and no extension)")
     notes = tuple(f"not measured by eval (a sentence, not a test): {t}" for t in texts)
     return Plan(tuple(sorted(lengths)), depths, trials, template, tuple(tests), source=label, notes=notes)
+
+
+def _whole(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"length {value!r} is not a positive whole number of tokens")
+    return value
+
+
+def _fraction(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ValueError(f"threshold {value!r} is not a fraction from 0 to 1")
+    return float(value)
 
 
 def from_model(model: Any, template: Template, *, depths: tuple[float, ...] = DEFAULT_DEPTHS, trials: int = 2,
@@ -176,6 +225,8 @@ def from_model(model: Any, template: Template, *, depths: tuple[float, ...] = DE
 def from_lengths(lengths: list[int], template: Template, *, depths: tuple[float, ...] = DEFAULT_DEPTHS,
                  trials: int = 4, pass_rate: float | None = None) -> Plan:
     """An explicit grid; ``pass_rate`` makes a needle test at the longest length."""
+    if not lengths:
+        raise PosencError("--lengths: no length given (for example 64,128,1k)")
     tests = (PlanTest("niah", max(lengths), pass_rate),) if pass_rate is not None else ()
     if pass_rate is not None and not 0.0 <= pass_rate <= 1.0:
         raise PosencError(f"--pass-rate {pass_rate}: allowed 0 to 1")

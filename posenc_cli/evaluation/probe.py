@@ -17,7 +17,7 @@ Each capability is observed, never assumed from the engine's name:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from posenc_cli.errors import PosencError
@@ -62,8 +62,13 @@ def _engine(model_entry: dict[str, Any] | None, props: dict[str, Any] | None) ->
 
 
 def probe(client: Client, model: str | None = None) -> Capabilities:
-    """Ask the server what it supports (about ten small requests)."""
-    start = client.requests
+    """Ask the server what it supports (about ten small requests).
+
+    Requests for optional features (``/props``, tokenize styles, echo, ``/generate``) go without retries, and any
+    failure, a 4xx or a 5xx alike, means "not offered": llama-server answers an unsupported ``echo`` with HTTP 500
+    in some versions and silently ignores it in others.
+    """
+    optional = replace(client, retries=0)
     entries = client.models()
     entry = next((m for m in entries if m.get("id") == model), None) if model else (entries[0] if entries else None)
     if model and entry is None and entries:
@@ -72,8 +77,9 @@ def probe(client: Client, model: str | None = None) -> Capabilities:
     model_id = model or (str(entry["id"]) if entry and "id" in entry else None)
     props: dict[str, Any] | None = None
     try:
-        answer = client.call("GET", "/props")
-        props = answer if isinstance(answer, dict) and "default_generation_settings" in answer else None
+        answer = optional.call("GET", "/props")
+        settings = answer.get("default_generation_settings") if isinstance(answer, dict) else None
+        props = answer if isinstance(settings, dict) else None
     except (Refused, ServerError):
         props = None
     engine = _engine(entry, props)
@@ -82,7 +88,7 @@ def probe(client: Client, model: str | None = None) -> Capabilities:
         served, source = int(entry["max_model_len"]), "/v1/models max_model_len"
     elif props is not None:
         n_ctx = props["default_generation_settings"].get("n_ctx")
-        if isinstance(n_ctx, int):
+        if isinstance(n_ctx, int) and not isinstance(n_ctx, bool):
             slots = props.get("total_slots")
             served, source = n_ctx, f"/props n_ctx per slot ({slots} slots)" if slots else "/props n_ctx"
 
@@ -100,12 +106,17 @@ def probe(client: Client, model: str | None = None) -> Capabilities:
         params["usage.prompt_tokens"] = "missing: prompt lengths cannot be verified"
 
     style, offset = None, None
-    for candidate in TOKENIZE_STYLES:
+    order = sorted(TOKENIZE_STYLES, key=lambda name: name != engine)  # the engine's own style first
+    for candidate in order:
         if candidate == "llama-server" and engine not in ("llama-server", "unknown"):
             continue
         try:
-            tokens = client.tokenize(candidate, model_id, PROBE_TEXT)
+            tokens = optional.tokenize(candidate, model_id, PROBE_TEXT)
         except (Refused, ServerError):
+            continue
+        # llama-server answers a body without `content` with an empty list, not an error: a count that is not
+        # within a BOS/EOS or two of the server's own is another endpoint's answer
+        if not tokens or (reference.prompt_tokens is not None and abs(reference.prompt_tokens - len(tokens)) > 2):
             continue
         style = candidate
         offset = reference.prompt_tokens - len(tokens) if reference.prompt_tokens is not None else None
@@ -113,39 +124,43 @@ def probe(client: Client, model: str | None = None) -> Capabilities:
 
     logprobs, detail = None, "neither echo+logprobs nor SGLang /generate answered"
     try:
-        echoed = client.complete(model_id, PROBE_TEXT, max_tokens=1, echo_logprobs=True)
+        echoed = optional.complete(model_id, PROBE_TEXT, max_tokens=1, echo_logprobs=True)
         values = echoed.prompt_logprobs
         if values is not None and (reference.prompt_tokens is None or len(values) == reference.prompt_tokens):
             logprobs, detail = "echo", "echo + logprobs on /v1/completions"
             params["echo"] = "honoured"
         else:
             params["echo"] = "ignored (no prompt in the answer's logprobs)"
-    except Refused as exc:
+    except (Refused, ServerError) as exc:
         params["echo"] = f"rejected: {exc}"
     if logprobs is None and engine in ("sglang", "unknown"):
         try:
-            values = client.sglang_prompt_logprobs(PROBE_TEXT)
+            values = optional.sglang_prompt_logprobs(PROBE_TEXT)
             if reference.prompt_tokens is None or len(values) == reference.prompt_tokens:
                 logprobs, detail = "sglang", "SGLang /generate with return_logprob, logprob_start_len 0"
         except (Refused, ServerError):
             pass
 
     return Capabilities(client.base_url, model_id, engine, served, source, style, offset, logprobs, detail, params,
-                        None, client.requests - start, reference.prompt_tokens)
+                        None, client.requests + optional.requests, reference.prompt_tokens)
 
 
-def expect_context(client: Client, caps: Capabilities, tokens: int, long_prompt: Callable[[int], str]) -> None:
+def expect_context(client: Client, caps: Capabilities, tokens: int,
+                   long_prompt: Callable[[int], tuple[str, int]]) -> None:
     """Send one request using exactly ``tokens`` of context; the outcome goes to ``caps.expected_context``.
 
-    ``long_prompt(n)`` builds a text of ``n`` tokens: the prompt is one token shorter than ``tokens``, the
+    ``long_prompt(n)`` builds a text of ``n`` tokens (and says how many it reached, for a tokenizer that cannot hit
+    every count): the prompt is one token shorter than ``tokens``, the
     context also holds the one generated token.
     """
     start = client.requests
     expected: dict[str, Any] = {"tokens": tokens, "reported": caps.served_context}
+    prompt, built = long_prompt(tokens - 1)
+    expected["built_tokens"] = built
     try:
-        answer = client.complete(caps.model, long_prompt(tokens - 1), max_tokens=1)
+        answer = client.complete(caps.model, prompt, max_tokens=1)
         expected |= {"served": True, "prompt_tokens": answer.prompt_tokens}
-    except Refused as exc:
+    except (Refused, ServerError) as exc:  # a 5xx at this size (out of memory) is also "not served"
         expected |= {"served": False, "message": str(exc)}
     caps.expected_context = expected
     caps.requests += client.requests - start

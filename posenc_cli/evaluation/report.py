@@ -3,10 +3,12 @@
 Stdlib only: the PNGs are drawn by :mod:`posenc_cli.plots` from the numbers computed here.
 
 Verdicts: a ``niah`` test passes when the pass rate over every depth and trial at its length reaches the
-threshold; a ``regression`` test compares the mean negative log-likelihood per token below its length with a
-baseline run's (``--baseline``) and passes when the relative rise is at most the margin. A test that cannot be
-evaluated (cells missing, no prompt log-probabilities, no baseline) is "not run", never passed. Cells whose
-served prompt length disagrees with the built one are left out of every rate and counted.
+threshold (a prompt the server refused counts as a failure); a ``regression`` test compares perplexity (exp of the
+mean loss per token) over the positions below its length with a baseline run's on the same prompt (``--baseline``),
+a ``perplexity`` test with the same run's own below the test's baseline length, and passes when the relative rise
+is at most the margin. A test that cannot be evaluated (cells missing, no prompt log-probabilities, no baseline) is
+"not run", never passed. Cells whose served prompt length disagrees with the built one are left out of every rate
+and counted.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from posenc_cli.errors import PosencError
 from posenc_cli.evaluation.plan import Cell
 from posenc_cli.evaluation.run import read_manifest, read_results
 
@@ -46,10 +49,48 @@ def loss_curve(records: list[dict[str, Any]], bins_per_octave: int = 2) -> list[
              "loss": round(total / n, 5), "tokens": n} for k, (total, n) in sorted(sums.items())]
 
 
-def mean_loss_below(records: list[dict[str, Any]], length: int) -> float | None:
-    values = [-float(v) for r in records if r.get("kind") == "loss" and r.get("length_ok", True)
+def mean_loss_below(records: list[dict[str, Any]], length: int, *, cell_length: int | None = None) -> float | None:
+    """Mean loss (nats per token) over positions 1 .. ``length - 1`` of the loss requests that reach ``length``
+    (or only those of ``cell_length``: the prompt two runs share)."""
+    values = [-float(v) for r in records
+              if r.get("kind") == "loss" and r.get("length_ok", True) and "refused" not in r
+              and (r.get("length") == cell_length if cell_length is not None else r.get("length", 0) >= length)
               for v in (r.get("logprobs") or [])[1:length] if v is not None]
     return sum(values) / len(values) if values else None
+
+
+def _niah(test: dict[str, Any], stats: dict[str, Any] | None) -> dict[str, Any]:
+    if stats is None or stats["mismatched"]:
+        return {"result": NOT_RUN, "why": f"{stats['mismatched'] if stats else 'all'} cells at this length had a "
+                "prompt length the server counted differently (check --tokenizer)"}
+    if stats["cells"] < stats["planned"]:
+        return {"result": NOT_RUN, "why": "cells at this length are missing (resume the run)"}
+    rate = stats["pass_rate"]
+    out = {"measured": rate, "result": PASS if rate >= test["pass_rate"] else FAIL}
+    if stats["refused"]:
+        out["why"] = f"the server refused {stats['refused']} of the prompts at this length (counted as failures)"
+    return out
+
+
+def _perplexity(test: dict[str, Any], records: list[dict[str, Any]], has_logprobs: bool,
+                base_records: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """regression: against the baseline run, on the same loss prompt; perplexity: against this run's own
+    perplexity at the test's baseline length. The margin is on perplexity, exp(mean loss)."""
+    if not has_logprobs:
+        return {"result": NOT_RUN, "why": "the server gives no prompt log-probabilities"}
+    if test["kind"] == "regression":
+        if base_records is None:
+            return {"result": NOT_RUN, "why": "needs a baseline run (--baseline RUN) of the unscaled model"}
+        mine = mean_loss_below(records, test["length"], cell_length=test["length"])
+        theirs = mean_loss_below(base_records, test["length"], cell_length=test["length"])
+    else:
+        mine = mean_loss_below(records, test["length"])
+        theirs = mean_loss_below(records, test["baseline"], cell_length=None) if mine is not None else None
+    if mine is None or theirs is None:
+        return {"result": NOT_RUN, "why": "no loss at this length (the request is missing or was refused)"}
+    rise = math.exp(mine - theirs) - 1.0
+    return {"measured": round(rise, 5), "loss": round(mine, 5), "baseline_loss": round(theirs, 5),
+            "result": PASS if rise <= test["margin"] else FAIL}
 
 
 def summarise(folder: str | Path, baseline: str | Path | None = None) -> dict[str, Any]:
@@ -63,42 +104,33 @@ def summarise(folder: str | Path, baseline: str | Path | None = None) -> dict[st
     by_length: dict[int, dict[str, Any]] = {}
     for n in lengths:
         row: list[float | None] = []
-        hits = total = 0
+        hits = total = refused = 0
         for d in depths:
             cells = [good.get(Cell("needle", n, d, t).key) for t in range(trials)]
             done = [c for c in cells if c is not None]
             row.append(round(sum(bool(c["passed"]) for c in done) / len(done), 4) if done else None)
             hits += sum(bool(c["passed"]) for c in done)
             total += len(done)
+            refused += sum("refused" in c for c in done)
         grid.append(row)
         by_length[n] = {"pass_rate": round(hits / total, 4) if total else None, "cells": total,
-                        "planned": len(depths) * trials}
+                        "planned": len(depths) * trials, "refused": refused,
+                        "mismatched": sum(r["length"] == n for r in needles if not r.get("length_ok", True))}
     curve = loss_curve(records)
     has_logprobs = manifest["server"].get("prompt_logprobs") is not None
-    base_records = load_run(baseline)[1] if baseline is not None else None
+    base_records = None
+    if baseline is not None:
+        base_manifest, base_records = load_run(baseline)
+        if base_manifest["plan"]["template"] != plan["template"]:
+            raise PosencError(f"--baseline {baseline}: its prompts come from another template than {folder}'s; "
+                              "run the same plan against the unscaled model")
     verdicts = []
     for test in plan["tests"]:
         verdict: dict[str, Any] = dict(test)
         if test["kind"] == "niah":
-            row_stats = by_length.get(test["length"])
-            if row_stats is None or row_stats["cells"] < row_stats["planned"]:
-                verdict |= {"result": NOT_RUN, "why": "cells at this length are missing (resume the run)"}
-            else:
-                rate = row_stats["pass_rate"]
-                verdict |= {"measured": rate, "result": PASS if rate >= test["pass_rate"] else FAIL}
+            verdict |= _niah(test, by_length.get(test["length"]))
         else:
-            mine = mean_loss_below(records, test["length"])
-            theirs = mean_loss_below(base_records, test["length"]) if base_records is not None else None
-            if not has_logprobs:
-                verdict |= {"result": NOT_RUN, "why": "the server gives no prompt log-probabilities"}
-            elif base_records is None:
-                verdict |= {"result": NOT_RUN, "why": "needs a baseline run (--baseline RUN) of the unscaled model"}
-            elif mine is None or theirs is None:
-                verdict |= {"result": NOT_RUN, "why": "no loss below this length in one of the runs"}
-            else:
-                rise = (mine - theirs) / theirs
-                verdict |= {"measured": round(rise, 5), "loss": round(mine, 5), "baseline_loss": round(theirs, 5),
-                            "result": PASS if rise <= test["margin"] else FAIL}
+            verdict |= _perplexity(test, records, has_logprobs, base_records)
         verdicts.append(verdict)
     results = {v["result"] for v in verdicts}
     overall = FAIL if FAIL in results else NOT_RUN if NOT_RUN in results or not verdicts else PASS
@@ -110,9 +142,11 @@ def summarise(folder: str | Path, baseline: str | Path | None = None) -> dict[st
         "loss": {"available": has_logprobs, "curve": curve} if has_logprobs else {
             "available": False, "why": manifest["server"].get("logprobs_detail", "no prompt log-probabilities")},
         "mismatched_lengths": mismatched,
+        "refused": sum(v["refused"] for v in by_length.values()),
         "requests": sum(int(r.get("requests", 1)) for r in records),
         "seconds": round(sum(float(r.get("seconds", 0.0)) for r in records), 3),
         "tests": verdicts, "result": overall,
+        **({} if verdicts else {"why": "the plan has no test (give --pass-rate with --lengths, or a --plan)"}),
     }
 
 

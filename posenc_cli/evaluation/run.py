@@ -19,7 +19,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from posenc_cli.errors import PosencError
 from posenc_cli.evaltemplate import Prompt, Template, build_prompt
 from posenc_cli.evaluation.plan import Cell, Plan
 from posenc_cli.evaluation.probe import Capabilities
-from posenc_cli.serving import Client, ServerError
+from posenc_cli.serving import Client, Completion, Refused, ServerError
 
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
@@ -87,11 +87,12 @@ class Progress:
 
 class Runner:
     def __init__(self, client: Client, caps: Capabilities, plan: Plan, folder: Path,
-                 count: Callable[[str], int], *, concurrency: int = 1, label: str | None = None) -> None:
+                 count: Callable[[str], int], *, concurrency: int = 1, label: str | None = None,
+                 counter: str = "server") -> None:
         if not 1 <= concurrency <= 256:
             raise PosencError(f"--concurrency {concurrency}: allowed 1 to 256")
         self.client, self.caps, self.plan, self.folder = client, caps, plan, folder
-        self.count, self.concurrency, self.label = count, concurrency, label
+        self.count, self.concurrency, self.label, self.counter = count, concurrency, label, counter
         self._lock = threading.Lock()
 
     def prepare(self) -> tuple[list[Cell], int]:
@@ -104,39 +105,56 @@ class Runner:
             raise PosencError(f"length {shortest} is too short for template {template.name!r}: its fixed text is "
                               f"{fixed} tokens and the answer needs {template.max_tokens} (lengths from "
                               f"{fixed + template.max_tokens})")
-        self.folder.mkdir(parents=True, exist_ok=True)
         manifest = {"format": FORMAT, "fingerprint": self.plan.fingerprint(), "plan": self.plan.as_dict(),
-                    "model": self.caps.model, "server": self.caps.as_dict(), "label": self.label,
-                    "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        if (self.folder / MANIFEST).exists():
-            old = read_manifest(self.folder)
-            if old.get("fingerprint") != manifest["fingerprint"]:
-                raise PlanMismatch(f"{self.folder} holds results of another plan (fingerprint {old.get('fingerprint')}"
-                                   f", this plan {manifest['fingerprint']}); use a new --out folder")
-            if old.get("model") != manifest["model"]:
-                raise PlanMismatch(f"{self.folder} holds results of model {old.get('model')!r}, not "
-                                   f"{manifest['model']!r}; use a new --out folder")
-        else:
-            atomic_write_text(self.folder / MANIFEST, json.dumps(manifest, indent=2) + "\n")
-        results = self.folder / RESULTS
-        if results.is_file() and results.stat().st_size:
-            with open(results, "rb") as fh:
-                fh.seek(-1, os.SEEK_END)
-                torn = fh.read(1) != b"\n"
-            if torn:  # end the line a crash cut short, so the next record starts a line of its own
-                with open(results, "ab") as fh:
-                    fh.write(b"\n")
-        finished = {r["cell"] for r in read_results(self.folder)}
+                    "model": self.caps.model, "server": self.caps.as_dict(), "counter": self.counter,
+                    "label": self.label, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        try:
+            if (self.folder / MANIFEST).exists():
+                self._check_same_run(read_manifest(self.folder), manifest)
+            else:
+                self.folder.mkdir(parents=True, exist_ok=True)
+                atomic_write_text(self.folder / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+            results = self.folder / RESULTS
+            if results.is_file() and results.stat().st_size:
+                with open(results, "rb") as fh:
+                    fh.seek(-1, os.SEEK_END)
+                    torn = fh.read(1) != b"\n"
+                if torn:  # end the line a crash cut short, so the next record starts a line of its own
+                    with open(results, "ab") as fh:
+                        fh.write(b"\n")
+        except OSError as exc:
+            raise PosencError(f"--out {self.folder}: cannot write there ({exc.strerror or exc.__class__.__name__})"
+                              ) from None
+        finished = {r["cell"] for r in read_results(self.folder) if "refused" not in r}
         cells = self.plan.cells(with_loss=self.caps.prompt_logprobs is not None)
         todo = [c for c in cells if c.key not in finished]
         return todo, len(cells) - len(todo)
 
+    def _check_same_run(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """A rerun resumes only the same plan, model, tokenizer and server setup (what the server shows of it)."""
+        if old.get("fingerprint") != new["fingerprint"]:
+            raise PlanMismatch(f"{self.folder} holds results of another plan (fingerprint {old.get('fingerprint')}, "
+                               f"this plan {new['fingerprint']}); use a new --out folder")
+        before, now = old.get("server", {}), new["server"]
+        checks = [("model", old.get("model"), new["model"]), ("token counter", old.get("counter"), new["counter"]),
+                  ("engine", before.get("engine"), now["engine"]),
+                  ("served context", before.get("served_context"), now["served_context"]),
+                  ("prompt log-probabilities", before.get("prompt_logprobs"), now["prompt_logprobs"])]
+        for what, was, is_now in checks:
+            if was != is_now:
+                raise PlanMismatch(f"{self.folder} holds results of another setup ({what} {was!r}, now {is_now!r}); "
+                                   "use a new --out folder")
+
     def _append(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, separators=(",", ":")) + "\n"
-        with self._lock, open(self.folder / RESULTS, "a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            with self._lock, open(self.folder / RESULTS, "a", encoding="utf-8") as fh:
+                fh.write(line)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise PosencError(f"{self.folder / RESULTS}: cannot append ({exc.strerror or exc.__class__.__name__}); "
+                              "the lines written so far are kept") from None
 
     def run_cell(self, cell: Cell) -> dict[str, Any]:
         template = self.plan.template
@@ -145,18 +163,24 @@ class Runner:
         prompt = cell_prompt(template, cell, self.count)
         record: dict[str, Any] = {"cell": cell.key, "kind": cell.kind, "length": cell.length, "depth": cell.depth,
                                   "trial": cell.trial, "tokens": prompt.tokens, "reached_depth": round(prompt.depth, 4)}
-        if cell.kind == "needle":
-            answer = self.client.complete(self.caps.model, prompt.text, max_tokens=template.max_tokens)
-            record |= {"key": prompt.key, "reply": answer.text, "passed": template.score(prompt.key, answer.text)}
-        elif self.caps.prompt_logprobs == "sglang":
-            values = self.client.sglang_prompt_logprobs(prompt.text)
-            answer = None
-            record |= {"served_tokens": len(values), "logprobs": values}
-        else:
-            answer = self.client.complete(self.caps.model, prompt.text, max_tokens=1, echo_logprobs=True)
-            if answer.prompt_logprobs is None:
-                raise ServerError(f"{self.client.base_url}: the probe found prompt logprobs, this answer has none")
-            record["logprobs"] = [None if v is None else round(v, 5) for v in answer.prompt_logprobs]
+        answer: Completion | None = None
+        try:
+            if cell.kind == "needle":
+                answer = self.client.complete(self.caps.model, prompt.text, max_tokens=template.max_tokens)
+                record |= {"key": prompt.key, "reply": answer.text,
+                           "passed": template.score(prompt.key, answer.text)}
+            elif self.caps.prompt_logprobs == "sglang":
+                values = self.client.sglang_prompt_logprobs(prompt.text)
+                record |= {"served_tokens": len(values), "logprobs": values}
+            else:
+                answer = self.client.complete(self.caps.model, prompt.text, max_tokens=1, echo_logprobs=True)
+                if answer.prompt_logprobs is None:
+                    raise ServerError(f"{self.client.base_url}: the probe found prompt logprobs, this answer has none")
+                record["logprobs"] = [None if v is None else round(v, 5) for v in answer.prompt_logprobs]
+        except Refused as exc:
+            # the server understood and will not serve it (a prompt past its context): a result, not a crash;
+            # a rerun sends the cell again
+            record |= {"refused": str(exc), "passed": False} if cell.kind == "needle" else {"refused": str(exc)}
         if answer is not None:
             record["served_tokens"] = answer.prompt_tokens
         served = record.get("served_tokens")
@@ -187,7 +211,7 @@ class Runner:
                     pending.add(pool.submit(one, cell))
                 if not pending:
                     break
-                done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
                     exc = future.exception()
                     if exc is not None:
