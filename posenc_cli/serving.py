@@ -37,6 +37,14 @@ from posenc_cli.errors import PosencError
 
 #: HTTP statuses worth another try: the server is busy, restarting or timed out.
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+#: Sampling settings sent to an engine whose server defaults are not plain greedy decoding. llama-cpp-python's
+#: server applies ``repeat_penalty`` 1.1 by default, even at temperature 0: a key with a repeated digit (75511) comes
+#: back changed (75516). llama-server's default is 1.0 already; it is sent anyway, the same for both llama.cpp
+#: servers. vLLM and SGLang default to no penalty and are sent nothing they might warn about.
+ENGINE_SAMPLING: dict[str, dict[str, Any]] = {
+    "llama-cpp-python": {"repeat_penalty": 1.0},
+    "llama-server": {"repeat_penalty": 1.0},
+}
 TOKENIZE_STYLES = ("vllm", "llama-server", "llama-cpp-python")
 
 
@@ -75,6 +83,8 @@ class Client:
     retries: int = 3
     backoff: float = 0.5  # seconds before the first retry; doubles each time, capped at 8 s
     sleep: Callable[[float], None] = time.sleep
+    # sent with every completion: what an engine needs for plain greedy decoding (see ENGINE_SAMPLING)
+    sampling: dict[str, Any] = field(default_factory=dict)
     requests: int = field(default=0, init=False)  # HTTP requests sent, retries included
 
     def __post_init__(self) -> None:
@@ -153,7 +163,8 @@ class Client:
 
     def complete(self, model: str | None, prompt: str, *, max_tokens: int, echo_logprobs: bool = False,
                  extra: dict[str, Any] | None = None) -> Completion:
-        body: dict[str, Any] = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": False}
+        body: dict[str, Any] = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": False,
+                                **self.sampling}
         if model:
             body["model"] = model
         if echo_logprobs:

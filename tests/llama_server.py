@@ -1,8 +1,11 @@
-"""Start and stop llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (a helper module, not a test).
+"""Start and stop llama.cpp's servers on 127.0.0.1 (a helper module, not a test).
 
-The server command comes from ``posenc scale --format llama-cpp-python`` (or plain flags for an unscaled run), so
-the tests serve exactly what posenc tells users to run. One thread, a fixed seed, quiet; the port is a free one
-picked by the OS; :func:`serve` waits until ``/v1/models`` answers and kills the process group on exit.
+Two servers run the same llama.cpp: llama-cpp-python's OpenAI-compatible server (``python -m llama_cpp.server``,
+from the engines extra) and llama.cpp's own ``llama-server`` binary (built from the llama.cpp sources vendored in
+the llama-cpp-python sdist; CI builds it and names it in ``POSENC_LLAMA_SERVER``, else ``llama-server`` on PATH).
+Server commands come from ``posenc scale --format llama-cpp-python`` / ``--format llama.cpp`` (or plain flags for
+an unscaled run), so the tests serve exactly what posenc tells users to run. One thread, quiet; the port is a free
+one picked by the OS; :func:`serve` waits until ``/v1/models`` answers and kills the process group on exit.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -43,6 +47,27 @@ def scale_command(*args: str, model: Path = FIXTURE) -> list[str]:
     return argv
 
 
+def llama_server_binary() -> str | None:
+    """llama.cpp's ``llama-server``: ``$POSENC_LLAMA_SERVER``, else the one on PATH, else None."""
+    named = os.environ.get("POSENC_LLAMA_SERVER")
+    if named:
+        return named if os.access(named, os.X_OK) else None
+    return shutil.which("llama-server")
+
+
+def native_command(*flags: str, model: Path = FIXTURE) -> list[str]:
+    """``llama-server -m MODEL FLAGS``; flags as ``posenc scale --format llama.cpp`` prints them."""
+    binary = llama_server_binary()
+    assert binary is not None
+    return [binary, "-m", str(model), "-t", "1", *flags]
+
+
+def native_scale_flags(*args: str, model: Path = FIXTURE) -> list[str]:
+    out = subprocess.run([sys.executable, "-m", "posenc_cli", "scale", *args, "--config", str(model), "--format",
+                          "llama.cpp"], capture_output=True, text=True, check=True, cwd=REPO)
+    return shlex.split(out.stdout.strip())
+
+
 def plain_command(n_ctx: int, model: Path = FIXTURE) -> list[str]:
     return [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--rope_scaling_type", "0",
             "--n_ctx", str(n_ctx)]
@@ -58,8 +83,11 @@ def _free_port() -> int:
 def serve(argv: list[str], *, timeout: float = 60.0) -> Iterator[str]:
     """Run the server command ``argv`` on a free loopback port; yields its base URL (``http://127.0.0.1:P/v1``)."""
     port = _free_port()
-    full = [*argv, "--host", "127.0.0.1", "--port", str(port), "--n_threads", "1", "--n_threads_batch", "1",
-            "--seed", "0", "--verbose", "False"]
+    if Path(argv[0]).name.startswith("llama-server"):
+        full = [*argv, "--host", "127.0.0.1", "--port", str(port), "--log-disable"]
+    else:
+        full = [*argv, "--host", "127.0.0.1", "--port", str(port), "--n_threads", "1", "--n_threads_batch", "1",
+                "--seed", "0", "--verbose", "False"]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.Popen(full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
                             start_new_session=True)
@@ -68,7 +96,7 @@ def serve(argv: list[str], *, timeout: float = 60.0) -> Iterator[str]:
         deadline = time.monotonic() + timeout
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited {proc.returncode}: "
+                raise RuntimeError(f"{Path(argv[0]).name} exited {proc.returncode}: "
                                    f"{proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
             try:
                 with urllib.request.urlopen(url + "/v1/models", timeout=2) as r:
@@ -76,7 +104,7 @@ def serve(argv: list[str], *, timeout: float = 60.0) -> Iterator[str]:
                 break
             except OSError:
                 if time.monotonic() > deadline:
-                    raise RuntimeError("llama_cpp.server did not start in time") from None
+                    raise RuntimeError(f"{Path(argv[0]).name} did not start in time") from None
                 time.sleep(0.2)
         yield url + "/v1"
     finally:

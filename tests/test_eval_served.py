@@ -110,15 +110,16 @@ def test_probe_of_llama_cpp_python(yarn4: dict[str, Any]) -> None:
     assert "maximum context length is 1024 tokens" in json.loads(refused.stdout)["expected_context"]["message"]
 
 
-def test_a_prompt_longer_than_the_served_context_stops_the_run(tmp_path: Path) -> None:
+def test_a_prompt_longer_than_the_served_context_is_a_refusal(tmp_path: Path) -> None:
     with llama_server.serve(scale("yarn", "--factor", "2")) as url:  # --n_ctx 512
         proc = posenc("eval", "run", url, "--lengths", "256,1024", "--depths", "0", "--trials", "1",
-                      "--out", str(tmp_path / "run"))
-    assert proc.returncode == 2
-    assert proc.stderr.startswith("error: ") and len(proc.stderr.strip().splitlines()) == 1
-    assert "maximum context length is 512 tokens" in proc.stderr
+                      "--pass-rate", "0.5", "--out", str(tmp_path / "run"), "--json")
+    assert proc.returncode == 1, proc.stderr  # nothing served at 1024: pass rate 0 < 0.5
+    summary = json.loads(proc.stdout)
+    assert summary["by_length"]["1024"]["refused"] == 1 and summary["by_length"]["256"]["refused"] == 0
     done = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
-    assert {r["length"] for r in done} == {256}  # what finished before the refusal is kept
+    refusals = [r["refused"] for r in done if "refused" in r]
+    assert refusals and all("maximum context length is 512 tokens" in m for m in refusals)
 
 
 @pytest.mark.numeric

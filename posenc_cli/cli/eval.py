@@ -125,6 +125,9 @@ def _render_probe(caps: Capabilities) -> None:
                   f"{caps.logprobs_detail}")
     for name, state in caps.parameters.items():
         table.add_row(f"  {name}", state)
+    if caps.sampling:
+        table.add_row("sent with completions", ", ".join(f"{k}={v}" for k, v in caps.sampling.items()) +
+                      " (plain greedy decoding, whatever the server's defaults)")
     if caps.expected_context is not None:
         e = caps.expected_context
         table.add_row(f"{e['tokens']} tokens of context", f"served ({e.get('prompt_tokens')} prompt tokens + 1)"

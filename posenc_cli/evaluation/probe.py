@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from posenc_cli.errors import PosencError
-from posenc_cli.serving import TOKENIZE_STYLES, Client, Refused, ServerError
+from posenc_cli.serving import ENGINE_SAMPLING, TOKENIZE_STYLES, Client, Refused, ServerError
 
 PROBE_TEXT = "the key is 12345. what is the key? the key is "
 
@@ -41,6 +41,7 @@ class Capabilities:
     expected_context: dict[str, Any] | None = None
     requests: int = 0
     probe_tokens: int | None = None  # usage.prompt_tokens of PROBE_TEXT (calibrates a local tokenizer)
+    sampling: dict[str, Any] = field(default_factory=dict)  # sent with every completion (serving.ENGINE_SAMPLING)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -68,7 +69,6 @@ def probe(client: Client, model: str | None = None) -> Capabilities:
     failure, a 4xx or a 5xx alike, means "not offered": llama-server answers an unsupported ``echo`` with HTTP 500
     in some versions and silently ignores it in others.
     """
-    optional = replace(client, retries=0)
     entries = client.models()
     entry = next((m for m in entries if m.get("id") == model), None) if model else (entries[0] if entries else None)
     if model and entry is None and entries:
@@ -76,6 +76,7 @@ def probe(client: Client, model: str | None = None) -> Capabilities:
         raise PosencError(f"--model {model!r}: the server serves {ids}")
     model_id = model or (str(entry["id"]) if entry and "id" in entry else None)
     props: dict[str, Any] | None = None
+    optional = replace(client, retries=0)
     try:
         answer = optional.call("GET", "/props")
         settings = answer.get("default_generation_settings") if isinstance(answer, dict) else None
@@ -83,6 +84,9 @@ def probe(client: Client, model: str | None = None) -> Capabilities:
     except (Refused, ServerError):
         props = None
     engine = _engine(entry, props)
+    # every later completion, the run's included, decodes greedily without the engine's own penalties
+    client.sampling = dict(ENGINE_SAMPLING.get(engine, {}))
+    optional.sampling = client.sampling
     served, source = None, "not reported"
     if entry and isinstance(entry.get("max_model_len"), int):
         served, source = int(entry["max_model_len"]), "/v1/models max_model_len"
@@ -122,7 +126,7 @@ def probe(client: Client, model: str | None = None) -> Capabilities:
         offset = reference.prompt_tokens - len(tokens) if reference.prompt_tokens is not None else None
         break
 
-    logprobs, detail = None, "neither echo+logprobs nor SGLang /generate answered"
+    logprobs, detail = None, ""
     try:
         echoed = optional.complete(model_id, PROBE_TEXT, max_tokens=1, echo_logprobs=True)
         values = echoed.prompt_logprobs
@@ -140,9 +144,12 @@ def probe(client: Client, model: str | None = None) -> Capabilities:
                 logprobs, detail = "sglang", "SGLang /generate with return_logprob, logprob_start_len 0"
         except (Refused, ServerError):
             pass
+    if logprobs is None:
+        tried = "; SGLang /generate: not offered" if engine in ("sglang", "unknown") else ""
+        detail = f"echo + logprobs {params['echo'].split(':')[0].split(' (')[0]}{tried}"
 
     return Capabilities(client.base_url, model_id, engine, served, source, style, offset, logprobs, detail, params,
-                        None, client.requests + optional.requests, reference.prompt_tokens)
+                        None, client.requests + optional.requests, reference.prompt_tokens, dict(client.sampling))
 
 
 def expect_context(client: Client, caps: Capabilities, tokens: int,
