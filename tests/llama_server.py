@@ -51,7 +51,9 @@ def llama_server_binary() -> str | None:
     """llama.cpp's ``llama-server``: ``$POSENC_LLAMA_SERVER``, else the one on PATH, else None."""
     named = os.environ.get("POSENC_LLAMA_SERVER")
     if named:
-        return named if os.access(named, os.X_OK) else None
+        if not os.access(named, os.X_OK):  # named and missing is a broken setup, not a reason to skip
+            raise RuntimeError(f"POSENC_LLAMA_SERVER={named} is not an executable")
+        return named
     return shutil.which("llama-server")
 
 
