@@ -683,3 +683,10 @@ def test_a_baseline_from_another_template_is_refused(tmp_path: Path, clean_run: 
         run(*GRID_ARGS(server.url, tmp_path / "base"), "--template", str(other))
     assert_usage_error(run("eval", "report", str(clean_run), "--baseline", str(tmp_path / "base")),
                        "another template")
+
+
+def test_an_unknown_model_id_names_what_the_server_serves(tmp_path: Path) -> None:
+    with FakeServer(Script()) as server:
+        assert_usage_error(run("eval", "run", server.url, "--lengths", "64", "--model", "nosuch",
+                               "--out", str(tmp_path / "run")), "--model 'nosuch'", "tiny")
+    assert not (tmp_path / "run").exists()
