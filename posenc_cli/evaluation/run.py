@@ -2,8 +2,9 @@
 
 A run folder holds ``manifest.json`` (the plan, its fingerprint, the server's capabilities; written atomically
 once, before the first request) and ``results.jsonl`` (one JSON line per finished request, written and flushed
-to disk as it lands, never rewritten). A rerun with the same folder reads both, refuses a different plan or model,
-and sends only the cells without a line; a line cut short by a crash is ignored and its cell is sent again.
+to disk as it lands, never rewritten). A rerun with the same folder reads both, refuses a different plan, model,
+token counter or server setup, and sends only the cells without a line, plus those the server refused; a line cut
+short by a crash is ignored and its cell is sent again.
 
 A cell of length ``L`` uses ``L`` tokens of context: its prompt is ``L - max_tokens`` tokens (``L - 1`` for a loss
 request, which generates one), so a server whose window is exactly the plan's longest length takes every cell.
@@ -189,7 +190,9 @@ class Runner:
         return record
 
     def run(self, todo: list[Cell], on_progress: Callable[[Progress], None] | None = None) -> Progress:
-        """Run ``todo``; a request that fails after its retries stops the run (finished lines stay on disk)."""
+        """Run ``todo``; a request that fails after its retries stops the run (finished lines stay on disk).
+
+        A prompt the server refuses (4xx) is recorded, not raised: see :meth:`run_cell`."""
         state = Progress(0, len(todo), 0, 0, None)
         if not todo:
             return state
