@@ -35,6 +35,7 @@ import yaml
 
 from posenc_cli.config import read_text
 from posenc_cli.errors import PosencError
+from posenc_cli.rules import SAFE_LOADER, shipped_path
 
 #: Templates shipped in the wheel (``rules/templates/NAME.yaml``).
 SHIPPED = ("passkey", "needle")
@@ -90,31 +91,18 @@ class Prompt:
     needle_char: int  # where the needle starts in ``text``
 
 
-def shipped_path(name: str) -> Path:
-    """``rules/templates/NAME.yaml`` as shipped in the wheel, or in a source checkout."""
-    here = Path(__file__).resolve().parent
-    for base in (here / "rules", here.parent / "rules"):
-        candidate = base / "templates" / f"{name}.yaml"
-        if candidate.is_file():
-            return candidate
-    from importlib import resources
-
-    return Path(str(resources.files("posenc_cli").joinpath("rules", "templates", f"{name}.yaml")))
-
-
 def load_template(spec: str | Path | None = None) -> Template:
     """A shipped template by name (default ``passkey``) or a template file by path. Raises :class:`TemplateError`."""
     text_spec = str(spec) if spec is not None else "passkey"
     if text_spec in SHIPPED:
-        path, label = shipped_path(text_spec), f"{text_spec} (shipped)"
+        path, label = shipped_path("templates", f"{text_spec}.yaml"), f"{text_spec} (shipped)"
     else:
         path, label = Path(text_spec), text_spec
         if not path.exists() and "/" not in text_spec and not text_spec.endswith((".yaml", ".yml")):
             raise TemplateError(f"--template {text_spec!r}: not a file and not a shipped template "
                                 f"(shipped: {', '.join(SHIPPED)})")
     try:
-        data = yaml.load(read_text(path, label, kind="template file", error=TemplateError),
-                         Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        data = yaml.load(read_text(path, label, kind="template file", error=TemplateError), Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         raise TemplateError(f"{label}: YAML error: {str(exc).splitlines()[0]}") from None
     return parse_template(data, label)

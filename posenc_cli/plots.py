@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from posenc_cli.encodings import alibi_bias, alibi_slopes, rope_inv_freq, sinusoidal, sinusoidal_inv_freq
 from posenc_cli.errors import PosencError
+from posenc_cli.units import format_length
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -544,10 +545,6 @@ class PassGrid:
     rates: Sequence[Sequence[float | None]]
 
 
-def _length_label(n: int) -> str:
-    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
-
-
 def pass_rate_figure(grids: Sequence[PassGrid], *, dpi: float = DEFAULT_DPI, title: str | None = None) -> Figure:
     """Depth x length heatmaps of needle pass rates, one panel per run, each cell printed (red 0 .. green 1)."""
     panels = len(grids)
@@ -559,7 +556,7 @@ def pass_rate_figure(grids: Sequence[PassGrid], *, dpi: float = DEFAULT_DPI, tit
     for ax, grid in zip(axes, grids, strict=True):
         values = np.array([[np.nan if v is None else v for v in row] for row in grid.rates], dtype=np.float64).T
         image = ax.imshow(values, cmap=cm, vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
-        ax.set_xticks(range(len(grid.lengths)), [_length_label(n) for n in grid.lengths], fontsize=8)
+        ax.set_xticks(range(len(grid.lengths)), [format_length(n) for n in grid.lengths], fontsize=8)
         ax.set_yticks(range(len(grid.depths)), [f"{d:.0%}" for d in grid.depths], fontsize=8)
         ax.set_xlabel("context length (tokens: prompt + answer)")
         ax.set_title(grid.title, fontsize=10)

@@ -179,23 +179,28 @@ class RuleSet:
         return facts
 
 
-def default_rules_path() -> Path:
-    """``default.yaml`` as shipped in the wheel (``posenc_cli/rules``), or in a source checkout's ``rules/``.
+def shipped_path(*parts: str) -> Path:
+    """A file of ``rules/`` as shipped in the wheel (``posenc_cli/rules/...``), or in a source checkout.
 
     A regular install has the file next to this module, which is checked first without importing
     ``importlib.resources`` (that import alone costs ``posenc pick`` about 4 ms, a tenth of its start-up);
     other loaders (zip imports) go through ``importlib.resources``.
     """
     here = Path(__file__).resolve().parent
-    packaged = here / "rules" / "default.yaml"
+    packaged = here.joinpath("rules", *parts)
     if packaged.is_file():
         return packaged
-    checkout = here.parent / "rules" / "default.yaml"  # an editable install of a source checkout
+    checkout = here.parent.joinpath("rules", *parts)  # an editable install of a source checkout
     if checkout.is_file() and (here.parent / "pyproject.toml").is_file():
         return checkout
     from importlib import resources
 
-    return Path(str(resources.files("posenc_cli").joinpath("rules", "default.yaml")))
+    return Path(str(resources.files("posenc_cli").joinpath("rules", *parts)))
+
+
+def default_rules_path() -> Path:
+    """``default.yaml`` as shipped (see :func:`shipped_path`)."""
+    return shipped_path("default.yaml")
 
 
 #: The safe loader (no tags beyond plain YAML, so no Python objects); libyaml's C version when PyYAML has it.

@@ -479,7 +479,7 @@ def server() -> Any:
     (("--lengths", "64", "--template", "nosuch"), ("nosuch",)),
     (("--plan", "PLAN", "--lengths", "64"), ("--plan", "--lengths")),
     ((), ("exactly one of",)),
-    (("--plan", "NOTJSON"), ("not JSON", "notjson.txt")),
+    (("--plan", "NOTJSON"), ("not valid JSON", "notjson.txt")),
 ])
 def test_bad_run_input(tmp_path: Path, server: FakeServer, args: tuple[str, ...], needles: tuple[str, ...]) -> None:
     plan = write_json(tmp_path, {"tests": [{"kind": "niah", "length": 64, "pass_rate": 0.5}]}, "plan.json")

@@ -6,7 +6,6 @@ and ``posenc_cli.serving``. rich loads for the progress bar and tables; matplotl
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -164,6 +163,7 @@ def run_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Send every cell of the plan (skipping finished ones), then report: exit 0 pass, 1 fail, 2 could not run."""
+    from posenc_cli.config import load_json
     from posenc_cli.evaltemplate import load_template
     from posenc_cli.evaluation import plan as plans
     from posenc_cli.evaluation.probe import probe
@@ -182,7 +182,7 @@ def run_command(
     chosen = load_template(template if template is not None else ("passkey" if lengths else "needle"))
     depth_list = tuple(_floats(depths, "--depths")) if depths is not None else plans.DEFAULT_DEPTHS
     if plan_file is not None:
-        plan = plans.from_pick(_read_json(plan_file), chosen, depths=depth_list, trials=_or(trials, 2),
+        plan = plans.from_pick(load_json(str(plan_file)), chosen, depths=depth_list, trials=_or(trials, 2),
                                label=f"pick --json ({plan_file})")
     elif config is not None:
         from posenc_cli.sources import describe_source, read_source
@@ -221,16 +221,6 @@ def _floats(text: str, name: str) -> list[float]:
         return [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise PosencError(f"{name} {text!r}: expected numbers separated by commas (e.g. 0,0.5,1)") from None
-
-
-def _read_json(path: Path) -> Any:
-    from posenc_cli.config import read_text
-
-    text = sys.stdin.read() if str(path) == "-" else read_text(path, kind="pick answer")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PosencError(f"--plan {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
 
 
 class _Bar:
