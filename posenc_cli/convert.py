@@ -41,6 +41,21 @@ def _replace_keys(cfg: Mapping[str, Any], drop: tuple[str, ...], new: dict[str, 
     return out
 
 
+def _keep_order(old: Mapping[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``new`` with every key ``old`` had at its old place; keys that replace a dropped one take its place, and the
+    rest go at the end (a patched file reads as a diff of the rope keys only)."""
+    out: dict[str, Any] = {}
+    added = [k for k in new if k not in old]
+    for key in old:
+        if key in new:
+            out[key] = new[key]
+        elif added:  # a dropped key: what replaces it (rope_scaling -> rope_parameters) goes here
+            out.update({k: new[k] for k in added})
+            added = []
+    out.update({k: new[k] for k in added})
+    return out
+
+
 def convert(cfg: Mapping[str, Any], to: str) -> dict[str, Any]:
     """``cfg`` with its text model's rope keys in transformers ``to`` form (``v4`` or ``v5``)."""
     if to not in VERSIONS:
@@ -92,3 +107,35 @@ def _to_v4(text: Mapping[str, Any], text_type: str, dicts: dict[str, dict[str, A
         return _replace_keys(text, _V4_KEYS + ("rope_parameters",), {"rope_scaling": scaling, "rope_theta": theta})
     raise PosencError(f"{text_type or 'this model'} has per-layer-type rope_parameters "
                       f"({', '.join(dicts)}); transformers 4 has no form for them")
+
+
+def with_rope(cfg: Mapping[str, Any], group: str, rope: dict[str, Any], max_position_embeddings: int,
+              to: str) -> dict[str, Any]:
+    """``cfg`` with the rope dict of ``group`` (``""`` for a model with one) replaced by ``rope`` (a transformers 5
+    dict, ``rope_theta`` inside) and the window set, written in transformers ``to`` form (``v4`` or ``v5``).
+
+    Every other group keeps its dict and every other key its value and place; the text model stays where it was
+    (``text_config``). GPT-NeoX reads theta only as ``rotary_emb_base``, and a top-level
+    ``original_max_position_embeddings`` (Phi-3) wins over the dict's in transformers, so both follow ``rope``.
+    """
+    if to not in VERSIONS:
+        raise PosencError(f"--to {to!r} is not known; use v4 or v5")
+    text, text_type, where = text_config(cfg)
+    dicts, nested = rope_dicts(cfg)
+    key = group if nested else ""
+    if key not in dicts:
+        raise PosencError(f"{text_type or 'the model'} has no rope group {group!r} in its config; it has: "
+                          f"{', '.join(dicts)}")
+    dicts = {**dicts, key: dict(rope)}
+    new_text = _to_v5(text, dicts, nested) if to == "v5" else _to_v4(text, text_type, dicts, nested)
+    new_text["max_position_embeddings"] = max_position_embeddings
+    new_text = _keep_order(text, new_text)
+    if "original_max_position_embeddings" in new_text and "original_max_position_embeddings" in rope:
+        new_text["original_max_position_embeddings"] = rope["original_max_position_embeddings"]
+    if to == "v4" and (text_type.startswith("gpt_neox") or "rotary_emb_base" in text):
+        new_text["rotary_emb_base"] = rope["rope_theta"]
+        if "partial_rotary_factor" in rope:
+            new_text["rotary_pct"] = rope["partial_rotary_factor"]
+    if where == "text_config":
+        return {**cfg, "text_config": new_text}
+    return new_text

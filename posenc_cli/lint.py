@@ -13,7 +13,9 @@ from typing import Any
 
 from posenc_cli.models import REMAPS_YARN, ModelPositions, text_config
 
-_COMMON = {"rope_type", "type", "rope_theta", "partial_rotary_factor"}
+#: Keys read whatever the rope type: the multimodal classes (Qwen2-VL onwards) read mrope_section beside yarn too,
+#: as the Qwen2.5-VL card's long-context config writes it.
+_COMMON = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "mrope_section", "mrope_interleaved"}
 #: Keys transformers' rope functions (and the engines that mirror them) read, per rope type.
 KNOWN_KEYS: dict[str, set[str]] = {
     "default": {"mrope_section", "mrope_interleaved"},

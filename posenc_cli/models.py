@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from posenc_cli.attention_factors import yarn_mscale
 from posenc_cli.errors import PosencError
+from posenc_cli.scaling import METHODS
 
 ORIGINAL_FROM_DICT = ("yarn", "llama3", "longrope")
 _LEGACY_TYPES = {"su": "longrope", "mrope": "default"}
@@ -709,24 +710,25 @@ _TYPED_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "fact
 
 @dataclass(frozen=True)
 class ModelFacts:
-    """What a scaling request takes from a model: its theta, head dim, rotary fraction, the length to scale from,
-    and its own rope dict (so a request keeps every key the model had)."""
+    """What a scaling request takes from a model: the rope group an extension changes (its theta, head dim, rotary
+    fraction, own rope dict), the window the model serves and the length its scaling refers to, and how its file
+    writes rope settings (so a patched file keeps its format and nesting)."""
 
     theta: float
     head_dim: int | None
     partial_rotary_factor: float | None
-    scale_from: int | None
+    scale_from: int | None  # the length a different method scales from: the original length, or the window
     params: dict[str, Any]
     notes: tuple[str, ...] = ()
     text_config: bool = False  # the rope settings live in text_config (multimodal)
     rope_parameters: bool = False  # the file writes transformers 5's rope_parameters (and no rope_scaling)
-    groups: dict[str, Any] = field(default_factory=dict)  # a nested rope_parameters, verbatim (per layer type)
-    group: str = ""  # the layer type these facts describe, when there are several
+    groups: tuple[str, ...] = ()  # every rope group of the model, when there are several
+    group: str = ""  # the rope group an extension changes (the scaled one, else full attention), when several
+    native: int | None = None  # the window the model serves as shipped (dynamic: what its factor was set for)
+    label: str = ""
 
     def inherited(self, method: str) -> dict[str, Any]:
         """Parameters of the model's rope dict that ``method`` reads, when the model already uses that method."""
-        from posenc_cli.scaling import METHODS
-
         if self.params.get("rope_type") != METHODS.get(method):
             return {}
         # a zero mscale means "not set" to transformers (it tests truthiness), not a value to pass on
@@ -737,24 +739,54 @@ class ModelFacts:
     def extra(self) -> dict[str, Any]:
         return {k: v for k, v in self.params.items() if k not in _TYPED_KEYS}
 
+    @property
+    def scaled(self) -> bool:
+        return bool(self.params.get("rope_type", "default") != "default")
 
-def model_facts(model: ModelPositions, label: str, group: str | None = None) -> ModelFacts:
-    """The facts of a model a scaling request needs (one rope group, or the layer type named ``group``)."""
+
+def extended_group(model: ModelPositions) -> LayerRope:
+    """The rope group a context extension changes: the one already scaled, else full attention, else the first
+    (Gemma 3 and OLMo 3 extend their full-attention layers and keep the sliding ones)."""
+    return next((g for g in model.layers if g.params.get("rope_type", "default") != "default"),
+                next((g for g in model.layers if g.name == "full_attention"), model.layers[0]))
+
+
+def native_window(params: Mapping[str, Any], max_pos: int | None) -> int | None:
+    """The window a model serves as shipped: ``max_position_embeddings``; for dynamic NTK (whose window is
+    unbounded) the length its factor was set for, ``max_position_embeddings x factor`` (what vLLM accepts)."""
+    if max_pos is None:
+        return None
+    window, _, _ = windows(params, max_pos)
+    if window is None:
+        return int(round(max_pos * float(params.get("factor") or 1.0)))
+    return window
+
+
+def model_facts(model: ModelPositions, label: str, group: str | None = None,
+                cfg: Mapping[str, Any] | None = None) -> ModelFacts:
+    """The facts of a model a scaling request needs: the group named ``group``, else :func:`extended_group`.
+
+    ``cfg`` (the config as written) tells whether the file uses transformers 5's ``rope_parameters``.
+    """
     if model.family != "rope" or not model.layers:
         raise PosencError(f"{label} does not describe a RoPE model ({model.family}); there is nothing to scale")
+    names = tuple(layer.name for layer in model.layers) if len(model.layers) > 1 else ()
     chosen = [layer for layer in model.layers if layer.name == group]
-    if chosen:
-        model = replace(model, layers=chosen)
-    if len(model.layers) != 1:
-        raise PosencError(f"{label} has per-layer rope parameters ({', '.join(layer.name for layer in model.layers)}); "
-                          "scale one layer type at a time by passing --theta/--head-dim/--original-max")
-    layer = model.layers[0]
+    if group is not None and not chosen:
+        raise PosencError(f"{label} has no rope group {group!r}; it has: {', '.join(g.name for g in model.layers)}")
+    layer = chosen[0] if chosen else extended_group(model)
     params = dict(layer.params)
     prf = params.get("partial_rotary_factor")
     start = scaled_from(model, layer)
+    v5 = False
+    if cfg is not None:
+        text = text_config(cfg)[0]
+        v5 = isinstance(text.get("rope_parameters"), Mapping) and not text.get("rope_scaling")
     notes: tuple[str, ...] = ()
-    if params["rope_type"] != "default" and start is not None:
-        notes = (f"note: {label} is already scaled ({params['rope_type']}); scaling from {start}",)
+    if names:
+        notes = (f"note: {label} has per-layer rope ({', '.join(names)}); extending {layer.name}, the others keep "
+                 "their settings",)
     return ModelFacts(float(params["rope_theta"]), layer.head_dim or model.head_dim,
                       float(prf) if prf is not None else None, start, params, notes,
-                      model.text_source == "text_config")
+                      model.text_source == "text_config", v5, names, layer.name if names else "",
+                      native_window(params, model.max_position_embeddings), label)

@@ -55,6 +55,7 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
         raise PosencError(f"--typical-ctx must be between 1 and --ctx ({inp.ctx}), got {inp.typical_ctx}")
     theta, head_dim, heads, trained, prf = inp.theta, inp.head_dim, inp.heads, inp.trained_ctx, None
     model_facts: Any = None
+    source: Any = None
     if inp.config is not None:
         from posenc_cli.models import REMAPS_YARN, windows
         from posenc_cli.sources import describe_source, read_source
@@ -66,36 +67,29 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
         head_dim = head_dim or model.head_dim
         heads = heads or model.num_heads
         if model.family == "rope" and model.layers:
+            from posenc_cli.models import model_facts as facts_of
+
             # per-layer rope (Gemma 3: sliding and full attention): the scaled group, else full attention, is the
-            # one an extension changes; the others keep their settings
-            group = next((g for g in model.layers if g.params["rope_type"] != "default"),
-                         next((g for g in model.layers if g.name == "full_attention"), model.layers[0]))
-            params = group.params
-            head_dim = inp.head_dim or group.head_dim or head_dim
+            # one an extension changes; the others keep their settings (models.extended_group)
+            model_facts = facts_of(model, source.label, cfg=source.config)
+            params = model_facts.params
+            for name, given, own in (("--theta", inp.theta, model_facts.theta),
+                                     ("--head-dim", inp.head_dim, model_facts.head_dim)):
+                if given is not None and own is not None and given != own:
+                    raise PosencError(f"{name} {given:g} differs from the model's own {own:g}; pick extends the "
+                                      f"model as it is (leave {name} out, or drop --config for a new model)")
+            head_dim = model_facts.head_dim or head_dim
             facts["model_rope_type"] = params["rope_type"]
             facts["model_keepable"] = params["rope_type"] in KEEP
             facts["model_scaled"] = params["rope_type"] != "default"
-            theta = theta or float(params["rope_theta"])
+            theta = model_facts.theta
             prf = params.get("partial_rotary_factor")
             if model.max_position_embeddings:
-                window, original, _ = windows(params, model.max_position_embeddings)
+                _, original, _ = windows(params, model.max_position_embeddings)
                 # an extended checkpoint was trained to serve its window: extensions start there
                 if trained is None:
-                    trained = window or model.max_position_embeddings
+                    trained = model_facts.native or model.max_position_embeddings
                 facts["original_ctx"] = original or 0
-            from dataclasses import replace
-
-            from posenc_cli.models import model_facts as facts_of
-            from posenc_cli.models import text_config
-
-            text = text_config(source.config)[0]
-            # an answer is merged into this file: write the dict it already uses
-            raw = text.get("rope_parameters")
-            v5 = isinstance(raw, dict) and not text.get("rope_scaling")
-            model_facts = replace(facts_of(model, inp.config, group.name), rope_parameters=v5)
-            if isinstance(raw, dict) and v5 and isinstance(raw.get(group.name), dict):
-                groups = {name: dict(value) for name, value in raw.items() if isinstance(value, dict)}
-                model_facts = replace(model_facts, groups=groups, group=group.name)
         elif trained is None:
             trained = model.max_position_embeddings
         if trained is None:
@@ -104,7 +98,7 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
     facts["head_dim"] = int(head_dim or scaling.DEFAULT_HEAD_DIM)
     facts["heads"] = heads or DEFAULT_HEADS
     facts["theta"] = float(theta or 0.0)
-    return facts, (float(prf) if prf is not None else None), model_facts
+    return facts, (float(prf) if prf is not None else None), (model_facts, source)
 
 
 def _test_spec(item: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
@@ -143,30 +137,20 @@ KEEP = {"none": "yarn", "default": "yarn", "yarn": "yarn", "llama3": "llama3", "
 
 
 def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: float | None,
-               model: Any) -> dict[str, Any] | None:
+               model: Any, source: Any) -> dict[str, Any] | None:
     ext = rule.body.get("extension")
     if ext is None:
         return None
     factor = extension_factor(rule, facts)
     assert factor is not None
     method = ext["method"]
-    inherited: dict[str, Any] = {}
-    extra: dict[str, Any] = {}
-    start = int(facts["trained_ctx"])
     if method == "keep":
-        # the model's own family, scaled from the length its scaling refers to (llama3 stays llama3, ...)
+        # the model's own family, its factor multiplied by the jump (llama3 stays llama3, ...): extension.extend
         rope_type = facts["model_rope_type"]
         if rope_type not in KEEP:
             raise RulesError(f"rule {rule.id!r} extends with 'keep', which posenc cannot do for rope_type "
                              f"{rope_type!r}; add the condition model_keepable == true")
         method = KEEP[rope_type]
-        if model is not None and rope_type == method:
-            inherited = model.inherited(method)
-            extra = model.extra
-            start = int(facts["original_ctx"] or start)
-            if method == "linear":
-                # linear names no original length: the new factor multiplies the old (Gemma 3's x8 -> x16 for 2x)
-                start = int(round(start / float(model.params["factor"])))
     theta = facts["theta"] or hyper.get("theta") or scaling.DEFAULT_THETA
     full = target = int(round(int(facts["trained_ctx"]) * factor))
     note = render(str(ext["note"]), facts) if ext.get("note") else None
@@ -178,41 +162,40 @@ def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: fl
                     f"cards set the factor to the length needed), so this serves up to {format_length(target)}; "
                     f"longer requests need the config for {format_length(full)}. vLLM, SGLang and llama.cpp apply it "
                     "to every request alike.")
-    if target <= start:
+    if target <= int(facts["trained_ctx"]):
         return None
-    req = scaling.make_request(
-        method, original_max=start, target=target, theta=float(theta), head_dim=int(facts["head_dim"]),
-        partial_rotary_factor=prf, fine_tuned=bool(ext.get("fine_tune", False)),
-        beta_fast=inherited.get("beta_fast"), beta_slow=inherited.get("beta_slow"), mscale=inherited.get("mscale"),
-        mscale_all_dim=inherited.get("mscale_all_dim"), truncate=inherited.get("truncate"),
-        low_freq_factor=inherited.get("low_freq_factor", 1.0), high_freq_factor=inherited.get("high_freq_factor", 4.0),
-        extra=extra,
-    )
-    argv = ["posenc", "scale", req.method, "--original-max", format_length(req.original_max),
-            "--target", format_length(req.target), "--theta", f"{req.theta:g}", "--head-dim", str(req.head_dim)]
-    if prf is not None:
-        argv += ["--partial-rotary-factor", f"{prf:g}"]
-    if req.fine_tuned:
-        argv.append("--fine-tuned")
-    v4, v5 = scaling.format_hf(req), scaling.format_hf_v5(req)
+    from posenc_cli.engines import hf
+    from posenc_cli.extension import extend
+
+    fine_tune = bool(ext.get("fine_tune", False))
+    if model is not None:
+        # --trained-ctx other than the model's window: the user says the checkpoint was trained elsewhere
+        trained = int(facts["trained_ctx"])
+        req = extend(method, model, target=target, fine_tuned=fine_tune,
+                     original_max=trained if trained != model.native else None)
+    else:
+        req = extend(method, None, original_max=int(facts["trained_ctx"]), target=target, theta=float(theta),
+                     head_dim=int(facts["head_dim"]), partial_rotary_factor=prf, fine_tuned=fine_tune)
+    v4, v5 = hf.format_hf(req), hf.format_hf_v5(req)
     config, config_format = v4, "hf"
     if model is not None:
-        argv = ["posenc", "scale", req.method, "--config", "MODEL", "--target", format_length(req.target)]
-        if req.fine_tuned:
-            argv.append("--fine-tuned")
-        if model.rope_parameters:
-            config, config_format = v5, "hf-v5"
-            argv += ["--format", "hf-v5"]
-            if model.groups:  # nested per layer type: only the extended group changes
-                config = {**v5, "rope_parameters": {**model.groups, model.group: v5["rope_parameters"]}}
-        if model.text_config:
-            config = {"text_config": config}
+        config_format = hf.own_format(model)
+        config = hf.fragment(source.config, req, config_format, model.group)
+        argv = ["posenc", "scale", req.method, "--config", inputs_config(source), "--target",
+                format_length(req.target)]
+    else:
+        argv = ["posenc", "scale", req.method, "--original-max", format_length(req.original_max),
+                "--target", format_length(req.target), "--theta", f"{req.theta:g}", "--head-dim", str(req.head_dim)]
+        if prf is not None:
+            argv += ["--partial-rotary-factor", f"{prf:g}"]
+    if req.fine_tuned:
+        argv.append("--fine-tuned")
     return {
         "method": req.method,
         "factor": req.factor,
         "from": req.original_max,
         "to": req.target,
-        "fine_tune": bool(ext.get("fine_tune", False)),
+        "fine_tune": fine_tune,
         "fine_tune_tokens": render(str(ext.get("tokens", "none")), facts),
         "note": note,
         "config": config,
@@ -220,7 +203,13 @@ def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: fl
         "config_v4": v4,
         "config_v5": v5,
         "command": shlex.join(argv),
+        "warnings": scaling.warnings_for(req),
     }
+
+
+def inputs_config(source: Any) -> str:
+    """How the "same numbers" command names the model: as the user gave it (a path, a Hub id), ``-`` for stdin."""
+    return "-" if source.kind == "stdin" else str(source.label)
 
 
 def _hyper_value(value: Any, facts: dict[str, Any]) -> Any:
@@ -246,13 +235,13 @@ def pick(inp: PickInputs) -> PickResult:
     from posenc_cli.planning import plan
 
     rules = load_rules(inp.rules)
-    facts, prf, model = gather_facts(inp)
+    facts, prf, (model, source) = gather_facts(inp)
     facts.update(plan(rules, facts))
     facts = rules.facts(facts)
     facts["alibi_slopes"] = ", ".join(f"{s:.6g}" for s in alibi_slope_list(int(facts["heads"])))
     rule, traces = decide(rules, facts)
     hyper = {k: _hyper_value(v, facts) for k, v in (rule.body.get("hyperparameters") or {}).items()}
-    extension = _extension(rule, facts, hyper, prf, model)
+    extension = _extension(rule, facts, hyper, prf, model, source)
     inputs = {k: facts[k] for k in ("ctx", "trained_ctx", "original_ctx", "typical_ctx", "extrapolation", "budget",
                                     "existing", "model_encoding", "model_rope_type", "head_dim", "heads", "theta")}
     plan_facts = {k: facts[k] for k in ("theta_new", "free_cap", "train_to", "stages", "stage_tokens",

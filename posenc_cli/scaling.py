@@ -1,9 +1,11 @@
-"""RoPE context-extension methods as configuration: validation and the exact config for each consumer.
+"""RoPE context-extension methods as configuration: a validated request and the one rope dict it means.
 
-Stdlib only (``posenc pick`` uses it and must not load numpy). A :class:`ScaleRequest` holds one method with
-its parameters and the model facts; :func:`rope_parameters` turns it into the transformers 5 ``rope_parameters``
-dict, and the ``format_*`` functions render that one dict for transformers 4 (legacy keys), transformers 5,
-vLLM and llama.cpp. Frequencies are never computed here: ``frequencies.compute`` reads the same dict.
+The bottom of posenc's pipeline (model facts -> rope dict -> renderings), stdlib only (``posenc pick`` uses it and
+must not load numpy). A :class:`ScaleRequest` holds one method with its parameters and the model facts;
+:func:`rope_parameters` turns it into the transformers 5 ``rope_parameters`` dict. Every rendering of that dict
+(transformers 4 and 5 config keys, vLLM, SGLang, llama.cpp) lives in :mod:`posenc_cli.engines`, and a request for
+an existing model is built by :func:`posenc_cli.extension.extend`. Frequencies are never computed here:
+``frequencies.compute`` reads the same dict.
 
 Methods and how transformers names them:
 
@@ -21,9 +23,7 @@ llama3     llama3                 Llama 3.1 bands: high frequencies kept, low di
 
 from __future__ import annotations
 
-import json
 import math
-import shlex
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -38,9 +38,11 @@ METHODS: dict[str, str] = {
     "longrope": "longrope",
     "llama3": "llama3",
 }
-FORMATS = ("hf", "hf-v5", "vllm", "sglang", "llama.cpp", "llama-cpp-python")
 
-#: Beyond this factor RoPE scaling needs a fine-tuning stage (the lesson's rule; PI and YaRN fine-tune past it).
+#: The furthest jump shipped models serve without training (Qwen2.5/Qwen3 YaRN x4); the default rules' constant
+#: ``training_free_cap``, so ``pick`` and ``scale`` call the same jump training-free (a test holds them equal).
+TRAINING_FREE_CAP = 4.0
+#: Beyond this jump every published method fine-tunes (PI, YaRN, LongRoPE); the rules' ``training_free_cap_asked``.
 NO_FINETUNE_LIMIT = 8.0
 
 DEFAULT_THETA = 10000.0  # transformers' RotaryEmbeddingConfigMixin.default_theta
@@ -84,6 +86,20 @@ class ScaleRequest:
     notes: list[str] = field(default_factory=list, compare=False)
     # keys of the model's own rope dict that no method sets (mrope_section, llama_4_scaling_beta): carried over
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    # the window the model serves before this request (its native window); the jump is target / native
+    native: int | None = None
+    # the model's own rope dict when the request asks for nothing new (its native window): returned verbatim
+    own: dict[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def unchanged(self) -> bool:
+        """The request keeps the model exactly as it is (it asked for the window the model already serves)."""
+        return self.own is not None
+
+    @property
+    def jump(self) -> float:
+        """How far past the window the model already serves this request reaches (1.0: not at all)."""
+        return self.target / (self.native or self.original_max)
 
     @property
     def rotary_dim(self) -> int:
@@ -139,6 +155,14 @@ def make_request(
         target = int(exact)
     if target < original_max:
         raise PosencError(f"target length {target} is shorter than the original {original_max}")
+    return request(method, original_max=original_max, target=target, factor=float(factor), **kwargs)
+
+
+def request(method: str, *, original_max: int, target: int, factor: float, **kwargs: Any) -> ScaleRequest:
+    """A validated request with its lengths and factor as given (a model's own factor times a jump need not be
+    ``target / original_max``: llama3 x8 serves 16x its original length)."""
+    if method not in METHODS:
+        raise PosencError(f"method {method!r} is not known; use one of: {', '.join(METHODS)}")
     req = ScaleRequest(method=method, original_max=original_max, target=target, factor=float(factor), **kwargs)
     validate(req)
     return req
@@ -185,17 +209,36 @@ def validate(req: ScaleRequest) -> None:
                     raise PosencError(f"{flag}[{i}] = {v!r}; every factor must be a finite number > 0")
 
 
+def needs_training(jump: float) -> str | None:
+    """Why a training-free jump of ``jump`` (target / the window the model serves) is not advised, or None.
+
+    The same thresholds as the default rules of ``posenc pick`` (training_free_cap, training_free_cap_asked), so
+    the two commands never disagree on one jump.
+    """
+    if jump > NO_FINETUNE_LIMIT:
+        return (f"a x{jump:g} jump is past x{NO_FINETUNE_LIMIT:g}, where PI, YaRN and LongRoPE all need a "
+                "fine-tuning stage at the target length")
+    if jump > TRAINING_FREE_CAP:
+        return (f"a x{jump:g} jump is past the x{TRAINING_FREE_CAP:g} that shipped models serve without training "
+                "(Qwen2.5/Qwen3 YaRN); expect weaker long-range retrieval, or add a fine-tuning stage at the target "
+                "length")
+    return None
+
+
 def warnings_for(req: ScaleRequest) -> list[str]:
     """Advice that is not an error (printed on stderr by the CLI)."""
-    out: list[str] = []
-    if req.factor > NO_FINETUNE_LIMIT and not req.fine_tuned:
-        out.append(f"warning: factor {req.factor:g} is above {NO_FINETUNE_LIMIT:g}x; RoPE scaling this far needs a "
-                   "fine-tuning stage at the target length (pass --fine-tuned if the model has one)")
-    return out
+    why = None if req.fine_tuned or req.unchanged else needs_training(req.jump)
+    if why is None:
+        return []
+    window = req.native or req.original_max
+    return [f"warning: {format_length(window)} -> {format_length(req.target)}: {why} (pass --fine-tuned if the "
+            "model is fine-tuned at this scale)"]
 
 
 def rope_parameters(req: ScaleRequest) -> dict[str, Any]:
     """The transformers 5 ``rope_parameters`` dict for ``req`` (``rope_theta`` inside, as v5 saves it)."""
+    if req.own is not None:
+        return dict(req.own)
     rope_type = METHODS[req.method]
     p: dict[str, Any] = {"rope_type": rope_type}
     theta = req.theta
@@ -236,105 +279,9 @@ def max_position_embeddings(req: ScaleRequest) -> int:
     transformers' ``dynamic`` treats ``max_position_embeddings`` as the trained length and grows the base only past
     it, so it must stay at the original length.
     """
-    return req.original_max if req.method == "dynamic" else req.target
-
-
-def format_hf(req: ScaleRequest) -> dict[str, Any]:
-    """Legacy keys (transformers 4.x reads them; 5.x still accepts them): top-level theta + ``rope_scaling``."""
-    p = rope_parameters(req)
-    theta = p.pop("rope_theta")
-    prf = p.pop("partial_rotary_factor", None)
-    out: dict[str, Any] = {"rope_theta": theta, "rope_scaling": None if p["rope_type"] == "default" else p}
-    if prf is not None:
-        out["partial_rotary_factor"] = prf
-    out["max_position_embeddings"] = max_position_embeddings(req)
-    return out
-
-
-def format_hf_v5(req: ScaleRequest) -> dict[str, Any]:
-    """transformers 5 shape: one ``rope_parameters`` dict with ``rope_theta`` inside."""
-    return {"rope_parameters": rope_parameters(req), "max_position_embeddings": max_position_embeddings(req)}
-
-
-def vllm_overrides(req: ScaleRequest, text_config: bool = False) -> dict[str, Any]:
-    """The ``--hf-overrides`` JSON (see :func:`posenc_cli.engines.vllm.rope_overrides`)."""
-    from posenc_cli.engines.vllm import rope_overrides
-
-    return rope_overrides(rope_parameters(req), serve_len=req.target, trained_len=req.original_max,
-                          text_config=text_config)
-
-
-def format_vllm(req: ScaleRequest, model: str = "MODEL", text_config: bool = False) -> list[str]:
-    """argv for ``vllm serve`` with the overrides and ``--max-model-len``."""
-    from posenc_cli.engines.vllm import invocation
-
-    return invocation(model, vllm_overrides(req, text_config), req.target)
-
-
-def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bool = False) -> tuple[str, list[str]]:
-    """The text ``posenc scale`` prints on stdout for ``fmt``, and notes for stderr.
-
-    ``text_config``: the model keeps its rope settings in ``text_config`` (multimodal), where vLLM reads them.
-    The engine formats are renderings of the engine models in :mod:`posenc_cli.engines`.
-    """
-    if fmt == "hf":
-        return json.dumps(format_hf(req), indent=2), []
-    if fmt == "hf-v5":
-        return json.dumps(format_hf_v5(req), indent=2), []
-    if fmt == "vllm":
-        caveats = []
-        if req.method == "dynamic":
-            caveats.append("vLLM's dynamic NTK is static: max_trained_positions makes its base equal transformers' "
-                           f"at {req.target} positions; shorter sequences keep that base, where transformers grows "
-                           "its base from rope_theta")
-        return shlex.join(format_vllm(req, model, text_config)), caveats
-    if fmt == "sglang":
-        from posenc_cli.engines.sglang import request_invocation
-
-        argv, caveats = request_invocation(rope_parameters(req), serve_len=req.target, trained_len=req.original_max,
-                                           text_config=text_config, model_name=model)
-        return shlex.join(argv), caveats
-    if fmt == "llama.cpp":
-        from posenc_cli.engines.llamacpp import flags
-
-        f = flags(rope_parameters(req), max_model_len=req.target, arch="ARCH", in_gguf=False)
-        return shlex.join(f.argv), f.warnings
-    if fmt == "llama-cpp-python":
-        from posenc_cli.engines.llamacpp import flags, python_server_argv
-
-        f = flags(rope_parameters(req), max_model_len=req.target, arch="ARCH", in_gguf=False)
-        return shlex.join(python_server_argv(f.argv, model)), f.warnings
-    raise PosencError(f"--format {fmt!r} is not known; use one of: {', '.join(FORMATS)}")
-
-
-def patch_config(config: dict[str, Any], req: ScaleRequest, fmt: str) -> dict[str, Any]:
-    """A copy of a model's config.json with ``req`` applied; every other key keeps its value and order.
-
-    ``hf`` writes the legacy keys and drops a ``rope_parameters`` dict (transformers would prefer ``rope_scaling``
-    anyway, so two disagreeing copies would only mislead); ``hf-v5`` writes ``rope_parameters`` and drops the
-    legacy ``rope_scaling`` and top-level ``rope_theta`` for the same reason. A top-level
-    ``original_max_position_embeddings`` (Phi-3) takes priority in transformers, so it is updated too.
-    """
-    if fmt not in ("hf", "hf-v5"):
-        raise PosencError(f"writing a config needs --format hf or hf-v5, not {fmt!r}")
-    new = dict(config)
-    if fmt == "hf":
-        update = format_hf(req)
-        new.pop("rope_parameters", None)
-    else:
-        update = format_hf_v5(req)
-        new.pop("rope_scaling", None)
-        new.pop("rope_theta", None)
-    for key, value in update.items():
-        new[key] = value
-    if fmt == "hf" and (str(new.get("model_type", "")).startswith("gpt_neox") or "rotary_emb_base" in new):
-        # GPT-NeoX configs read theta and the rotary fraction only from these legacy names
-        new["rotary_emb_base"] = update["rope_theta"]
-        if req.partial_rotary_factor is not None:
-            new["rotary_pct"] = req.partial_rotary_factor
-    if "original_max_position_embeddings" in new:
-        new["original_max_position_embeddings"] = req.original_max
-    return new
+    if req.method == "dynamic":
+        return req.original_max
+    return req.target
 
 
 def with_method(req: ScaleRequest, method: str) -> ScaleRequest:

@@ -94,6 +94,18 @@ class Source:
     gguf: GgufFacts | None = None
 
 
+def served_name(src: Source) -> str:
+    """What an engine's command line names this model by: the Hub id, the folder, the GGUF file, or the folder of a
+    ``config.json`` (where the weights sit beside it); ``MODEL`` when none of these is known (stdin, a loose file)."""
+    if src.kind == "hub":
+        return src.label
+    if src.kind in ("folder", "gguf") and src.path:
+        return str(Path(src.path).parent) if src.kind == "folder" and src.path.endswith("config.json") else src.path
+    if src.kind == "file" and src.path and Path(src.path).name == "config.json":
+        return str(Path(src.path).parent)
+    return "MODEL"
+
+
 def is_hub_id(text: str) -> bool:
     """``name`` or ``owner/name`` by the Hub's rules: ``[A-Za-z0-9._-]``, no leading/trailing ``-`` or ``.``, at most
     96 characters a part, no ``--`` or ``..``, not ending in ``.git``."""

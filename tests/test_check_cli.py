@@ -89,7 +89,9 @@ def test_llama31_is_the_same_and_llama_cpp_needs_no_rope_flag() -> None:
 def test_per_layer_models_are_reported_as_not_modelled_for_llama_cpp() -> None:
     code, r = check(str(CORPUS / "gemma-3-4b-it.json"), "--engines", "hf,vllm,llama.cpp")
     assert [e["engine"] for e in r["engines"]] == ["vllm", "llama.cpp"]
-    assert engine(r, "llama.cpp")["verdict"] == "not modelled" and code == 0
+    # not compared is never a pass: the exit code and the summary count it
+    assert engine(r, "llama.cpp")["verdict"] == "not modelled" and code == 1
+    assert r["verdicts"]["not modelled"] == ["llama.cpp"] and "not modelled: llama.cpp" in r["summary"]
 
 
 def test_long_max_model_len_needs_the_vllm_variable() -> None:
@@ -117,5 +119,8 @@ def test_bad_options(args: list[str], needle: str) -> None:
     assert_usage_error(run("check", str(CORPUS / "qwen3-8b.json"), *args), needle)
 
 
-def test_a_model_without_rope_is_a_usage_error() -> None:
-    assert_usage_error(run("check", str(CORPUS / "nemotron-h-56b-base-8k.json")), "nemotron_h")
+def test_a_model_without_rope_is_a_result_not_bad_input() -> None:
+    code, r = check(str(CORPUS / "nemotron-h-56b-base-8k.json"))
+    assert code == 0 and r["no_rope"] == "none" and r["engines"] == [] and r["passed"]
+    text = run("check", str(CORPUS / "nemotron-h-56b-base-8k.json"))
+    assert text.exit_code == 0 and "no RoPE" in text.stdout

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from posenc_cli.engines import check
+from posenc_cli.engines.check import check
 from posenc_cli.engines import vllm as vllm_model
 from posenc_cli.models import describe
 

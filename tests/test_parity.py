@@ -38,6 +38,7 @@ from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noq
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 from posenc_cli import scaling  # noqa: E402
+from posenc_cli.engines import hf  # noqa: E402
 from posenc_cli.frequencies import Frequencies, RopeSpec, compute  # noqa: E402
 from posenc_cli.models import describe  # noqa: E402
 
@@ -448,7 +449,7 @@ def test_capture_sees_transformers_messages() -> None:
 def test_scale_output_loads_cleanly_llama(case: tuple[str, dict[str, Any]], fmt: str) -> None:
     method, kwargs = case
     req = scaling.make_request(method, **kwargs)
-    rendered = scaling.format_hf(req) if fmt == "hf" else scaling.format_hf_v5(req)
+    rendered = hf.format_hf(req) if fmt == "hf" else hf.format_hf_v5(req)
     check_scaled({**llama_base(req.head_dim), **json.loads(json.dumps(rendered))}, req)
 
 
@@ -457,7 +458,7 @@ def test_scale_output_loads_cleanly_llama(case: tuple[str, dict[str, Any]], fmt:
 def test_scale_output_loads_cleanly_partial_rotary_phi(case: tuple[str, dict[str, Any]], fmt: str) -> None:
     method, kwargs = case
     req = scaling.make_request(method, **kwargs)
-    rendered = scaling.format_hf(req) if fmt == "hf" else scaling.format_hf_v5(req)
+    rendered = hf.format_hf(req) if fmt == "hf" else hf.format_hf_v5(req)
     # with hf-v5 the base's own top-level rope_theta / partial_rotary_factor stay: the values inside win
     check_scaled({**phi_base(req.head_dim), **json.loads(json.dumps(rendered))}, req)
 
@@ -466,7 +467,7 @@ def test_scale_output_loads_cleanly_partial_rotary_phi(case: tuple[str, dict[str
 def test_scale_output_hf_v5_gpt_neox(case: tuple[str, dict[str, Any]]) -> None:
     method, kwargs = case
     req = scaling.make_request(method, **kwargs)
-    check_scaled({**neox_base(req.head_dim), **scaling.format_hf_v5(req)}, req)
+    check_scaled({**neox_base(req.head_dim), **hf.format_hf_v5(req)}, req)
 
 
 def test_scale_patch_hf_gpt_neox_updates_rotary_emb_base() -> None:
@@ -474,7 +475,7 @@ def test_scale_patch_hf_gpt_neox_updates_rotary_emb_base() -> None:
 
     req = scaling.make_request("ntk", factor=4.0, original_max=2048, head_dim=96, partial_rotary_factor=0.5)
     base = json.loads((FIXTURES / "gpt-neox-20b.json").read_text())
-    config = load_clean(scaling.patch_config(base, req, "hf"))
+    config = load_clean(hf.patch_config(base, req, "hf"))
     assert config.rope_parameters["rope_theta"] == scaling.rope_parameters(req)["rope_theta"]
     assert config.rope_parameters["partial_rotary_factor"] == 0.5
 

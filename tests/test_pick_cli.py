@@ -22,7 +22,8 @@ from clihelpers import assert_usage_error, ok, run, write_json
 from reference import alibi_slopes_official
 
 from posenc_cli.rules import GUARDS, load_rules
-from posenc_cli.scaling import format_hf, make_request
+from posenc_cli.engines.hf import format_hf
+from posenc_cli.scaling import make_request
 from posenc_cli.units import format_length
 
 DEFAULT_RULE_IDS = [rule.id for rule in load_rules().rules]
@@ -97,7 +98,7 @@ def test_pick_text_shows_the_extension_config(configs: dict[str, str]) -> None:
     ext = out[out.index("3. Extension"):out.index("4. Test plan")]
     assert "yarn x4: 8k -> 32k" in ext
     assert '"original_max_position_embeddings": 8192' in ext
-    assert "posenc scale yarn --config MODEL --target 32k" in ext
+    assert f"posenc scale yarn --config {configs['llama8k']} --target 32k" in ext
 
 
 def test_json_shape(configs: dict[str, str]) -> None:
@@ -257,7 +258,8 @@ def test_extending_an_extended_model_keeps_its_family(name: str, method: str) ->
     ext = a["extension"]
     assert ext["method"] == method and ext["to"] == 2 * window
     original = cfg["rope_scaling"]["original_max_position_embeddings"]
-    assert ext["from"] == original and ext["factor"] == 2 * window / original
+    # the model's own factor times the jump from its window (Llama 3.1: x8 -> x16 for 128k -> 256k)
+    assert ext["from"] == original and ext["factor"] == 2 * cfg["rope_scaling"]["factor"]
     own = {k: v for k, v in cfg["rope_scaling"].items() if k in ("beta_fast", "beta_slow", "truncate", "mscale",
                                                                  "mscale_all_dim", "low_freq_factor",
                                                                  "high_freq_factor")}
@@ -575,8 +577,12 @@ def test_nested_rope_parameters_change_only_the_extended_group(tmp_path: Path) -
     a = pick_json("--ctx", "256k", "--config", path)
     params = a["extension"]["config"]["text_config"]["rope_parameters"]
     assert params["sliding_attention"] == nested["rope_parameters"]["sliding_attention"]
-    assert params["full_attention"]["factor"] == 16.0 and "--format hf-v5" in a["extension"]["command"]
+    assert params["full_attention"]["factor"] == 16.0 and "--format" not in a["extension"]["command"]
     assert a["extension"]["config_format"] == "hf-v5"
+    # the "same numbers" command names the file and prints the same fragment (scale keeps the file's v5 format)
+    argv = shlex.split(a["extension"]["command"])
+    assert argv[:2] == ["posenc", "scale"] and path in argv
+    assert json.loads(ok(run(*argv[1:])).stdout) == a["extension"]["config"]
     merged = write_json(tmp_path, {**cfg, "text_config": {**nested, **a["extension"]["config"]["text_config"]}},
                         "merged.json")
     ok(run("check", merged, "--engines", "hf"))

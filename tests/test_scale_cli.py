@@ -548,13 +548,18 @@ LLAMA31: dict[str, Any] = {
 }
 
 
-def test_already_scaled_config_uses_its_original_length(tmp_path: Path) -> None:
+def test_another_method_on_a_scaled_config_scales_from_its_original_length(tmp_path: Path) -> None:
     cfg = Path(write_json(tmp_path, LLAMA31))
-    out, result = scale_json("yarn", "--config", str(cfg), "--target", "64k")
+    out, result = scale_json("yarn", "--config", str(cfg), "--target", "256k")
     assert out["rope_scaling"]["original_max_position_embeddings"] == 8192
-    assert out["rope_scaling"]["factor"] == 8.0  # 64k / 8k, not 64k / 128k
+    assert out["rope_scaling"]["factor"] == 32.0  # 256k / 8k: yarn replaces llama3 and scales from the original
     assert out["rope_theta"] == 500000.0
-    assert "8192" in result.stderr
+    assert "replaces" in result.stderr and "llama3" in result.stderr
+
+
+def test_a_target_shorter_than_the_native_window_is_refused(tmp_path: Path) -> None:
+    cfg = Path(write_json(tmp_path, LLAMA31))
+    assert_usage_error(run("scale", "yarn", "--config", str(cfg), "--target", "64k"), "64k", "128k")
 
 
 @pytest.mark.parametrize(
@@ -671,9 +676,11 @@ def test_large_factor_fine_tuned_has_no_warning() -> None:
     assert "warning" not in result.stderr
 
 
-def test_factor_8_is_not_warned() -> None:
+def test_factor_4_is_not_warned_and_8_is_past_the_training_free_cap() -> None:
+    _, result = scale_json("yarn", "--original-max", "4k", "--factor", "4", *BASE)
+    assert "warning" not in result.stderr
     _, result = scale_json("yarn", "--original-max", "4k", "--factor", "8", *BASE)
-    assert "fine-tuning" not in result.stderr
+    assert "past the x4" in result.stderr and "fine-tuning" in result.stderr
 
 
 def test_error_is_the_only_stderr_line_even_when_defaults_would_be_noted() -> None:
@@ -703,7 +710,8 @@ CORPUS = Path(__file__).parent / "corpus"
 
 
 def _v5(*args: str) -> dict[str, Any]:
-    out: dict[str, Any] = json.loads(ok(run("scale", *args, "--format", "hf-v5")).stdout)["rope_parameters"]
+    printed = json.loads(ok(run("scale", *args, "--format", "hf-v5")).stdout)
+    out: dict[str, Any] = printed.get("text_config", printed)["rope_parameters"]
     return out
 
 
@@ -737,8 +745,10 @@ def test_llama3_keeps_its_band_factors() -> None:
 
 def test_a_zero_mscale_is_not_carried_over() -> None:
     """Devstral 2 ships mscale_all_dim 0, which transformers reads as unset: it is not an option to validate."""
+    own = json.loads((CORPUS / "devstral-2-123b-instruct.json").read_text())
+    own_factor = own.get("text_config", own)["rope_parameters"]["factor"]
     p = _v5("yarn", "--config", str(CORPUS / "devstral-2-123b-instruct.json"), "--factor", "2")
-    assert "mscale_all_dim" not in p and p["factor"] == 2.0
+    assert "mscale_all_dim" not in p and p["factor"] == 2.0 * own_factor  # its own factor times the jump
 
 
 def _sglang_overrides(argv: list[str]) -> dict[str, Any]:

@@ -21,12 +21,15 @@ def check(
     revision: RevisionOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Compare each engine's RoPE with transformers', per layer group; exit 1 when one differs or will not start."""
+    """Compare each engine's RoPE with transformers', per layer group.
+
+    Exit 0 only when every engine asked for computes what transformers computes; 1 when one differs, will not
+    start, or was not compared (not modelled: leave it out with --engines). A model without RoPE is exit 0.
+    """
     from posenc_cli.cli.output import print_json
-    from posenc_cli.engines import check as run_check
-    from posenc_cli.engines import ensure_rope
+    from posenc_cli.engines.check import check as run_check
     from posenc_cli.models import windows
-    from posenc_cli.sources import describe_source, read_source
+    from posenc_cli.sources import describe_source, read_source, served_name
     from posenc_cli.units import parse_length
 
     names = [e.strip() for e in engines.split(",") if e.strip()]
@@ -34,15 +37,16 @@ def check(
         raise PosencError("--engines is empty; use some of: hf, vllm, sglang, llama.cpp")
     src = read_source(source, revision=revision)
     model = describe_source(src)
-    ensure_rope(model)
     if max_model_len is not None:
         length = parse_length(max_model_len, name="--max-model-len")
+    elif model.family != "rope" or not model.layers:
+        length = model.max_position_embeddings or 0
     elif model.layers and model.max_position_embeddings:
         window, _, _ = windows(model.layers[0].params, model.max_position_embeddings)
         length = window or int(model.max_position_embeddings * float(model.layers[0].params.get("factor", 1)))
     else:
         raise PosencError(f"{src.label} names no max_position_embeddings: pass --max-model-len")
-    report = run_check(model, src.config, names, length)
+    report = run_check(model, src.config, names, length, served_name(src))
     if as_json:
         print_json(report.as_dict())
     else:
@@ -52,7 +56,7 @@ def check(
 
 def _diff(value: float, pair: int | None) -> str:
     """A relative inv_freq difference and the pair where it is largest; 0 when they agree to float32."""
-    from posenc_cli.engines import SAME_RTOL
+    from posenc_cli.engines.runs import SAME_RTOL
 
     if value <= SAME_RTOL:
         return "0" if value == 0 else f"{value:.1e} (float32)"
@@ -60,6 +64,11 @@ def _diff(value: float, pair: int | None) -> str:
 
 
 def _render(report: Any, label: str) -> None:
+    from posenc_cli.engines.runs import NOT_MODELLED
+
+    if report.no_rope is not None:
+        sys.stdout.write(f"posenc check: {label} (model_type {report.model_type})\n{report.summary()}\n")
+        return
     out = [f"posenc check: {label} (model_type {report.model_type}) at max_model_len {report.max_model_len:,}"]
     if report.short_len:
         out.append(f"length-dependent rope: also compared at {report.short_len:,} positions")
@@ -89,12 +98,12 @@ def _render(report: Any, label: str) -> None:
     for v in report.verdicts:
         r = v.run
         if r.refusal:
-            out.append(f"{r.engine} {r.version}: {v.verdict}: {r.refusal}")
+            why = r.refusal.removeprefix(NOT_MODELLED).lstrip(": ")
+            out.append(f"{r.engine} {r.version}: {v.verdict}: {why}")
             continue
         accepts = f"; accepts {r.accepts:,} without flags" if r.accepts else ""
         out.append(f"{r.engine} {r.version}: {v.verdict}{accepts}")
         out.append(f"  run: {shlex.join(r.invocation)}")
         out += [f"  note: {w}" for w in r.warnings]
-    out.append("all engines compute what transformers computes" if report.passed
-               else "some engines differ from transformers (see above)")
+    out.append(report.summary())
     sys.stdout.write("\n".join(out) + "\n")

@@ -8,7 +8,7 @@ Only typer and the stdlib load at import time (``import posenc_cli.cli`` must st
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -28,8 +28,8 @@ AttentionFactorOpt = Annotated[float | None, typer.Option(help="YaRN/LongRoPE: e
 MscaleOpt = Annotated[float | None, typer.Option(help="YaRN: mscale (with --mscale-all-dim).")]
 MscaleAllDimOpt = Annotated[float | None, typer.Option(help="YaRN: mscale_all_dim.")]
 TruncateOpt = Annotated[bool | None, typer.Option("--truncate/--no-truncate", help="YaRN: round the ramp.")]
-LowFreqFactorOpt = Annotated[float, typer.Option(help="llama3: low_freq_factor.")]
-HighFreqFactorOpt = Annotated[float, typer.Option(help="llama3: high_freq_factor.")]
+LowFreqFactorOpt = Annotated[float | None, typer.Option(help="llama3: low_freq_factor (the model's, else 1).")]
+HighFreqFactorOpt = Annotated[float | None, typer.Option(help="llama3: high_freq_factor (the model's, else 4).")]
 ShortFactorOpt = Annotated[str | None, typer.Option(help="longrope: JSON list or @file.")]
 LongFactorOpt = Annotated[str | None, typer.Option(help="longrope: JSON list or @file.")]
 
@@ -38,8 +38,7 @@ LongFactorOpt = Annotated[str | None, typer.Option(help="longrope: JSON list or 
 class ScaleOptions:
     """The shared scaling options as the command line gave them (lengths and factor lists still text).
 
-    The defaults are the options' defaults; give ``low_freq_factor=1.0`` and ``high_freq_factor=4.0`` in the
-    command signatures too (typer reads them there).
+    None is "not given": the model's own value, else the method's default (llama3: low 1, high 4).
     """
 
     factor: float | None = None
@@ -52,8 +51,8 @@ class ScaleOptions:
     mscale: float | None = None
     mscale_all_dim: float | None = None
     truncate: bool | None = None
-    low_freq_factor: float = 1.0
-    high_freq_factor: float = 4.0
+    low_freq_factor: float | None = None
+    high_freq_factor: float | None = None
     short_factor: str | None = None
     long_factor: str | None = None
 
@@ -62,54 +61,34 @@ def scale_request(
     method: str,
     options: ScaleOptions,
     *,
-    theta: float,
-    head_dim: int,
-    original_max: int | None = None,
-    partial_rotary_factor: float | None = None,
+    theta: float | None = None,
+    head_dim: int | None = None,
     fine_tuned: bool = False,
-    has_config: bool = False,
     model: ModelFacts | None = None,
+    notes: list[str] | None = None,
 ) -> ScaleRequest:
-    """Parse and validate ``options`` for ``method`` into the request ``posenc scale`` prints.
+    """Parse ``options`` for ``method`` and build the request through :func:`posenc_cli.extension.extend`.
 
-    ``theta`` and ``head_dim`` are the model's; ``original_max`` and ``partial_rotary_factor`` are what a model
-    config says, used when the options leave them out. ``has_config``: the command takes ``--config`` (the error for
-    a missing original length then names it). ``model``: the model's facts, whose rope dict fills every parameter
-    the options leave out (same rope type) and whose other keys are kept. Every mistake is one
-    :class:`PosencError`.
+    ``theta`` and ``head_dim`` are what the command line gave (None: the model's, else the defaults); ``model``:
+    the facts of the model given with ``--config``. Notes for stderr are appended to ``notes``. Every mistake is
+    one :class:`PosencError`.
     """
-    from posenc_cli import scaling
     from posenc_cli.config import parse_factor_list
+    from posenc_cli.extension import extend
     from posenc_cli.units import parse_length
 
-    if method not in scaling.METHODS:
-        raise PosencError(f"method {method!r} is not known; use one of: {', '.join(scaling.METHODS)}")
-    if options.original_max is not None:
-        original_max = parse_length(options.original_max, name="--original-max")
-    if original_max is None and not has_config:  # with --config, make_request says where the length can come from
+    original_max = (parse_length(options.original_max, name="--original-max")
+                    if options.original_max is not None else None)
+    if original_max is None and model is None:
         raise PosencError(f"{method} needs the original (trained) context length: pass --original-max, e.g. 4k")
-    own = model.inherited(method) if model is not None else {}
-
-    def given(name: str, value: Any) -> Any:
-        return value if value is not None else own.get(name)
-
     short = parse_factor_list(options.short_factor, "--short-factor") if options.short_factor else None
     long = parse_factor_list(options.long_factor, "--long-factor") if options.long_factor else None
-    # llama3 band factors have defaults on the command line: the model's own values win over those defaults
-    low = own.get("low_freq_factor", options.low_freq_factor) if options.low_freq_factor == 1.0 \
-        else options.low_freq_factor
-    high = own.get("high_freq_factor", options.high_freq_factor) if options.high_freq_factor == 4.0 \
-        else options.high_freq_factor
-    return scaling.make_request(
-        method, factor=options.factor, original_max=original_max,
+    return extend(
+        method, model, factor=options.factor, original_max=original_max,
         target=parse_length(options.target, name="--target") if options.target is not None else None,
-        theta=theta, head_dim=head_dim,
-        partial_rotary_factor=(options.partial_rotary_factor if options.partial_rotary_factor is not None
-                               else partial_rotary_factor),
-        beta_fast=given("beta_fast", options.beta_fast), beta_slow=given("beta_slow", options.beta_slow),
-        attention_factor=options.attention_factor, mscale=given("mscale", options.mscale),
-        mscale_all_dim=given("mscale_all_dim", options.mscale_all_dim), truncate=given("truncate", options.truncate),
-        low_freq_factor=low, high_freq_factor=high, fine_tuned=fine_tuned,
-        short_factor=given("short_factor", short), long_factor=given("long_factor", long),
-        extra=model.extra if model is not None else {},
+        theta=theta, head_dim=head_dim, partial_rotary_factor=options.partial_rotary_factor, fine_tuned=fine_tuned,
+        notes=notes, beta_fast=options.beta_fast, beta_slow=options.beta_slow,
+        attention_factor=options.attention_factor, mscale=options.mscale, mscale_all_dim=options.mscale_all_dim,
+        truncate=options.truncate, low_freq_factor=options.low_freq_factor,
+        high_freq_factor=options.high_freq_factor, short_factor=short, long_factor=long,
     )

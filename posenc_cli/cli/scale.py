@@ -23,16 +23,17 @@ def scale(
     partial_rotary_factor: opts.PartialRotaryFactorOpt = None,
     config: Annotated[str | None, typer.Option(
         help="Read theta, head dim and lengths from a model: config.json, folder, Hub id or GGUF.")] = None,
-    fmt: Annotated[str, typer.Option(
-        "--format", help="hf, hf-v5, vllm, sglang, llama.cpp or llama-cpp-python.")] = "hf",
+    fmt: Annotated[str | None, typer.Option(
+        "--format", help="hf, hf-v5, vllm, sglang, llama.cpp or llama-cpp-python [default: with --config, the "
+        "file's own (hf-v5 for a rope_parameters file), else hf].")] = None,
     beta_fast: opts.BetaFastOpt = None,
     beta_slow: opts.BetaSlowOpt = None,
     attention_factor: opts.AttentionFactorOpt = None,
     mscale: opts.MscaleOpt = None,
     mscale_all_dim: opts.MscaleAllDimOpt = None,
     truncate: opts.TruncateOpt = None,
-    low_freq_factor: opts.LowFreqFactorOpt = 1.0,
-    high_freq_factor: opts.HighFreqFactorOpt = 4.0,
+    low_freq_factor: opts.LowFreqFactorOpt = None,
+    high_freq_factor: opts.HighFreqFactorOpt = None,
     short_factor: opts.ShortFactorOpt = None,
     long_factor: opts.LongFactorOpt = None,
     fine_tuned: Annotated[bool, typer.Option(help="The model is fine-tuned at this scale (no >8x warning).")] = False,
@@ -47,11 +48,13 @@ def scale(
     Example: posenc scale yarn --original-max 32k --target 128k --theta 1e6
     """
     from posenc_cli import scaling
-    from posenc_cli.models import ModelFacts, model_facts
-    from posenc_cli.sources import describe_source, read_source
+    from posenc_cli.engines import hf
+    from posenc_cli.engines.render import FORMATS, render
+    from posenc_cli.models import ModelFacts, model_facts, text_config
+    from posenc_cli.sources import describe_source, read_source, served_name
 
-    if fmt not in scaling.FORMATS:
-        raise PosencError(f"--format {fmt!r} is not known; use one of: {', '.join(scaling.FORMATS)}")
+    if fmt is not None and fmt not in FORMATS:
+        raise PosencError(f"--format {fmt!r} is not known; use one of: {', '.join(FORMATS)}")
     if (output or in_place) and config is None:
         raise PosencError("--output and --in-place patch a model config: pass --config FILE")
     if output and in_place:
@@ -66,34 +69,42 @@ def scale(
         if in_place and src.kind == "folder" and src.path:
             config = src.path
         source = src.config
-        facts = model_facts(describe_source(src), src.label)
+        facts = model_facts(describe_source(src), src.label, cfg=src.config)
+    fmt = fmt or hf.own_format(facts)
     options = opts.ScaleOptions(
         factor=factor, original_max=original_max, target=target, partial_rotary_factor=partial_rotary_factor,
         beta_fast=beta_fast, beta_slow=beta_slow, attention_factor=attention_factor, mscale=mscale,
         mscale_all_dim=mscale_all_dim, truncate=truncate, low_freq_factor=low_freq_factor,
         high_freq_factor=high_freq_factor, short_factor=short_factor, long_factor=long_factor)
-    req = opts.scale_request(
-        method, options,
-        theta=theta if theta is not None else (facts.theta if facts else scaling.DEFAULT_THETA),
-        head_dim=head_dim if head_dim is not None else (facts and facts.head_dim) or scaling.DEFAULT_HEAD_DIM,
-        original_max=facts.scale_from if facts else None,
-        partial_rotary_factor=facts.partial_rotary_factor if facts else None, fine_tuned=fine_tuned,
-        has_config=True, model=facts)
+    notes: list[str] = []
+    req = opts.scale_request(method, options, theta=theta, head_dim=head_dim, fine_tuned=fine_tuned, model=facts,
+                             notes=notes)
     # build the result before any note, so a rejected request or format ends as the one `error:` line on stderr
     writing = source is not None and config is not None and bool(output or in_place)
-    if writing:
-        assert source is not None
-        patched = scaling.patch_config(source, req, fmt)
+    caveats: list[str] = []
+    text = ""
+    if source is not None and facts is not None:
+        group = facts.group
+        if writing:
+            patched = hf.patch_config(source, req, fmt, group)
+        elif fmt in hf.FORMATS:
+            text = json.dumps(hf.fragment(source, req, fmt, group), indent=2)
+        else:
+            rope = text_config(hf.patch_config(source, req, "hf-v5", group))[0]["rope_parameters"]
+            text, caveats = render(req, fmt, model if model != "MODEL" else served_name(src), rope=rope,
+                                   text_config=facts.text_config)
     else:
-        text, caveats = scaling.render(req, fmt, model, text_config=bool(facts and facts.text_config))
+        text, caveats = render(req, fmt, model)
     for line in facts.notes if facts else ():
         note(line)
-    for name, default in (("theta", theta), ("head_dim", head_dim)):
-        if default is None and (facts is None or getattr(facts, name) is None):
+    for line in notes:
+        note(line)
+    for name, given in (("theta", theta), ("head_dim", head_dim)):
+        if given is None and (facts is None or getattr(facts, name) is None):
             note(f"note: --{name.replace('_', '-')} not given; using {getattr(req, name):g}")
     for line in scaling.warnings_for(req):
         note(line)
-    if req.method == "dynamic" and fmt in ("hf", "hf-v5"):
+    if req.method == "dynamic" and not req.unchanged and fmt in hf.FORMATS:
         note("note: dynamic keeps max_position_embeddings at the trained length; the base grows past it per forward")
     if explain:
         _explain(req)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posenc_cli.attention_factors import yarn_attention_factor, yarn_mscale
-from posenc_cli.engines import EngineRun, GroupRun, static_longrope
+from posenc_cli.engines.runs import EngineRun, GroupRun, static_longrope
 from posenc_cli.errors import PosencError
 from posenc_cli.models import ModelPositions
 from posenc_cli.units import format_number

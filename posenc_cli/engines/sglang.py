@@ -21,7 +21,8 @@ import json
 from typing import Any
 
 from posenc_cli.attention_factors import yarn_mscale
-from posenc_cli.engines import EngineRun, GroupRun, vllm
+from posenc_cli.engines import vllm
+from posenc_cli.engines.runs import EngineRun, GroupRun
 from posenc_cli.models import LayerRope, ModelPositions
 
 VERSION = "0.5.23"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from posenc_cli.engines import EngineRun, GroupRun
+from posenc_cli.engines.runs import EngineRun, GroupRun
 from posenc_cli.frequencies import compute
 from posenc_cli.inspection import spec_for
 from posenc_cli.models import ModelPositions, windows

@@ -24,7 +24,7 @@ import shlex
 from typing import Any
 
 from posenc_cli.attention_factors import yarn_mscale
-from posenc_cli.engines import EngineRun, GroupRun, static_longrope
+from posenc_cli.engines.runs import EngineRun, GroupRun, static_longrope
 from posenc_cli.models import LayerRope, ModelPositions, text_config
 
 VERSION = "0.33.0"
@@ -82,9 +82,12 @@ def rope_overrides(rope: dict[str, Any], *, serve_len: int, trained_len: int, te
     with the serving length over the trained length it equals transformers' base at the serving length (and its
     table then has a row for every position served).
     """
-    p = dict(rope)
-    if p.get("rope_type") == "dynamic":
-        p["max_trained_positions"] = trained_len
+    nested = bool(rope) and all(isinstance(v, dict) for v in rope.values())  # one dict per layer type (Gemma 3)
+    p: dict[str, Any] = {k: dict(v) for k, v in rope.items()} if nested else dict(rope)
+    subs: list[dict[str, Any]] = list(p.values()) if nested else [p]
+    for sub in subs:
+        if sub.get("rope_type") == "dynamic":
+            sub["max_trained_positions"] = trained_len
     body: dict[str, Any] = {"rope_parameters": p, "max_position_embeddings": serve_len}
     return {"text_config": body} if text_config else body
 

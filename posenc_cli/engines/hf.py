@@ -1,0 +1,66 @@
+"""transformers' config keys for a request: the fragment to merge (v4 legacy keys or v5 ``rope_parameters``) and a
+whole patched config.json (stdlib only: ``posenc scale`` and ``posenc pick`` render these without numpy).
+
+Both come from the one rope dict :func:`posenc_cli.scaling.rope_parameters` returns; a patched file is written by
+:func:`posenc_cli.convert.with_rope`, so it keeps its format (v4 or v5), its nesting (``text_config``, one dict
+per layer type) and every key the request does not change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from posenc_cli.convert import with_rope
+from posenc_cli.errors import PosencError
+from posenc_cli.models import ModelFacts, text_config
+from posenc_cli.scaling import ScaleRequest, max_position_embeddings, rope_parameters
+
+FORMATS = ("hf", "hf-v5")
+
+
+def format_hf(req: ScaleRequest) -> dict[str, Any]:
+    """Legacy keys (transformers 4.x reads them; 5.x still accepts them): top-level theta + ``rope_scaling``."""
+    p = rope_parameters(req)
+    theta = p.pop("rope_theta")
+    prf = p.pop("partial_rotary_factor", None)
+    plain = p.get("rope_type", "default") == "default" and len(p) <= 1
+    out: dict[str, Any] = {"rope_theta": theta, "rope_scaling": None if plain else p}
+    if prf is not None:
+        out["partial_rotary_factor"] = prf
+    out["max_position_embeddings"] = max_position_embeddings(req)
+    return out
+
+
+def format_hf_v5(req: ScaleRequest) -> dict[str, Any]:
+    """transformers 5 shape: one ``rope_parameters`` dict with ``rope_theta`` inside."""
+    return {"rope_parameters": rope_parameters(req), "max_position_embeddings": max_position_embeddings(req)}
+
+
+def own_format(facts: ModelFacts | None) -> str:
+    """The format a model's file writes its rope settings in (``hf-v5`` for ``rope_parameters``, else ``hf``)."""
+    return "hf-v5" if facts is not None and facts.rope_parameters else "hf"
+
+
+def patch_config(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str = "") -> dict[str, Any]:
+    """A copy of a model's config.json with ``req`` applied to the rope group ``group`` (``""``: the only one).
+
+    ``hf`` writes the legacy keys, ``hf-v5`` ``rope_parameters``; the other form is dropped, so no two copies can
+    disagree. A request that keeps the model as it is returns the config unchanged.
+    """
+    if fmt not in FORMATS:
+        raise PosencError(f"writing a config needs --format hf or hf-v5, not {fmt!r}")
+    if req.unchanged:
+        return dict(config)
+    return with_rope(config, group, rope_parameters(req), max_position_embeddings(req),
+                     "v5" if fmt == "hf-v5" else "v4")
+
+
+def fragment(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str = "") -> dict[str, Any]:
+    """The keys of :func:`patch_config`'s result that carry positions (inside ``text_config`` when the model keeps
+    them there): what to merge into the model's config.json by hand."""
+    patched = patch_config(config, req, fmt, group)
+    text, _, where = text_config(patched)
+    keys = ("rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor", "rope_local_base_freq",
+            "rotary_emb_base", "rotary_pct", "original_max_position_embeddings", "max_position_embeddings")
+    out = {k: text[k] for k in keys if k in text}
+    return {"text_config": out} if where == "text_config" else out

@@ -1,0 +1,54 @@
+"""What ``posenc scale`` prints for each ``--format``: one rendering per consumer of the request's rope dict
+(stdlib only: the engine modules keep numpy inside the functions that compute tables)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from posenc_cli.engines import hf, llamacpp, sglang, vllm
+from posenc_cli.errors import PosencError
+from posenc_cli.scaling import ScaleRequest, rope_parameters
+
+FORMATS = (*hf.FORMATS, "vllm", "sglang", "llama.cpp", "llama-cpp-python")
+
+
+def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bool = False,
+           rope: dict[str, Any] | None = None) -> tuple[str, list[str]]:
+    """The text ``posenc scale`` prints on stdout for ``fmt``, and caveats for stderr.
+
+    ``text_config``: the model keeps its rope settings in ``text_config`` (multimodal), where vLLM reads them.
+    ``model``: the model name (or GGUF path) the engine command lines name. ``rope``: the model's whole
+    ``rope_parameters`` after the request (one dict per layer type for Gemma 3), which engines that replace the
+    dict must get whole; by default the request's one dict.
+    """
+    group = rope_parameters(req)
+    rope = group if rope is None else rope
+    trained = req.original_max
+    if fmt == "hf":
+        return json.dumps(hf.format_hf(req), indent=2), []
+    if fmt == "hf-v5":
+        return json.dumps(hf.format_hf_v5(req), indent=2), []
+    if fmt == "vllm":
+        caveats = []
+        if group.get("rope_type") == "dynamic":
+            caveats.append("vLLM's dynamic NTK is static: max_trained_positions makes its base equal transformers' "
+                           f"at {req.target} positions; shorter sequences keep that base, where transformers grows "
+                           "its base from rope_theta")
+        over = vllm.rope_overrides(rope, serve_len=req.target, trained_len=trained, text_config=text_config)
+        return shlex.join(vllm.invocation(model, over, req.target)), caveats
+    if fmt == "sglang":
+        argv, caveats = sglang.request_invocation(rope, serve_len=req.target, trained_len=trained,
+                                                  text_config=text_config, model_name=model)
+        return shlex.join(argv), caveats
+    if fmt in ("llama.cpp", "llama-cpp-python"):
+        f = llamacpp.flags(group, max_model_len=req.target, arch="ARCH", in_gguf=False)
+        argv = f.argv if fmt == "llama.cpp" else llamacpp.python_server_argv(f.argv, model)
+        caveats = list(f.warnings)
+        if rope is not group:
+            caveats.append("llama.cpp takes one set of rope flags for every layer and reads per-layer bases from "
+                           "the GGUF (rope.freq_base_swa), which posenc does not model: these flags are the extended "
+                           "group's; run posenc check on the GGUF")
+        return shlex.join(argv), caveats
+    raise PosencError(f"--format {fmt!r} is not known; use one of: {', '.join(FORMATS)}")

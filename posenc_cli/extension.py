@@ -1,0 +1,152 @@
+"""The rope settings for one request on one model: a pure function of the model's facts and what was asked.
+
+The middle of posenc's pipeline (model facts -> rope dict -> renderings): ``posenc scale --config``, ``posenc pick
+--config`` and every command that extends a model build their request here, so they agree on what a request means.
+Stdlib only.
+
+What a target length means for a model that already has a window ``W`` (its native window,
+:func:`posenc_cli.models.native_window`):
+
+* ``target == W``: nothing to extend; the model's own rope dict comes back verbatim, whatever the method.
+* the model's own scaling family (llama3 on Llama 3.1, yarn on Qwen3-2507 or DeepSeek-V3, linear on Gemma 3): its
+  parameters are kept and its factor is multiplied by the jump ``target / W``; yarn/llama3/longrope keep their
+  ``original_max_position_embeddings`` (Llama 3.1 8k x8 serves 128k; 512k is x32 from the same 8k).
+* another method, or an unscaled model: the method scales from the length the model's scaling refers to (its
+  original length, else ``W``), replacing any scaling the model had; a note says so.
+* ``target < W``: refused (the model already serves it: pass a shorter ``--max-model-len`` to the engine).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from posenc_cli.errors import PosencError
+from posenc_cli.models import ModelFacts
+from posenc_cli.scaling import (
+    DEFAULT_HEAD_DIM,
+    DEFAULT_THETA,
+    METHODS,
+    ScaleRequest,
+    _finite,
+    make_request,
+    request,
+)
+from posenc_cli.units import format_length
+
+#: Parameters a caller can set explicitly; None means "not given" (the model's own value, else the default).
+TUNABLE = ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate", "low_freq_factor",
+           "high_freq_factor", "short_factor", "long_factor")
+_DEFAULTS = {"low_freq_factor": 1.0, "high_freq_factor": 4.0}
+
+
+def extend(
+    method: str,
+    facts: ModelFacts | None,
+    *,
+    target: int | None = None,
+    factor: float | None = None,
+    original_max: int | None = None,
+    theta: float | None = None,
+    head_dim: int | None = None,
+    partial_rotary_factor: float | None = None,
+    fine_tuned: bool = False,
+    notes: list[str] | None = None,
+    **given: Any,
+) -> ScaleRequest:
+    """The request for ``method`` on the model ``facts`` describes (or, with ``facts`` None, on a model given only by
+    ``original_max``, ``theta`` and ``head_dim``).
+
+    With a model, ``factor`` is the jump from its native window (``target = W x factor``), so it means the same for
+    every family. ``original_max``, ``theta`` and ``head_dim`` given with a model replace the model's values (a note
+    says so). ``given`` holds the :data:`TUNABLE` parameters; None or absent means not given. Notes for the user are
+    appended to ``notes``.
+    """
+    unknown = set(given) - set(TUNABLE)
+    if unknown:
+        raise TypeError(f"unknown parameters: {', '.join(sorted(unknown))}")
+    if method not in METHODS:
+        raise PosencError(f"method {method!r} is not known; use one of: {', '.join(METHODS)}")
+    said = notes if notes is not None else []
+    _finite(factor, "--factor", minimum=1.0)
+    explicit = {k: v for k, v in given.items() if v is not None}
+    if facts is None:
+        params = {k: explicit.get(k, _DEFAULTS.get(k)) for k in TUNABLE}
+        return make_request(method, factor=factor, original_max=original_max, target=target,
+                            theta=DEFAULT_THETA if theta is None else theta,
+                            head_dim=DEFAULT_HEAD_DIM if head_dim is None else head_dim,
+                            partial_rotary_factor=partial_rotary_factor, fine_tuned=fine_tuned, **params)
+    label = facts.label or "the model"
+    for name, value, own in (("--theta", theta, facts.theta), ("--head-dim", head_dim, facts.head_dim)):
+        if value is not None and own is not None and value != own:
+            said.append(f"note: {name} {value:g} replaces {label}'s own {own:g}")
+    model_theta = facts.theta if theta is None else theta
+    model_head = (facts.head_dim or DEFAULT_HEAD_DIM) if head_dim is None else head_dim
+    prf = facts.partial_rotary_factor if partial_rotary_factor is None else partial_rotary_factor
+    native = facts.native
+    if original_max is not None:
+        # an explicit trained length overrides what the file says: the request is the plain one from there
+        native = None
+    if native is None:
+        start = original_max if original_max is not None else facts.scale_from
+        if start is None:
+            raise PosencError(f"{label} names no max_position_embeddings: pass --original-max (e.g. 4k)")
+        inherited = facts.inherited(method)
+        params = {k: explicit.get(k, inherited.get(k, _DEFAULTS.get(k))) for k in TUNABLE}
+        return make_request(method, factor=factor, original_max=start, target=target, theta=model_theta,
+                            head_dim=model_head, partial_rotary_factor=prf, fine_tuned=fine_tuned, **params)
+    if factor is not None:
+        exact = native * factor
+        if target is not None and not math.isclose(target, exact, rel_tol=1e-9):
+            raise PosencError(f"--factor {factor:g} x the native window {native} = {exact:g} disagrees with --target "
+                              f"{target}; give one of them")
+        if target is None:
+            if not math.isfinite(exact) or exact != int(exact):
+                raise PosencError(f"--factor {factor:g} x the native window {native} = {exact:g} is not a whole "
+                                  "number of positions; pass --target instead")
+            target = int(exact)
+    if target is None:
+        raise PosencError("give the scale: --target LENGTH, or --factor S (S x the model's native window)")
+    if target < native:
+        raise PosencError(f"--target {format_length(target)} is shorter than the {format_length(native)} {label} "
+                          "already serves; nothing to extend (serve it with a shorter --max-model-len)")
+    own_type = facts.params.get("rope_type", "default")
+    same_family = facts.scaled and METHODS[method] == own_type
+    if target == native:
+        said.append(f"note: {label} already serves {format_length(native)}; its rope settings are returned "
+                    "unchanged")
+        # the model's own dict, not re-derived: it is what the checkpoint was trained with, valid or not by
+        # posenc's stricter rules (a request validates only what posenc writes)
+        return ScaleRequest(method=_method_of(own_type, method), original_max=facts.scale_from or native,
+                            target=native, factor=float(facts.params.get("factor") or 1.0), theta=model_theta,
+                            head_dim=model_head, partial_rotary_factor=prf, fine_tuned=fine_tuned, native=native,
+                            own=dict(facts.params))
+    jump = target / native
+    inherited = facts.inherited(method)
+    params = {k: explicit.get(k, inherited.get(k, _DEFAULTS.get(k))) for k in TUNABLE}
+    if same_family:
+        own_factor = float(facts.params.get("factor") or 1.0)
+        new_factor = own_factor * jump
+        if own_type in ("linear", "dynamic"):
+            # these name no original length: the length the factor refers to is the window over the factor
+            start = max(1, int(round(native / own_factor)))
+        else:
+            start = int(facts.params["original_max_position_embeddings"])
+        said.append(f"note: {label} keeps its own {own_type} scaling: factor {own_factor:g} x {jump:g} = "
+                    f"{new_factor:g} ({format_length(native)} -> {format_length(target)})")
+        return request(method, original_max=start, target=target, factor=new_factor, theta=model_theta,
+                       head_dim=model_head, partial_rotary_factor=prf, fine_tuned=fine_tuned, native=native,
+                       extra=facts.extra, **params)
+    start = facts.scale_from or native
+    if facts.scaled:
+        said.append(f"note: {method} replaces {label}'s own {own_type} scaling (which serves "
+                    f"{format_length(native)}); it scales from the original {format_length(start)}")
+    return request(method, original_max=start, target=target, factor=target / start, theta=model_theta,
+                   head_dim=model_head, partial_rotary_factor=prf, fine_tuned=fine_tuned, native=native,
+                   extra=facts.extra, **params)
+
+
+def _method_of(rope_type: str, asked: str) -> str:
+    """The method name of a model's own rope type (for a request that returns the model as it is); a type posenc
+    does not write (proportional, mrope) keeps the name asked for."""
+    return next((m for m, t in METHODS.items() if t == rope_type), asked)
