@@ -21,8 +21,8 @@ import pytest
 from clihelpers import assert_usage_error, ok, run, write_json
 from reference import alibi_slopes_official
 
-from posenc_cli.rules import GUARDS, load_rules
 from posenc_cli.engines.hf import format_hf
+from posenc_cli.rules import GUARDS, load_rules
 from posenc_cli.scaling import make_request
 from posenc_cli.units import format_length
 
