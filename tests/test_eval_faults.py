@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -440,6 +441,17 @@ def test_report_and_compare_write_pngs(tmp_path: Path, two_runs: tuple[Path, Pat
     assert longest["alpha"] < longest["beta"] == 1.0
 
     assert_usage_error(run("eval", "compare", str(alpha)), "two or more", "got 1")
+
+
+def test_a_png_on_stdout_is_refused_it_holds_the_summary(tmp_path: Path, two_runs: tuple[Path, Path]) -> None:
+    alpha, beta = two_runs
+    assert_usage_error(run("eval", "report", str(alpha), "--png", "-"), "--png -", "stdout")
+    assert_usage_error(run("eval", "compare", str(alpha), str(beta), "--loss-png", "-", "--json"),
+                       "--loss-png -", "stdout")
+    link = tmp_path / "null.png"
+    link.symlink_to(os.devnull)
+    result = ok(run("eval", "report", str(alpha), "--png", str(link)))  # a device is written into, not replaced
+    assert f"wrote {link}" in result.stderr and link.is_symlink() and Path(os.devnull).is_char_device()
 
 
 def test_matplotlib_loads_only_for_a_png(tmp_path: Path, two_runs: tuple[Path, Path]) -> None:

@@ -286,13 +286,18 @@ def _report(run: Path, baseline: Path | None, png: Path | None, loss_png: Path |
 def _figures(summaries: list[dict[str, Any]], png: Path | None, loss_png: Path | None) -> None:
     if png is None and loss_png is None:
         return
-    from posenc_cli.config import atomic_write_bytes
+    from posenc_cli.config import output_kind, write_output
+
+    for name, path in (("--png", png), ("--loss-png", loss_png)):
+        if path is not None and output_kind(path) == "stdout":
+            # the summary (table or JSON) is the command's stdout: a PNG there would corrupt both
+            raise PosencError(f"{name} {path}: the report prints its summary on stdout; write the PNG to a file")
     from posenc_cli.plots import LossCurve, PassGrid, figure_bytes, loss_figure, pass_rate_figure
 
     if png is not None:
         grids = [PassGrid(s["label"] or s["run"], s["lengths"], s["depths"], s["pass_rate"]) for s in summaries]
-        atomic_write_bytes(png, figure_bytes(pass_rate_figure(grids), "png"))
-        sys.stderr.write(f"wrote {png}\n")
+        shown = write_output(png, figure_bytes(pass_rate_figure(grids), "png"))
+        sys.stderr.write(f"wrote {shown}\n")
     if loss_png is not None:
         curves = [LossCurve(s["label"] or s["run"], [b["from"] for b in s["loss"]["curve"]],
                             [b["to"] for b in s["loss"]["curve"]], [b["loss"] for b in s["loss"]["curve"]])
@@ -302,8 +307,8 @@ def _figures(summaries: list[dict[str, Any]], png: Path | None, loss_png: Path |
         # the plan's own lengths: where the regression is judged and where the needle test deploys
         names = {"regression": "regression check", "niah": "needle test"}
         marks = sorted({(t["length"], names[t["kind"]]) for s in summaries for t in s["tests"]})
-        atomic_write_bytes(loss_png, figure_bytes(loss_figure(curves, marks=marks), "png"))
-        sys.stderr.write(f"wrote {loss_png}\n")
+        shown = write_output(loss_png, figure_bytes(loss_figure(curves, marks=marks), "png"))
+        sys.stderr.write(f"wrote {shown}\n")
 
 
 def _render_summary(summary: dict[str, Any]) -> None:
