@@ -25,7 +25,7 @@ from fake_server import FakeServer, Script
 from posenc_cli import bytevocab
 from posenc_cli.evaltemplate import load_template
 from posenc_cli.evaluation.plan import DEFAULT_DEPTHS, Cell, from_lengths
-from posenc_cli.evaluation.run import cell_prompt
+from posenc_cli.evaluation.run import cell_prompt, read_results
 from posenc_cli.serving import Client, ServerError
 
 LENGTHS = (64, 128, 256)
@@ -238,6 +238,74 @@ def test_another_plan_in_the_same_folder_is_refused(tmp_path: Path, clean_run: P
     assert_usage_error(result, "another plan", str(out))
     assert {name: (out / name).read_bytes() for name in before} == before
     assert script.completions == probe_completions()  # no cell was sent
+
+
+# --- one process per run folder -----------------------------------------------------------------------------------
+
+
+def start_run(url: str, out: Path) -> subprocess.Popen[str]:
+    """`posenc eval run` in its own process (the lock is per process: in-process runs would share it)."""
+    return subprocess.Popen([sys.executable, "-m", "posenc_cli", "eval", "run", url, *GRID, "--pass-rate", "0",
+                             "--retries", "0", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_lines(out: Path, proc: subprocess.Popen[str], n: int = 1) -> None:
+    """Until ``proc`` has appended ``n`` results: past the manifest, so it holds the folder."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        path = out / "results.jsonl"
+        if path.is_file() and path.read_text(encoding="utf-8").count("\n") >= n:
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    raise AssertionError("the first run wrote no result in 60 s")
+
+
+def test_a_second_run_on_the_same_folder_is_refused_while_the_first_holds_it(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    # the holder's server answers slowly, so it is still sending cells when the second process arrives
+    probes = probe_completions()
+    fast_script = Script(reach=REACH)
+    with FakeServer(Script(reach=REACH, delay=0.25)) as slow, FakeServer(fast_script) as fast:
+        first = start_run(slow.url, out)
+        try:
+            wait_for_lines(out, first)
+            second = subprocess.run([sys.executable, "-m", "posenc_cli", "eval", "run", fast.url, *GRID,
+                                     "--pass-rate", "0", "--out", str(out)], capture_output=True, text=True,
+                                    timeout=120)
+            assert first.poll() is None  # the refusal below happened while the first still held the folder
+        finally:
+            stdout, stderr = first.communicate(timeout=120)
+    assert second.returncode == 2, (second.stdout, second.stderr)
+    assert second.stdout == "" and "Traceback" not in second.stderr
+    assert second.stderr.splitlines() == [f"error: --out {out}: process {first.pid} is using this folder; wait for "
+                                          "it to finish or give another --out folder"]
+    assert first.returncode == 0, stderr
+    assert set(records(out)) == ALL_CELLS  # every cell exactly once: the second appended nothing
+    assert fast_script.completions == probes  # and sent nothing past its probe
+
+
+def test_a_killed_run_leaves_no_lock_that_blocks_the_rerun(tmp_path: Path, clean_run: Path) -> None:
+    out = tmp_path / "run"
+    with FakeServer(Script(reach=REACH, delay=0.25)) as slow:
+        holder = start_run(slow.url, out)
+        try:
+            wait_for_lines(out, holder, 2)
+        finally:
+            holder.kill()  # SIGKILL: no handler, no cleanup, the lock file stays behind
+            holder.communicate(timeout=60)
+    assert holder.returncode == -9
+    assert (out / ".posenc.lock").read_text().strip() == str(holder.pid)
+    done = len({r["cell"] for r in read_results(out)})
+    assert 2 <= done < len(ALL_CELLS)
+    script = Script(reach=REACH)
+    with FakeServer(script) as server:
+        result = subprocess.run([sys.executable, "-m", "posenc_cli", "eval", "run", server.url, *GRID,
+                                 "--pass-rate", "0", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert f"{done} cells already done" in result.stderr
+    assert stable(out) == stable(clean_run)
 
 
 # --- faults ------------------------------------------------------------------------------------------------------

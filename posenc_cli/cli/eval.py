@@ -168,6 +168,7 @@ def run_command(
     from posenc_cli.evaluation import plan as plans
     from posenc_cli.evaluation.probe import probe
     from posenc_cli.evaluation.run import Runner
+    from posenc_cli.folderlock import hold
     from posenc_cli.units import parse_length
 
     sources = [name for name, given in (("--plan", plan_file), ("--config", config), ("--lengths", lengths))
@@ -201,14 +202,17 @@ def run_command(
     count = _counter(client, caps, tokenizer)
     runner = Runner(client, caps, plan, out, count, concurrency=concurrency, label=label,
                     counter=f"local:{tokenizer}" if tokenizer else f"server:{caps.tokenize}")
-    todo, done = runner.prepare()
-    if caps.prompt_logprobs is None:
-        sys.stderr.write(f"note: per-position loss unavailable: {caps.logprobs_detail}\n")
-    if done:
-        sys.stderr.write(f"note: {out}: {done} cells already done, {len(todo)} to run\n")
-    with _Bar(len(todo)) as bar:
-        runner.run(todo, bar.update)
-    _report(out, None, None, None, as_json)
+    # held from reading the manifest to the report: a second run on the folder would send and append every cell
+    # again; the kernel drops the lock when this process dies, so a killed run never blocks its rerun
+    with hold(out):
+        todo, done = runner.prepare()
+        if caps.prompt_logprobs is None:
+            sys.stderr.write(f"note: per-position loss unavailable: {caps.logprobs_detail}\n")
+        if done:
+            sys.stderr.write(f"note: {out}: {done} cells already done, {len(todo)} to run\n")
+        with _Bar(len(todo)) as bar:
+            runner.run(todo, bar.update)
+        _report(out, None, None, None, as_json)
 
 
 def _or(value: int | None, default: int) -> int:
