@@ -162,7 +162,7 @@ def run_command(
     retries: RetriesOpt = 3,
     as_json: JsonOpt = False,
 ) -> None:
-    """Send every cell of the plan (skipping finished ones), then report: exit 0 pass, 1 fail, 2 could not run."""
+    """Send every cell of the plan (skipping finished ones), then report: exit 0 pass, 1 fail, 3 could not run."""
     from posenc_cli.config import load_json
     from posenc_cli.evaltemplate import load_template
     from posenc_cli.evaluation import plan as plans
@@ -267,7 +267,7 @@ def report_command(
     loss_png: LossPngOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Pass rates per length and depth, the loss curve, and each test's verdict: exit 0 pass, 1 fail, 2 not run."""
+    """Pass rates per length and depth, the loss curve, and each test's verdict: exit 0 pass, 1 fail, 3 not run."""
     _report(run, baseline, png, loss_png, as_json)
 
 
@@ -282,7 +282,9 @@ def _report(run: Path, baseline: Path | None, png: Path | None, loss_png: Path |
         print_json(summary)
     else:
         _render_summary(summary)
-    code = {PASS: ExitCode.OK, FAIL: ExitCode.CHECK_FAILED}.get(summary["result"], ExitCode.USAGE)
+    # "not run" (cells missing, no log-probabilities, no baseline, no test at all) is not bad input: nothing to fix
+    # on the command line, the run could not be judged
+    code = {PASS: ExitCode.OK, FAIL: ExitCode.CHECK_FAILED}.get(summary["result"], ExitCode.COULD_NOT_RUN)
     if code != ExitCode.OK:
         raise typer.Exit(code)
 
