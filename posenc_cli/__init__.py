@@ -23,6 +23,7 @@ _EXPORTS = {
     "alibi_slopes": "encodings",
     "alibi_bias": "encodings",
     "PosencError": "errors",
+    "CouldNotRun": "errors",
     "ExitCode": "errors",
     "parse_length": "units",
 }

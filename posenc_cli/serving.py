@@ -14,8 +14,9 @@ blocking call that a thread pool can run side by side. What the client relies on
   transformers serve ignores it. Where neither works the loss is reported as unavailable, never estimated.
 
 Failures are retried with exponential back-off (connection refused or reset, timeouts, HTTP 408/429/5xx, a body
-that is not complete JSON); a request that still fails raises :class:`ServerError`, which the CLI reports as
-"could not run" (exit 2). An HTTP 4xx other than 408/429 is the server refusing this request and is not retried.
+that is not complete JSON); a request that still fails raises :class:`ServerError`, a
+:class:`~posenc_cli.errors.CouldNotRun` the CLI reports as one ``error:`` line and exit 3. An HTTP 4xx other
+than 408/429 is the server refusing this request (:class:`Refused`) and is not retried.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from posenc_cli.errors import PosencError
+from posenc_cli.errors import CouldNotRun, PosencError
 
 #: HTTP statuses worth another try: the server is busy, restarting or timed out.
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -48,8 +49,8 @@ ENGINE_SAMPLING: dict[str, dict[str, Any]] = {
 TOKENIZE_STYLES = ("vllm", "llama-server", "llama-cpp-python")
 
 
-class ServerError(PosencError):
-    """The server could not be reached, or answered with an error after every retry."""
+class ServerError(CouldNotRun):
+    """The server could not be reached, or answered with an error after every retry (exit 3: could not run)."""
 
 
 class Refused(ServerError):

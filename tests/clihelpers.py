@@ -32,7 +32,17 @@ def assert_usage_error(result: Result, *needles: str) -> str:
 
     Returns that line.
     """
-    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
+    return assert_error_line(result, 2, *needles)
+
+
+def assert_could_not_run(result: Result, *needles: str) -> str:
+    """As :func:`assert_usage_error`, with exit 3: the input was fine, the work could not be done (a server)."""
+    return assert_error_line(result, 3, *needles)
+
+
+def assert_error_line(result: Result, code: int, *needles: str) -> str:
+    """Exit ``code``, nothing on stdout, exactly one stderr line 'error: ...' containing every needle, no traceback."""
+    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr, result.exception)
     assert result.stdout == ""
     assert "Traceback" not in result.stderr
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception

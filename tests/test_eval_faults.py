@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -18,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clihelpers import assert_usage_error, ok, run, write_json
+from clihelpers import assert_could_not_run, assert_usage_error, ok, run, write_json
 from fake_server import FakeServer, Script
 
 from posenc_cli import bytevocab
 from posenc_cli.evaltemplate import load_template
 from posenc_cli.evaluation.plan import DEFAULT_DEPTHS, Cell, from_lengths
-from posenc_cli.evaluation.run import cell_prompt
+from posenc_cli.evaluation.run import cell_prompt, read_results
 from posenc_cli.serving import Client, ServerError
 
 LENGTHS = (64, 128, 256)
@@ -115,7 +116,7 @@ def test_clean_run_records_every_cell_and_the_reach_rule(tmp_path: Path) -> None
     out = tmp_path / "run"
     with FakeServer(script) as server:
         result = run_grid(server.url, out, "--json")
-    assert result.exit_code == 2, (result.stdout, result.stderr)  # no test in a bare --lengths plan: "not run"
+    assert result.exit_code == 3, (result.stdout, result.stderr)  # no test in a bare --lengths plan: "not run"
     assert result.stderr == ""
     summary = json.loads(result.stdout)
     assert summary["result"] == "not run" and summary["tests"] == []
@@ -173,7 +174,7 @@ def test_a_run_that_dies_resumes_with_only_the_missing_cells(tmp_path: Path, cle
     out = tmp_path / "run"
     with FakeServer(Script(reach=REACH, die_after=probe_completions() + done)) as server:
         result = run_grid(server.url, out, "--pass-rate", "0", "--retries", "1")
-    assert_usage_error(result, "/v1/completions")
+    assert_could_not_run(result, "/v1/completions")
     first = lines(out)
     assert len(first) == done
     assert all(json.loads(line)["cell"] in ALL_CELLS for line in first)
@@ -239,6 +240,74 @@ def test_another_plan_in_the_same_folder_is_refused(tmp_path: Path, clean_run: P
     assert script.completions == probe_completions()  # no cell was sent
 
 
+# --- one process per run folder -----------------------------------------------------------------------------------
+
+
+def start_run(url: str, out: Path) -> subprocess.Popen[str]:
+    """`posenc eval run` in its own process (the lock is per process: in-process runs would share it)."""
+    return subprocess.Popen([sys.executable, "-m", "posenc_cli", "eval", "run", url, *GRID, "--pass-rate", "0",
+                             "--retries", "0", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_lines(out: Path, proc: subprocess.Popen[str], n: int = 1) -> None:
+    """Until ``proc`` has appended ``n`` results: past the manifest, so it holds the folder."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        path = out / "results.jsonl"
+        if path.is_file() and path.read_text(encoding="utf-8").count("\n") >= n:
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    raise AssertionError("the first run wrote no result in 60 s")
+
+
+def test_a_second_run_on_the_same_folder_is_refused_while_the_first_holds_it(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    # the holder's server answers slowly, so it is still sending cells when the second process arrives
+    probes = probe_completions()
+    fast_script = Script(reach=REACH)
+    with FakeServer(Script(reach=REACH, delay=0.25)) as slow, FakeServer(fast_script) as fast:
+        first = start_run(slow.url, out)
+        try:
+            wait_for_lines(out, first)
+            second = subprocess.run([sys.executable, "-m", "posenc_cli", "eval", "run", fast.url, *GRID,
+                                     "--pass-rate", "0", "--out", str(out)], capture_output=True, text=True,
+                                    timeout=120)
+            assert first.poll() is None  # the refusal below happened while the first still held the folder
+        finally:
+            stdout, stderr = first.communicate(timeout=120)
+    assert second.returncode == 2, (second.stdout, second.stderr)
+    assert second.stdout == "" and "Traceback" not in second.stderr
+    assert second.stderr.splitlines() == [f"error: --out {out}: process {first.pid} is using this folder; wait for "
+                                          "it to finish or give another --out folder"]
+    assert first.returncode == 0, stderr
+    assert set(records(out)) == ALL_CELLS  # every cell exactly once: the second appended nothing
+    assert fast_script.completions == probes  # and sent nothing past its probe
+
+
+def test_a_killed_run_leaves_no_lock_that_blocks_the_rerun(tmp_path: Path, clean_run: Path) -> None:
+    out = tmp_path / "run"
+    with FakeServer(Script(reach=REACH, delay=0.25)) as slow:
+        holder = start_run(slow.url, out)
+        try:
+            wait_for_lines(out, holder, 2)
+        finally:
+            holder.kill()  # SIGKILL: no handler, no cleanup, the lock file stays behind
+            holder.communicate(timeout=60)
+    assert holder.returncode == -9
+    assert (out / ".posenc.lock").read_text().strip() == str(holder.pid)
+    done = len({r["cell"] for r in read_results(out)})
+    assert 2 <= done < len(ALL_CELLS)
+    script = Script(reach=REACH)
+    with FakeServer(script) as server:
+        result = subprocess.run([sys.executable, "-m", "posenc_cli", "eval", "run", server.url, *GRID,
+                                 "--pass-rate", "0", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert f"{done} cells already done" in result.stderr
+    assert stable(out) == stable(clean_run)
+
+
 # --- faults ------------------------------------------------------------------------------------------------------
 
 
@@ -248,7 +317,7 @@ def test_connection_refused_is_one_error_line_and_fast(tmp_path: Path) -> None:
     result = run("eval", "run", f"http://127.0.0.1:{free_port()}/v1", "--lengths", "64", "--out", str(out),
                  "--retries", "1")
     assert time.perf_counter() - started < 10
-    assert_usage_error(result, "connection refused", "after 2 attempts")
+    assert_could_not_run(result, "connection refused", "after 2 attempts")
     assert not out.exists()
 
 
@@ -262,7 +331,7 @@ def test_http_500s_are_retried(tmp_path: Path, clean_run: Path) -> None:
     script = Script(reach=REACH, fail_first=2)
     with FakeServer(script) as server:
         result = run_grid(server.url, tmp_path / "short", "--pass-rate", "0", "--retries", "1")
-    assert_usage_error(result, "HTTP 500", "scripted failure", "after 2 attempts")
+    assert_could_not_run(result, "HTTP 500", "scripted failure", "after 2 attempts")
     assert script.completions == 0
 
 
@@ -279,7 +348,7 @@ def test_a_cut_body_or_a_dropped_connection_is_retried(tmp_path: Path, clean_run
     setattr(script, fault, 2)
     with FakeServer(script) as server:
         result = run_grid(server.url, tmp_path / "short", "--pass-rate", "0", "--retries", "1")
-    assert_usage_error(result, "not complete JSON" if fault == "truncate_first" else "connection dropped")
+    assert_could_not_run(result, "not complete JSON" if fault == "truncate_first" else "connection dropped")
 
 
 def test_client_timeout_after_retries() -> None:
@@ -308,20 +377,20 @@ def test_echo_rejected_means_no_loss_and_a_regression_test_not_run(tmp_path: Pat
     assert caps["prompt_logprobs"] is None
     assert caps["parameters"]["echo"].startswith("rejected")
     assert "unavailable" in human.stdout and "rejected" in human.stdout
-    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert result.exit_code == 3, (result.stdout, result.stderr)
     assert "per-position loss unavailable" in result.stderr
     found = records(tmp_path / "run")
     assert found and all(r["kind"] == "needle" for r in found.values())
 
     report = run("eval", "report", str(tmp_path / "run"), "--json")
-    assert report.exit_code == 2
+    assert report.exit_code == 3
     summary = json.loads(report.stdout)
     assert summary["loss"]["available"] is False
     verdicts = {t["kind"]: t["result"] for t in summary["tests"]}
     assert verdicts == {"niah": "pass", "regression": "not run"}
     assert summary["result"] == "not run"
     text = run("eval", "report", str(tmp_path / "run"))
-    assert text.exit_code == 2 and "per-position loss: unavailable" in text.stdout
+    assert text.exit_code == 3 and "per-position loss: unavailable" in text.stdout
     assert_usage_error(run("eval", "report", str(tmp_path / "run"), "--loss-png", str(tmp_path / "loss.png")),
                        "--loss-png", "no run has prompt log-probabilities")
     assert not (tmp_path / "loss.png").exists()
@@ -442,6 +511,17 @@ def test_report_and_compare_write_pngs(tmp_path: Path, two_runs: tuple[Path, Pat
     assert_usage_error(run("eval", "compare", str(alpha)), "two or more", "got 1")
 
 
+def test_a_png_on_stdout_is_refused_it_holds_the_summary(tmp_path: Path, two_runs: tuple[Path, Path]) -> None:
+    alpha, beta = two_runs
+    assert_usage_error(run("eval", "report", str(alpha), "--png", "-"), "--png -", "stdout")
+    assert_usage_error(run("eval", "compare", str(alpha), str(beta), "--loss-png", "-", "--json"),
+                       "--loss-png -", "stdout")
+    link = tmp_path / "null.png"
+    link.symlink_to(os.devnull)
+    result = ok(run("eval", "report", str(alpha), "--png", str(link)))  # a device is written into, not replaced
+    assert f"wrote {link}" in result.stderr and link.is_symlink() and Path(os.devnull).is_char_device()
+
+
 def test_matplotlib_loads_only_for_a_png(tmp_path: Path, two_runs: tuple[Path, Path]) -> None:
     code = (
         "import sys\n"
@@ -524,7 +604,7 @@ def test_plan_from_a_model_config_through_the_cli(tmp_path: Path) -> None:
     with FakeServer(Script()) as server:
         result = run("eval", "run", server.url, "--config", config, "--template", "passkey", "--depths", "0.5",
                      "--trials", "1", "--out", str(tmp_path / "run"), "--json")
-    assert result.exit_code == 2  # the regression test needs a baseline run: "not run"
+    assert result.exit_code == 3  # the regression test needs a baseline run: "not run"
     summary = json.loads(result.stdout)
     # YaRN ramp edge 2048/32, half the original, the original, the midpoint, the native window
     assert summary["lengths"] == [64, 1024, 2048, 4096, 8192]
@@ -561,7 +641,7 @@ def test_a_local_tokenizer_builds_the_same_prompts(tmp_path: Path, tokenizer: st
     with FakeServer(Script()) as server:
         ok_or_not_run = run("eval", "run", server.url, "--lengths", "64,128", "--depths", "0,1", "--trials", "1",
                             "--tokenizer", spec, "--out", str(tmp_path / "run"))
-    assert ok_or_not_run.exit_code == 2 and "error" not in ok_or_not_run.stderr  # no test: "not run"
+    assert ok_or_not_run.exit_code == 3 and "error" not in ok_or_not_run.stderr  # no test: "not run"
     for record in records(tmp_path / "run").values():
         assert record["length_ok"] is True and record["served_tokens"] == record["tokens"]
         assert record["tokens"] == record["length"] - generated(record)
@@ -637,7 +717,7 @@ def test_credentials_in_the_url_are_refused() -> None:
 def test_a_body_that_is_not_utf8_is_one_error_line(tmp_path: Path) -> None:
     with FakeServer(Script(bad_utf8=True)) as server:
         result = run("eval", "probe", server.url, "--retries", "0")
-    assert_usage_error(result, "not complete JSON")
+    assert_could_not_run(result, "not complete JSON")
 
 
 def test_resuming_against_another_served_context_is_refused(tmp_path: Path) -> None:

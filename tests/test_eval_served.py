@@ -30,7 +30,7 @@ def posenc(*args: str) -> subprocess.CompletedProcess[str]:
 
 def run_grid(url: str, out: Path, lengths: str) -> dict[str, Any]:
     proc = posenc("eval", "run", url, "--lengths", lengths, *DEPTHS, "--out", str(out), "--json")
-    assert proc.returncode == 2, proc.stderr  # no --pass-rate: the run has no test to pass ("not run")
+    assert proc.returncode == 3, proc.stderr  # no --pass-rate: the run has no test to pass ("not run")
     summary: dict[str, Any] = json.loads(proc.stdout)
     return summary
 

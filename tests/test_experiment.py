@@ -87,7 +87,8 @@ def test_lm_quick_learns_and_beats_the_unigram_baseline(lm_run: tuple[dict[str, 
 
 def test_lm_out_writes_results_chart_and_command(lm_run: tuple[dict[str, Any], Path]) -> None:
     results, out = lm_run
-    assert sorted(p.name for p in out.iterdir()) == ["chart.png", "command.txt", "results.json"]
+    # .posenc.lock stays (holding the last run's pid): see posenc_cli.folderlock for why it is never removed
+    assert sorted(p.name for p in out.iterdir()) == [".posenc.lock", "chart.png", "command.txt", "results.json"]
     assert json.loads((out / "results.json").read_text(encoding="utf-8")) == results
     assert (out / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     lines = (out / "command.txt").read_text(encoding="utf-8").splitlines()
@@ -196,6 +197,19 @@ BLOCK_TORCH = textwrap.dedent("""
     from posenc_cli.cli import main
     main()
 """)
+
+
+@pytest.mark.parametrize("argv", [["lm", "--quick", "--methods", "rope"], ["copy", "--quick"], ["passkey", "--quick"]],
+                         ids=["lm", "copy", "passkey"])
+def test_a_folder_another_process_holds_is_refused_before_training(tmp_path: Path, argv: list[str]) -> None:
+    """flock locks are per open file: this test's own hold() conflicts with the command's as another process's."""
+    from posenc_cli.folderlock import hold
+
+    out = tmp_path / "out"
+    with hold(out):
+        result = run("experiment", *argv, "--out", str(out))
+    assert_usage_error(result, f"--out {out}", "is using this folder")
+    assert [p.name for p in out.iterdir()] == [".posenc.lock"]  # nothing trained, nothing written
 
 
 @pytest.mark.parametrize("extra", ["", "sys.modules['torch'] = None"], ids=["finder", "sys.modules"])

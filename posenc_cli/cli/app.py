@@ -3,16 +3,19 @@
 No math lives in the CLI: commands parse, call the core, render.
 
 Results go to stdout (JSON through ``json.dumps``, tables through a stdout console); messages go to
-stderr. Every user mistake ends as one ``error: ...`` line and exit code 2 (see :class:`PosencGroup`).
+stderr. Every user mistake ends as one ``error: ...`` line and exit code 2, work that could not be done (a server
+unreachable) as one line and exit code 3, and a reader closing stdout early as a quiet exit 0 (see
+:class:`PosencGroup`; every code is in :mod:`posenc_cli.errors`).
 numpy, matplotlib and the core modules are imported inside the commands that need them.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 import typer.main
@@ -21,7 +24,7 @@ from typer.core import TyperGroup
 
 from posenc_cli import __version__
 from posenc_cli.cli.output import console, note, print_json
-from posenc_cli.errors import ExitCode, PosencError
+from posenc_cli.errors import CouldNotRun, ExitCode, PosencError
 
 __all__ = ["app", "main", "console", "note", "print_json"]
 
@@ -44,7 +47,8 @@ LAZY_GROUPS = {name: spec for name, spec in COMMANDS.items() if spec[1].endswith
 
 
 class PosencGroup(TyperGroup):
-    """Runs a command and turns any usage error or :class:`PosencError` into one ``error:`` line.
+    """Runs a command and turns any usage error or :class:`PosencError` into one ``error:`` line (exit 2;
+    :class:`CouldNotRun`, exit 3), and a closed stdout into a quiet exit 0.
 
     Commands are attached on first use (:data:`COMMANDS`), so a run imports only the module of its command.
     """
@@ -65,6 +69,20 @@ class PosencGroup(TyperGroup):
             self.add_command(command, cmd_name)
         return super().get_command(ctx, cmd_name)
 
+    # a closed stdout is caught in both phases of click's main (parsing runs eager callbacks such as --version),
+    # before click's own handler, which would turn it into exit 1: that reads as a failed check
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except BrokenPipeError:
+            _stdout_closed()
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _stdout_closed()
+
     def main(
         self,
         args: Sequence[str] | None = None,
@@ -76,8 +94,13 @@ class PosencGroup(TyperGroup):
     ) -> Any:
         try:
             rv = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+            sys.stdout.flush()  # output still buffered meets a closed pipe here, not at interpreter exit
+        except BrokenPipeError:
+            _stdout_closed()
         except ClickException as exc:
             _fail(exc.format_message(), exc.exit_code)
+        except CouldNotRun as exc:
+            _fail(str(exc), ExitCode.COULD_NOT_RUN)
         except PosencError as exc:
             _fail(str(exc), ExitCode.USAGE)
         except typer.Abort:
@@ -86,6 +109,21 @@ class PosencGroup(TyperGroup):
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def _stdout_closed() -> NoReturn:
+    """The reader of stdout went away (``posenc verify | head -1``): exit quietly with ExitCode.OK.
+
+    Python's recipe (the signal module's note on SIGPIPE): point stdout at devnull, so the flush at interpreter exit
+    cannot raise again, and exit. OK rather than 1 or 2: the reader chose to stop reading; nothing failed and the
+    input was fine (see :class:`posenc_cli.errors.ExitCode`).
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real descriptor behind sys.stdout (an embedding, a test runner)
+        pass
+    sys.exit(ExitCode.OK)
 
 
 def _fail(message: str, code: int) -> None:

@@ -21,7 +21,7 @@ def convert(
 ) -> None:
     """Rewrite the rope keys between transformers 4 and 5, keeping every other key in its place."""
     from posenc_cli.cli.output import note
-    from posenc_cli.config import atomic_write_text
+    from posenc_cli.config import write_output_text
     from posenc_cli.convert import convert as rewrite
     from posenc_cli.sources import read_source
 
@@ -38,5 +38,5 @@ def convert(
     if dest is None:
         sys.stdout.write(text)
         return
-    atomic_write_text(dest, text)
-    note(f"wrote {dest}")
+    shown = write_output_text(dest, text)
+    note(f"wrote {shown}")

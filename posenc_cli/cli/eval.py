@@ -162,12 +162,13 @@ def run_command(
     retries: RetriesOpt = 3,
     as_json: JsonOpt = False,
 ) -> None:
-    """Send every cell of the plan (skipping finished ones), then report: exit 0 pass, 1 fail, 2 could not run."""
+    """Send every cell of the plan (skipping finished ones), then report: exit 0 pass, 1 fail, 3 could not run."""
     from posenc_cli.config import load_json
     from posenc_cli.evaltemplate import load_template
     from posenc_cli.evaluation import plan as plans
     from posenc_cli.evaluation.probe import probe
     from posenc_cli.evaluation.run import Runner
+    from posenc_cli.folderlock import hold
     from posenc_cli.units import parse_length
 
     sources = [name for name, given in (("--plan", plan_file), ("--config", config), ("--lengths", lengths))
@@ -201,14 +202,17 @@ def run_command(
     count = _counter(client, caps, tokenizer)
     runner = Runner(client, caps, plan, out, count, concurrency=concurrency, label=label,
                     counter=f"local:{tokenizer}" if tokenizer else f"server:{caps.tokenize}")
-    todo, done = runner.prepare()
-    if caps.prompt_logprobs is None:
-        sys.stderr.write(f"note: per-position loss unavailable: {caps.logprobs_detail}\n")
-    if done:
-        sys.stderr.write(f"note: {out}: {done} cells already done, {len(todo)} to run\n")
-    with _Bar(len(todo)) as bar:
-        runner.run(todo, bar.update)
-    _report(out, None, None, None, as_json)
+    # held from reading the manifest to the report: a second run on the folder would send and append every cell
+    # again; the kernel drops the lock when this process dies, so a killed run never blocks its rerun
+    with hold(out):
+        todo, done = runner.prepare()
+        if caps.prompt_logprobs is None:
+            sys.stderr.write(f"note: per-position loss unavailable: {caps.logprobs_detail}\n")
+        if done:
+            sys.stderr.write(f"note: {out}: {done} cells already done, {len(todo)} to run\n")
+        with _Bar(len(todo)) as bar:
+            runner.run(todo, bar.update)
+        _report(out, None, None, None, as_json)
 
 
 def _or(value: int | None, default: int) -> int:
@@ -263,7 +267,7 @@ def report_command(
     loss_png: LossPngOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Pass rates per length and depth, the loss curve, and each test's verdict: exit 0 pass, 1 fail, 2 not run."""
+    """Pass rates per length and depth, the loss curve, and each test's verdict: exit 0 pass, 1 fail, 3 not run."""
     _report(run, baseline, png, loss_png, as_json)
 
 
@@ -278,7 +282,9 @@ def _report(run: Path, baseline: Path | None, png: Path | None, loss_png: Path |
         print_json(summary)
     else:
         _render_summary(summary)
-    code = {PASS: ExitCode.OK, FAIL: ExitCode.CHECK_FAILED}.get(summary["result"], ExitCode.USAGE)
+    # "not run" (cells missing, no log-probabilities, no baseline, no test at all) is not bad input: nothing to fix
+    # on the command line, the run could not be judged
+    code = {PASS: ExitCode.OK, FAIL: ExitCode.CHECK_FAILED}.get(summary["result"], ExitCode.COULD_NOT_RUN)
     if code != ExitCode.OK:
         raise typer.Exit(code)
 
@@ -286,13 +292,18 @@ def _report(run: Path, baseline: Path | None, png: Path | None, loss_png: Path |
 def _figures(summaries: list[dict[str, Any]], png: Path | None, loss_png: Path | None) -> None:
     if png is None and loss_png is None:
         return
-    from posenc_cli.config import atomic_write_bytes
+    from posenc_cli.config import output_kind, write_output
+
+    for name, path in (("--png", png), ("--loss-png", loss_png)):
+        if path is not None and output_kind(path) == "stdout":
+            # the summary (table or JSON) is the command's stdout: a PNG there would corrupt both
+            raise PosencError(f"{name} {path}: the report prints its summary on stdout; write the PNG to a file")
     from posenc_cli.plots import LossCurve, PassGrid, figure_bytes, loss_figure, pass_rate_figure
 
     if png is not None:
         grids = [PassGrid(s["label"] or s["run"], s["lengths"], s["depths"], s["pass_rate"]) for s in summaries]
-        atomic_write_bytes(png, figure_bytes(pass_rate_figure(grids), "png"))
-        sys.stderr.write(f"wrote {png}\n")
+        shown = write_output(png, figure_bytes(pass_rate_figure(grids), "png"))
+        sys.stderr.write(f"wrote {shown}\n")
     if loss_png is not None:
         curves = [LossCurve(s["label"] or s["run"], [b["from"] for b in s["loss"]["curve"]],
                             [b["to"] for b in s["loss"]["curve"]], [b["loss"] for b in s["loss"]["curve"]])
@@ -302,8 +313,8 @@ def _figures(summaries: list[dict[str, Any]], png: Path | None, loss_png: Path |
         # the plan's own lengths: where the regression is judged and where the needle test deploys
         names = {"regression": "regression check", "niah": "needle test"}
         marks = sorted({(t["length"], names[t["kind"]]) for s in summaries for t in s["tests"]})
-        atomic_write_bytes(loss_png, figure_bytes(loss_figure(curves, marks=marks), "png"))
-        sys.stderr.write(f"wrote {loss_png}\n")
+        shown = write_output(loss_png, figure_bytes(loss_figure(curves, marks=marks), "png"))
+        sys.stderr.write(f"wrote {shown}\n")
 
 
 def _render_summary(summary: dict[str, Any]) -> None:

@@ -114,14 +114,15 @@ def passkey(
     from posenc_cli.experiment.passkey import settings_for
 
     settings = settings_for(steps=steps, seed=seed, quick=quick)
-    _prepare_out(out)
     from posenc_cli.experiment.passkey import run, stderr_progress
+    from posenc_cli.folderlock import hold
 
     command = ["posenc", "experiment", "passkey", "--out", str(out)]
     if steps is not None:
         command += ["--steps", str(steps)]
     command += ["--seed", str(seed)] + (["--quick"] if quick else []) + (["--json"] if as_json else [])
-    result = run(settings, out, command, stderr_progress(every=10 if quick else 100))
+    with hold(out):  # creates the folder; two trainings into one folder would interleave their files
+        result = run(settings, out, command, stderr_progress(every=10 if quick else 100))
     sys.stderr.write(f"wrote {out / 'passkey.gguf'}, {out / 'hf'} and {out / 'train.json'} "
                      f"({result['wall_seconds']:.0f} s)\n")
     if as_json:
@@ -149,13 +150,16 @@ def _experiment(task: str, *, methods: str | None, train_len: str | None, eval_l
     from posenc_cli.experiment.run import check_device, run
 
     check_device(settings.device)
-    if out is not None:
-        _prepare_out(out)
+    import contextlib
 
-    with _ProgressReporter() as reporter:
-        results = run(settings, reporter)
-    if out is not None:
-        _write_out(out, settings, results)
+    from posenc_cli.folderlock import hold
+
+    # held from before training to the last file written: a second run into the folder would mix its files in
+    with hold(out) if out is not None else contextlib.nullcontext():
+        with _ProgressReporter() as reporter:
+            results = run(settings, reporter)
+        if out is not None:
+            _write_out(out, settings, results)
     for line in results["notes"]:
         sys.stderr.write(f"note: {line}\n")
     if as_json:
@@ -178,15 +182,6 @@ def _require_torch() -> None:
         import torch  # noqa: F401, TID253 - only this command loads it
     except ImportError as exc:
         raise PosencError(f"{INSTALL_HINT} (importing it failed: {exc})") from None
-
-
-def _prepare_out(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise PosencError(f"--out {out}: exists and is not a folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise PosencError(f"--out {out}: cannot create it ({exc.strerror or exc})") from None
 
 
 def _write_out(out: Path, settings: Settings, results: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@ messages on stderr. rich loads on first use."""
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 from typing import TYPE_CHECKING, Any
@@ -15,10 +16,16 @@ def console(stderr: bool = False) -> Console:
     """A rich console bound to stdout (results) or stderr (messages); rich is loaded on first use."""
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich would exit 1 itself (a "failed check"); the CLI's one handler decides (a quiet exit 0)
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, "the reader closed the pipe")
+
     stream = sys.stderr if stderr else sys.stdout
     # piped output has no terminal width; 120 columns keeps the tables readable in logs and READMEs
     width = None if stream.isatty() else 120
-    return Console(file=stream, highlight=False, width=width)
+    return _Console(file=stream, highlight=False, width=width)
 
 
 def print_json(obj: Any) -> None:

@@ -2,8 +2,9 @@
 
 Only typer and the stdlib load at import time (``import posenc_cli.cli`` must stay free of numpy and matplotlib).
 Each command validates every option first (one ``error:`` line, exit 2, nothing written), then computes the data
-with :mod:`posenc_cli.plots`, builds the figure, renders it to bytes and writes the file atomically. The path
-written goes to stderr; stdout stays empty unless ``--json`` (path and plotted parameters) or ``--terminal``.
+with :mod:`posenc_cli.plots`, builds the figure, renders it to bytes and writes it (a file atomically; ``-o -``, a FIFO
+or a device directly). The path written goes to stderr; stdout stays empty unless ``--json`` (path and plotted
+parameters), ``--terminal`` or ``-o -``.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ MAX_ALIBI_SEQ = 512
 MAX_DISTANCE = 1 << 20
 
 OutputOpt = Annotated[str | None, typer.Option(
-    "--output", "-o", help="File to write; .png, .svg or .pdf picks the format. Default: a descriptive .png name "
-    "in the current folder.")]
+    "--output", "-o", help="File to write; .png, .svg or .pdf picks the format (- writes a PNG to stdout). "
+    "Default: a descriptive .png name in the current folder.")]
 DpiOpt = Annotated[int, typer.Option(help="Dots per inch; also the pixel grid large heatmaps are averaged to.")]
 TitleOpt = Annotated[str | None, typer.Option(help="Replace the figure title.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the path written and the plotted parameters as JSON.")]
@@ -120,20 +121,28 @@ def _target(output: str | None, default_name: str, dpi: int, terminal: bool, as_
         if width is not None:
             _positive(width, "--width", 10_000)
         return Target(None, "terminal", dpi, True, False)
+    from posenc_cli.config import output_kind
+
     path = Path(output if output is not None else default_name)
+    kind = output_kind(output if output is not None else default_name)
     suffix = path.suffix.lower()
+    if kind != "file" and suffix not in SUFFIXES:
+        suffix = ".png"  # stdout, a FIFO or a device has no suffix to go by: PNG, as the default name is
+    if kind == "stdout" and as_json:
+        raise PosencError(f"-o {output} writes to stdout, as --json does; give one of them")
     if suffix not in SUFFIXES:
         shown = f"suffix {path.suffix!r}" if path.suffix else "no suffix"
         raise PosencError(f"cannot tell the format of {path}: {shown}; use .png, .svg or .pdf")
-    folder = path.parent
-    if not folder.is_dir():
-        raise PosencError(f"cannot write {path}: folder {folder} does not exist")
-    if path.is_dir():
-        raise PosencError(f"cannot write {path}: it is a directory")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise PosencError(f"cannot write {path}: the file is read-only")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise PosencError(f"cannot write {path}: folder {folder} is not writable")
+    if kind == "file":
+        folder = path.parent
+        if not folder.is_dir():
+            raise PosencError(f"cannot write {path}: folder {folder} does not exist")
+        if path.exists() and not os.access(path, os.W_OK):
+            raise PosencError(f"cannot write {path}: the file is read-only")
+        if not os.access(Path(os.path.realpath(path)).parent, os.W_OK | os.X_OK):
+            raise PosencError(f"cannot write {path}: folder {folder} is not writable")
+    elif kind == "stream" and not os.access(path, os.W_OK):
+        raise PosencError(f"cannot write {path}: not writable")
     return Target(path, SUFFIXES[suffix], dpi, False, as_json)
 
 
@@ -150,20 +159,21 @@ def _terminal_size(width: int | None) -> tuple[int, int]:
 
 
 def _emit(target: Target, fig: Any, kind: str, params: dict[str, Any]) -> None:
-    """Render to bytes, write atomically, report the path (stderr) or the JSON (stdout)."""
+    """Render to bytes, write them (:func:`posenc_cli.config.write_output`), report the path (stderr) or the JSON
+    (stdout)."""
     from posenc_cli.cli.output import note, print_json
-    from posenc_cli.config import atomic_write_bytes
+    from posenc_cli.config import write_output
     from posenc_cli.plots import figure_bytes
 
     assert target.path is not None
     data = figure_bytes(fig, target.fmt)
-    atomic_write_bytes(target.path, data)
+    shown = write_output(target.path, data)
     if target.as_json:
         title = fig.get_suptitle() or fig.axes[0].get_title()  # the title drawn, default or --title
         print_json({"path": str(target.path), "kind": kind, "format": target.fmt, "dpi": target.dpi,
                     "bytes": len(data), "title": title, **params})
     else:
-        note(f"wrote {target.path}")
+        note(f"wrote {shown}")
 
 
 def _print_terminal(renderable: Any, columns: int) -> None:

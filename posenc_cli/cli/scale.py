@@ -66,6 +66,9 @@ def scale(
         if (output or in_place) and src.kind not in ("file", "stdin", "folder"):
             raise PosencError(f"--output and --in-place patch a local config.json; {src.label} is a {src.kind} "
                               "(print the scaling without them, or download config.json first)")
+        if in_place and src.kind == "stdin":
+            raise PosencError("--in-place rewrites a config file; --config - is stdin (use -o - to print the "
+                              "patched config)")
         if in_place and src.kind == "folder" and src.path:
             config = src.path
         source = src.config
@@ -109,12 +112,12 @@ def scale(
     if explain:
         _explain(req)
     if writing:
-        from posenc_cli.config import atomic_write_text
+        from posenc_cli.config import write_output_text
 
         assert config is not None
         dest = config if in_place else str(output)
-        atomic_write_text(dest, json.dumps(patched, indent=2) + "\n")
-        note(f"wrote {dest}")
+        shown = write_output_text(dest, json.dumps(patched, indent=2) + "\n")
+        note(f"wrote {shown}")
         return
     for line in caveats:
         note(f"caveat: {line}")

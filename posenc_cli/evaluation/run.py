@@ -11,6 +11,9 @@ request, which generates one), so a server whose window is exactly the plan's lo
 Each prompt is built to its exact token length with the counter (server tokenize or a local
 tokenizer) and the line records both that count and the server's ``usage.prompt_tokens``: a cell whose lengths
 disagree is kept, flagged, and left out of the pass rates by the report.
+
+A :class:`Runner` does not lock its folder: ``posenc eval run`` holds :func:`posenc_cli.folderlock.hold` around
+``prepare`` and ``run``, so two processes never send and append the same cells.
 """
 
 from __future__ import annotations
