@@ -39,10 +39,15 @@ _PHI3_REMAP = {"yarn", "su"}
 
 @dataclass(frozen=True)
 class Problem:
+    """One finding. ``severity`` "error": some reader computes other positions than the file means (lint exits 1);
+    "warning": the file is read right, but an engine served without the flags posenc prints admits more context
+    than the model was extended to (reported, exit 0)."""
+
     code: str
     problem: str
     why: str
     fix: str
+    severity: str = "error"
 
     def as_dict(self) -> dict[str, str]:
         return asdict(self)
@@ -148,14 +153,17 @@ def _dict_problems(loc: str, key: str, rp: Mapping[str, Any], text: Mapping[str,
             "keep it only if the weights were trained this way (Llama 4); otherwise set high_freq_factor above "
             "low_freq_factor (Llama 3.1: 1 and 4)"))
     if isinstance(factor, (int, float)) and isinstance(window, int) and factor > 1:
-        if rope_type in ("linear", "dynamic"):
+        # dynamic's max_position_embeddings is the trained length by definition (transformers grows the base past
+        # it), so vLLM's window x factor is the length the factor was set for: nothing to warn about
+        if rope_type == "linear":
             out.append(Problem(
                 "engine-double-scaling",
-                f"{loc}: {rope_type} factor {factor:g} with max_position_embeddings {window:,}",
-                f"vLLM multiplies max_position_embeddings by the factor for {rope_type} and accepts up to "
-                f"{int(window * factor):,} tokens; if {window:,} is already the extended window, that is {factor:g}x "
-                "beyond it",
-                f"serve with --max-model-len {window} (or set max_position_embeddings to the trained length)"))
+                f"{loc}: linear factor {factor:g} with max_position_embeddings {window:,}",
+                "vLLM and SGLang multiply max_position_embeddings by a linear factor and accept up to "
+                f"{int(window * factor):,} tokens; transformers reads {window:,} as the window (Gemma 3 ships this "
+                f"way), so requests past it run {factor:g}x beyond what the model was extended to",
+                f"serve with --max-model-len {window} (posenc scale --format vllm/sglang and posenc check pass it)",
+                severity="warning"))
         # llama3's factor divides low frequencies; it is not a window ratio (Llama 3.1: 8192 x 8 serves 131072)
         elif rope_type in ("yarn", "longrope") and isinstance(original, int) and int(original * factor) != window:
             out.append(Problem(

@@ -90,7 +90,7 @@ def test_per_layer_models_are_reported_as_not_modelled_for_llama_cpp() -> None:
     code, r = check(str(CORPUS / "gemma-3-4b-it.json"), "--engines", "hf,vllm,llama.cpp")
     assert [e["engine"] for e in r["engines"]] == ["vllm", "llama.cpp"]
     # not compared is never a pass: the exit code and the summary count it
-    assert engine(r, "llama.cpp")["verdict"] == "not modelled" and code == 1
+    assert engine(r, "llama.cpp")["verdict"] == "not modelled" and code == 3
     assert r["verdicts"]["not modelled"] == ["llama.cpp"] and "not modelled: llama.cpp" in r["summary"]
 
 

@@ -105,3 +105,23 @@ def test_oldest_reader_takes_the_newest_requirement() -> None:
     assert oldest_reader(json.loads((CORPUS / "gemma-4-26b-a4b.json").read_text()))[0] == "5.5.0"
     v5 = {**LLAMA, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}}
     assert oldest_reader(v5) == ("5.0.0", "the rope_parameters key")
+
+
+def test_dynamic_at_its_trained_window_is_not_double_scaling(tmp_path: Path) -> None:
+    """transformers' dynamic NTK reads max_position_embeddings as the trained length; vLLM's window x factor is
+    the length the factor was set for, so the file posenc scale writes is clean (its old fix discarded the
+    extension)."""
+    written = write_json(tmp_path, {**LLAMA, "max_position_embeddings": 8192})
+    dest = tmp_path / "dynamic.json"
+    ok(run("scale", "dynamic", "--config", written, "--target", "32k", "-o", str(dest)))
+    result = ok(run("inspect", str(dest), "--lint"))
+    assert "lint: no problems found" in result.stdout
+
+
+def test_linear_double_scaling_is_a_warning_with_exit_0(tmp_path: Path) -> None:
+    cfg = {**LLAMA, "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
+    result = run("inspect", write_json(tmp_path, cfg), "--lint")
+    assert result.exit_code == 0, result.stdout
+    assert "lint: 1 warning" in result.stdout and "- engine-double-scaling (warning):" in result.stdout
+    as_json = json.loads(run("inspect", write_json(tmp_path, cfg), "--lint", "--json").stdout)
+    assert [(p["code"], p["severity"]) for p in as_json["lint"]] == [("engine-double-scaling", "warning")]

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from posenc_cli.cli.inspect import RevisionOpt, SourceArg
-from posenc_cli.errors import ExitCode, PosencError
+from posenc_cli.errors import PosencError
 
 
 def check(
@@ -23,8 +23,9 @@ def check(
 ) -> None:
     """Compare each engine's RoPE with transformers', per layer group.
 
-    Exit 0 only when every engine asked for computes what transformers computes; 1 when one differs, will not
-    start, or was not compared (not modelled: leave it out with --engines). A model without RoPE is exit 0.
+    Exit 0 only when every engine asked for computes what transformers computes; 1 when one differs or will not
+    start; else 3 when one was not compared (not modelled: leave it out with --engines). A model without RoPE is
+    exit 0 (nothing can differ).
     """
     from posenc_cli.cli.output import print_json
     from posenc_cli.engines.check import check as run_check
@@ -51,7 +52,7 @@ def check(
         print_json(report.as_dict())
     else:
         _render(report, src.label)
-    raise typer.Exit(ExitCode.OK if report.passed else ExitCode.CHECK_FAILED)
+    raise typer.Exit(report.exit_code())
 
 
 def _diff(value: float, pair: int | None) -> str:

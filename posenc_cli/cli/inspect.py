@@ -18,7 +18,7 @@ def inspect(
     source: SourceArg,
     revision: RevisionOpt = None,
     seq_len: Annotated[str | None, typer.Option(help="Sequence length for dynamic / longrope (4k, 128k).")] = None,
-    lint: Annotated[bool, typer.Option(help="Check the config for problems engines trip on; exit 1 if any.")] = False,
+    lint: Annotated[bool, typer.Option(help="Check the config for problems engines trip on; exit 1 if any (warnings alone: 0).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Report what a model's positional encoding really does, per layer group, numbers included."""
@@ -61,7 +61,7 @@ def inspect(
         _render(result)
         if lint:
             _render_lint(problems, oldest)
-    if lint and problems:
+    if lint and any(p.get("severity", "error") == "error" for p in problems):
         raise typer.Exit(ExitCode.CHECK_FAILED)
 
 
@@ -124,10 +124,13 @@ def _render(r: dict[str, Any]) -> None:
 
 
 def _render_lint(problems: list[dict[str, str]], oldest: dict[str, str] | None) -> None:
-    out = [f"lint: {len(problems)} problem{'s' if len(problems) != 1 else ''}" if problems
-           else "lint: no problems found"]
+    errors = sum(p.get("severity", "error") == "error" for p in problems)
+    warnings = len(problems) - errors
+    counts = [f"{n} {word}{'s' if n != 1 else ''}" for n, word in ((errors, "problem"), (warnings, "warning")) if n]
+    out = [f"lint: {', '.join(counts)}" if problems else "lint: no problems found"]
     for p in problems:
-        out += [f"- {p['code']}: {p['problem']}", f"  why: {p['why']}", f"  fix: {p['fix']}"]
+        tag = " (warning)" if p.get("severity") == "warning" else ""
+        out += [f"- {p['code']}{tag}: {p['problem']}", f"  why: {p['why']}", f"  fix: {p['fix']}"]
     if oldest:
         out.append(f"oldest transformers that reads it: {oldest['version']} (for {oldest['because']})")
     sys.stdout.write("\n".join(out) + "\n")

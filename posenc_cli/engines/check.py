@@ -12,7 +12,7 @@ from typing import Any
 
 from posenc_cli.engines import llamacpp, sglang, transformers, vllm
 from posenc_cli.engines.runs import VERDICTS, EngineRun, EngineVerdict, compare
-from posenc_cli.errors import PosencError
+from posenc_cli.errors import ExitCode, PosencError
 from posenc_cli.models import ModelPositions
 
 Runner = Callable[[ModelPositions, dict[str, Any], int, "int | None"], EngineRun]
@@ -45,6 +45,16 @@ class CheckReport:
     @property
     def passed(self) -> bool:
         return all(v.verdict == "same" for v in self.verdicts)
+
+    def exit_code(self) -> ExitCode:
+        """0 all same; 1 one differs or will not start (a check ran and failed); 3 otherwise when one was not
+        compared (posenc has no model of that engine for this case: nothing was judged)."""
+        groups = self.by_verdict()
+        if groups["differs"] or groups["will not start"]:
+            return ExitCode.CHECK_FAILED
+        if groups["not modelled"]:
+            return ExitCode.COULD_NOT_RUN
+        return ExitCode.OK
 
     def by_verdict(self) -> dict[str, list[str]]:
         """Engine names per verdict, in report order (same, differs, will not start, not modelled)."""
@@ -114,7 +124,10 @@ def check(model: ModelPositions, cfg: dict[str, Any], engines: list[str], max_mo
         if name == "hf":
             continue
         run = known[name](model, cfg, max_model_len, None)
-        run.invocation = [model_name if arg == "MODEL" else arg for arg in run.invocation]
+        named = {"MODEL": model_name}
+        if model_name.endswith(".gguf"):  # llama.cpp's command names the GGUF itself
+            named["MODEL.gguf"] = model_name
+        run.invocation = [named.get(arg, arg) for arg in run.invocation]
         verdict = compare(reference, run)
         if short is not None and not run.refusal:
             # the same server, a sequence of `short` tokens: static engines keep their tables, per-batch ones switch
