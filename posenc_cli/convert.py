@@ -20,6 +20,15 @@ from posenc_cli.errors import PosencError
 from posenc_cli.models import rope_dicts, text_config
 
 VERSIONS = ("v4", "v5")
+#: Text model types that exist only in transformers 5: their rope settings have no v4 form.
+V5_ONLY = frozenset({"gemma4_text", "deepseek_v4"})
+#: Config classes whose ``head_dim`` stays None unless the file sets it (transformers 5.24: every class with
+#: rope_parameters built from its defaults; tests/test_consistency.py regenerates the set from transformers).
+HEAD_DIM_UNSET = frozenset({"hunyuan_v1_dense", "hunyuan_v1_moe", "hunyuan_vl_text", "minimax", "ministral",
+                            "mixtral"})
+#: Keys some families name their window by (GPT-2-style ``n_positions``, MPT's ``max_seq_len``); a patched window
+#: goes where the file already keeps it, so the reader and the class read the new one.
+_WINDOW_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len")
 _V4_KEYS = ("rope_scaling", "rope_theta", "partial_rotary_factor", "rope_local_base_freq")
 # keys the v5 dicts carry that v4 keeps at the top level
 _TOP = ("rope_theta", "partial_rotary_factor")
@@ -39,6 +48,12 @@ def _replace_keys(cfg: Mapping[str, Any], drop: tuple[str, ...], new: dict[str, 
     if not placed:
         out.update(new)
     return out
+
+
+def _plain_is_not_default(text: Mapping[str, Any], text_type: str, group: str) -> bool:
+    """Whether transformers would scale ``group`` of ``text`` although its rope_scaling says plain RoPE."""
+    dicts, _ = rope_dicts({**text, "model_type": text_type} if text_type else text)
+    return bool(dicts.get(group, dicts.get("", {})).get("rope_type", "default") != "default")
 
 
 def _keep_order(old: Mapping[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -66,7 +81,7 @@ def convert(cfg: Mapping[str, Any], to: str) -> dict[str, Any]:
     if not any(k in text for k in ("rope_theta", "rope_scaling", "rope_parameters", "rope_local_base_freq")):
         raise PosencError("the config sets none of rope_theta, rope_scaling, rope_parameters: nothing to convert "
                           "(GPT-NeoX's rotary_emb_base/rotary_pct read the same in both versions)")
-    if to == "v4" and text_type in ("gemma4_text", "deepseek_v4"):
+    if to == "v4" and text_type in V5_ONLY:
         raise PosencError(f"{text_type} exists only in transformers 5; its rope_parameters has no v4 form")
     dicts, nested = rope_dicts(cfg)
     new_text = _to_v5(text, dicts, nested) if to == "v5" else _to_v4(text, text_type, dicts, nested)
@@ -110,13 +125,17 @@ def _to_v4(text: Mapping[str, Any], text_type: str, dicts: dict[str, dict[str, A
 
 
 def with_rope(cfg: Mapping[str, Any], group: str, rope: dict[str, Any], max_position_embeddings: int,
-              to: str) -> dict[str, Any]:
+              to: str, head_dim: int | None = None) -> dict[str, Any]:
     """``cfg`` with the rope dict of ``group`` (``""`` for a model with one) replaced by ``rope`` (a transformers 5
     dict, ``rope_theta`` inside) and the window set, written in transformers ``to`` form (``v4`` or ``v5``).
 
     Every other group keeps its dict and every other key its value and place; the text model stays where it was
     (``text_config``). GPT-NeoX reads theta only as ``rotary_emb_base``, and a top-level
     ``original_max_position_embeddings`` (Phi-3) wins over the dict's in transformers, so both follow ``rope``.
+
+    ``head_dim``: the model's head dimension, written for yarn and dynamic when the file leaves it to a class whose
+    default is None (:data:`HEAD_DIM_UNSET`): transformers 5 reads ``config.head_dim`` as is there and fails, where
+    the other rope types derive it from hidden_size / num_attention_heads.
     """
     if to not in VERSIONS:
         raise PosencError(f"--to {to!r} is not known; use v4 or v5")
@@ -128,7 +147,14 @@ def with_rope(cfg: Mapping[str, Any], group: str, rope: dict[str, Any], max_posi
                           f"{', '.join(dicts)}")
     dicts = {**dicts, key: dict(rope)}
     new_text = _to_v5(text, dicts, nested) if to == "v5" else _to_v4(text, text_type, dicts, nested)
-    new_text["max_position_embeddings"] = max_position_embeddings
+    window_key = next((k for k in _WINDOW_KEYS if k in text), "max_position_embeddings")
+    new_text[window_key] = max_position_embeddings
+    if rope.get("rope_type") == "default" and to == "v4" and _plain_is_not_default(new_text, text_type, key):
+        # a class whose default scaling is not plain (gpt-oss: yarn x32) reads rope_scaling null as its default
+        new_text["rope_scaling"] = {"rope_type": "default"}
+    if (rope.get("rope_type") in ("yarn", "dynamic") and head_dim is not None and text.get("head_dim") is None
+            and text_type in HEAD_DIM_UNSET):
+        new_text["head_dim"] = head_dim
     new_text = _keep_order(text, new_text)
     if "original_max_position_embeddings" in new_text and "original_max_position_embeddings" in rope:
         new_text["original_max_position_embeddings"] = rope["original_max_position_embeddings"]

@@ -22,7 +22,7 @@ import math
 from typing import Any
 
 from posenc_cli.errors import PosencError
-from posenc_cli.models import ModelFacts
+from posenc_cli.models import REMAPS_YARN, ModelFacts
 from posenc_cli.scaling import (
     DEFAULT_HEAD_DIM,
     DEFAULT_THETA,
@@ -88,13 +88,15 @@ def extend(
         # an explicit trained length overrides what the file says: the request is the plain one from there
         native = None
     if native is None:
+        _refuse_unreadable(method, facts, facts.params.get("rope_type", "default"), label)
         start = original_max if original_max is not None else facts.scale_from
         if start is None:
             raise PosencError(f"{label} names no max_position_embeddings: pass --original-max (e.g. 4k)")
         inherited = facts.inherited(method)
         params = {k: explicit.get(k, inherited.get(k, _DEFAULTS.get(k))) for k in TUNABLE}
         return make_request(method, factor=factor, original_max=start, target=target, theta=model_theta,
-                            head_dim=model_head, partial_rotary_factor=prf, fine_tuned=fine_tuned, **params)
+                            head_dim=model_head, partial_rotary_factor=prf, fine_tuned=fine_tuned,
+                            default_partial=facts.default_partial, **params)
     if factor is not None:
         exact = native * factor
         if target is not None and not math.isclose(target, exact, rel_tol=1e-9):
@@ -112,6 +114,8 @@ def extend(
                           "already serves; nothing to extend (serve it with a shorter --max-model-len)")
     own_type = facts.params.get("rope_type", "default")
     same_family = facts.scaled and METHODS[method] == own_type
+    if target > native:
+        _refuse_unreadable(method, facts, own_type, label)
     if target == native:
         said.append(f"note: {label} already serves {format_length(native)}; its rope settings are returned "
                     "unchanged")
@@ -120,7 +124,7 @@ def extend(
         return ScaleRequest(method=_method_of(own_type, method), original_max=facts.scale_from or native,
                             target=native, factor=float(facts.params.get("factor") or 1.0), theta=model_theta,
                             head_dim=model_head, partial_rotary_factor=prf, fine_tuned=fine_tuned, native=native,
-                            own=dict(facts.params))
+                            default_partial=facts.default_partial, own=dict(facts.params))
     jump = target / native
     inherited = facts.inherited(method)
     params = {k: explicit.get(k, inherited.get(k, _DEFAULTS.get(k))) for k in TUNABLE}
@@ -136,14 +140,26 @@ def extend(
                     f"{new_factor:g} ({format_length(native)} -> {format_length(target)})")
         return request(method, original_max=start, target=target, factor=new_factor, theta=model_theta,
                        head_dim=model_head, partial_rotary_factor=prf, fine_tuned=fine_tuned, native=native,
-                       extra=facts.extra, **params)
+                       default_partial=facts.default_partial, extra=facts.extra, **params)
     start = facts.scale_from or native
     if facts.scaled:
         said.append(f"note: {method} replaces {label}'s own {own_type} scaling (which serves "
                     f"{format_length(native)}); it scales from the original {format_length(start)}")
     return request(method, original_max=start, target=target, factor=target / start, theta=model_theta,
                    head_dim=model_head, partial_rotary_factor=prf, fine_tuned=fine_tuned, native=native,
-                   extra=facts.extra, **params)
+                   default_partial=facts.default_partial, extra=facts.extra, **params)
+
+
+def _refuse_unreadable(method: str, facts: ModelFacts, own_type: str, label: str) -> None:
+    """Refuse a request whose config the model's own class would reject or misread (tested on the corpus)."""
+    if own_type not in set(METHODS.values()):
+        raise PosencError(f"{label} uses rope_type {own_type!r}, which posenc does not write: replacing it with "
+                          f"{method} would change frequencies the model was trained with (serve its own window, or "
+                          "extend it with the tools of its authors)")
+    if facts.model_type in REMAPS_YARN and METHODS[method] not in ("default", "longrope"):
+        raise PosencError(f"{label} is a {facts.model_type} model: transformers' Phi3Config accepts only longrope "
+                          f"(it rejects {METHODS[method]}); use ntk (a larger rope_theta, no scaling dict) or longrope "
+                          "with the model's factor lists")
 
 
 def _method_of(rope_type: str, asked: str) -> str:

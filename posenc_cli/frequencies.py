@@ -276,7 +276,8 @@ def for_request(req: ScaleRequest, seq_len: int | None = None) -> Frequencies:
     """
     from posenc_cli.scaling import max_position_embeddings, rope_parameters
 
-    spec = RopeSpec(rope_parameters(req), req.head_dim, max_position_embeddings(req))
+    spec = RopeSpec(rope_parameters(req), req.head_dim, max_position_embeddings(req),
+                    default_partial=req.default_partial)
     freqs = compute(spec, req.target if seq_len is None else seq_len)
     if req.method == "ntk":
         freqs.bands = ["rebased"] * freqs.inv_freq.size

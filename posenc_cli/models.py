@@ -726,6 +726,8 @@ class ModelFacts:
     group: str = ""  # the rope group an extension changes (the scaled one, else full attention), when several
     native: int | None = None  # the window the model serves as shipped (dynamic: what its factor was set for)
     label: str = ""
+    model_type: str = ""  # the text model's type (the config class that reads the rope settings)
+    default_partial: bool = True  # the class applies partial_rotary_factor to plain RoPE (ModelPositions')
 
     def inherited(self, method: str) -> dict[str, Any]:
         """Parameters of the model's rope dict that ``method`` reads, when the model already uses that method."""
@@ -789,4 +791,5 @@ def model_facts(model: ModelPositions, label: str, group: str | None = None,
     return ModelFacts(float(params["rope_theta"]), layer.head_dim or model.head_dim,
                       float(prf) if prf is not None else None, start, params, notes,
                       model.text_source == "text_config", v5, names, layer.name if names else "",
-                      native_window(params, model.max_position_embeddings), label)
+                      native_window(params, model.max_position_embeddings), label,
+                      model.text_model_type or model.model_type or "", model.default_partial)

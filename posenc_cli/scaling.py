@@ -90,6 +90,8 @@ class ScaleRequest:
     native: int | None = None
     # the model's own rope dict when the request asks for nothing new (its native window): returned verbatim
     own: dict[str, Any] | None = field(default=None, compare=False)
+    # the model's class applies partial_rotary_factor to plain RoPE too (Llama's does not: ntk then rotates all)
+    default_partial: bool = True
 
     @property
     def unchanged(self) -> bool:
@@ -103,7 +105,9 @@ class ScaleRequest:
 
     @property
     def rotary_dim(self) -> int:
-        return int(self.head_dim * (1.0 if self.partial_rotary_factor is None else self.partial_rotary_factor))
+        if self.partial_rotary_factor is None or (METHODS[self.method] == "default" and not self.default_partial):
+            return self.head_dim
+        return int(self.head_dim * self.partial_rotary_factor)
 
 
 def _finite(value: float | None, name: str, *, minimum: float | None = None, strict: bool = False) -> None:

@@ -460,7 +460,9 @@ def test_phi3_top_level_original_is_updated(tmp_path: Path) -> None:
            "original_max_position_embeddings": 4096, "rope_theta": 10000.0, "rope_scaling": None,
            "vocab_size": 32064}
     cfg = Path(write_json(tmp_path, phi))
-    ok(run("scale", "yarn", "--config", str(cfg), "--factor", "4", "--in-place"))
+    factors = json.dumps([1.0] * 48)  # head_dim 96: 48 pairs
+    ok(run("scale", "longrope", "--config", str(cfg), "--factor", "4", "--short-factor", factors, "--long-factor",
+           factors, "--in-place"))
     patched = json.loads(cfg.read_text())
     assert patched["original_max_position_embeddings"] == 4096
     assert patched["max_position_embeddings"] == 16384

@@ -18,7 +18,8 @@ def inspect(
     source: SourceArg,
     revision: RevisionOpt = None,
     seq_len: Annotated[str | None, typer.Option(help="Sequence length for dynamic / longrope (4k, 128k).")] = None,
-    lint: Annotated[bool, typer.Option(help="Check the config for problems engines trip on; exit 1 if any (warnings alone: 0).")] = False,
+    lint: Annotated[bool, typer.Option(
+        help="Check the config for problems engines trip on; exit 1 if any (warnings alone: 0).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Report what a model's positional encoding really does, per layer group, numbers included."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from posenc_cli.convert import with_rope
+from posenc_cli.convert import V5_ONLY, with_rope
 from posenc_cli.errors import PosencError
 from posenc_cli.models import ModelFacts, text_config
 from posenc_cli.scaling import ScaleRequest, max_position_embeddings, rope_parameters
@@ -37,8 +37,9 @@ def format_hf_v5(req: ScaleRequest) -> dict[str, Any]:
 
 
 def own_format(facts: ModelFacts | None) -> str:
-    """The format a model's file writes its rope settings in (``hf-v5`` for ``rope_parameters``, else ``hf``)."""
-    return "hf-v5" if facts is not None and facts.rope_parameters else "hf"
+    """The format a model's file writes its rope settings in (``hf-v5`` for ``rope_parameters`` and for the model
+    types only transformers 5 has, else ``hf``)."""
+    return "hf-v5" if facts is not None and (facts.rope_parameters or facts.model_type in V5_ONLY) else "hf"
 
 
 def patch_config(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str = "") -> dict[str, Any]:
@@ -52,7 +53,7 @@ def patch_config(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str
     if req.unchanged:
         return dict(config)
     return with_rope(config, group, rope_parameters(req), max_position_embeddings(req),
-                     "v5" if fmt == "hf-v5" else "v4")
+                     "v5" if fmt == "hf-v5" else "v4", head_dim=req.head_dim)
 
 
 def fragment(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str = "") -> dict[str, Any]:
@@ -60,7 +61,12 @@ def fragment(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str = "
     them there): what to merge into the model's config.json by hand."""
     patched = patch_config(config, req, fmt, group)
     text, _, where = text_config(patched)
+    before = text_config(config)[0]
     keys = ("rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor", "rope_local_base_freq",
-            "rotary_emb_base", "rotary_pct", "original_max_position_embeddings", "max_position_embeddings")
+            "max_position_embeddings")
+    # keys that carry positions only in some families: shown when the request changes them
+    changed = ("rotary_emb_base", "rotary_pct", "head_dim", "original_max_position_embeddings", "n_positions",
+               "max_seq_len")
     out = {k: text[k] for k in keys if k in text}
+    out |= {k: text[k] for k in changed if k in text and (k not in before or before[k] != text[k])}
     return {"text_config": out} if where == "text_config" else out
