@@ -49,6 +49,10 @@ def parse_length(text: str | int, *, name: str = "length") -> int:
     return int(value)
 
 
+#: Largest token budget: 1e18 is a million times the biggest pre-training runs (~1e13 tokens) and fits an int64.
+MAX_TOKENS = 10**18
+
+
 def parse_tokens(text: str, *, name: str = "--budget") -> int:
     """Parse a token budget: ``0``, ``none``, ``500M``, ``2B``, ``1T``, ``1.5B`` (decimal multiples)."""
     if str(text).strip().lower() in {"none", "0"}:
@@ -63,8 +67,9 @@ def parse_tokens(text: str, *, name: str = "--budget") -> int:
     whole, _, fraction = match["num"].partition(".")
     numerator = int((whole or "0") + fraction) * _TOKEN_SUFFIX[match["suffix"]]
     denominator: int = 10 ** len(fraction)
-    if numerator > 10**18 * denominator:
-        raise PosencError(f"{name} {str(text)!r} is too large")
+    if numerator > MAX_TOKENS * denominator:
+        raise PosencError(f"{name} {str(text)!r} is too large; allowed 0 to {MAX_TOKENS:.0e} "
+                          f"({format_tokens(MAX_TOKENS)})")
     if numerator % denominator:
         raise PosencError(f"{name} {str(text)!r} is not a whole number of tokens")
     return numerator // denominator
