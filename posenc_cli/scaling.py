@@ -57,8 +57,10 @@ MAX_THETA = 1e12
 #: and at 4096 (2048 rows) `posenc scale yarn --factor 4 --original-max 4k --head-dim 4096 --explain` takes 0.9 s.
 MAX_HEAD_DIM = 4096
 #: beta_fast/beta_slow (rotations), mscale, mscale_all_dim, attention_factor, low/high_freq_factor: shipped values are
-#: below 100 (beta_fast 32); a bound keeps attention factors and their squares finite in the printed configs.
+#: below 100 (beta_fast 32) and above 0.01; the bounds keep attention factors, their squares and llama3's band
+#: wavelengths (original / low_freq_factor) finite in float32 and in the printed configs.
 MAX_PARAMETER = 1e6
+MIN_PARAMETER = 1e-6
 
 
 def ntk_theta(theta: float, factor: float, rotary_dim: int) -> float:
@@ -187,13 +189,13 @@ def validate(req: ScaleRequest) -> None:
         raise PosencError(f"the rotary dimension must be an even number of at least 4, got {d} "
                           f"(head_dim {req.head_dim} x partial_rotary_factor {req.partial_rotary_factor or 1:g})")
     for name in ("beta_fast", "beta_slow", "mscale", "mscale_all_dim"):
-        _finite(getattr(req, name), f"--{name.replace('_', '-')}", minimum=0.0, strict=True, maximum=MAX_PARAMETER)
-    _finite(req.attention_factor, "--attention-factor", minimum=0.0, strict=True, maximum=MAX_PARAMETER)
+        _finite(getattr(req, name), f"--{name.replace('_', '-')}", minimum=MIN_PARAMETER, maximum=MAX_PARAMETER)
+    _finite(req.attention_factor, "--attention-factor", minimum=MIN_PARAMETER, maximum=MAX_PARAMETER)
     if (req.beta_fast or 32) < (req.beta_slow or 1):
         raise PosencError(f"--beta-fast ({req.beta_fast or 32:g}) must not be smaller than --beta-slow "
                           f"({req.beta_slow or 1:g})")
-    _finite(req.low_freq_factor, "--low-freq-factor", minimum=0.0, strict=True, maximum=MAX_PARAMETER)
-    _finite(req.high_freq_factor, "--high-freq-factor", minimum=0.0, strict=True, maximum=MAX_PARAMETER)
+    _finite(req.low_freq_factor, "--low-freq-factor", minimum=MIN_PARAMETER, maximum=MAX_PARAMETER)
+    _finite(req.high_freq_factor, "--high-freq-factor", minimum=MIN_PARAMETER, maximum=MAX_PARAMETER)
     # equal factors (Llama 4) leave no blended band, which transformers computes fine; inverted ones are nonsense
     if req.method == "llama3" and req.low_freq_factor > req.high_freq_factor:
         raise PosencError(f"--low-freq-factor ({req.low_freq_factor:g}) must not be larger than --high-freq-factor "

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from posenc_cli.errors import PosencError
-from posenc_cli.scaling import MAX_FACTOR, MAX_PARAMETER, MAX_THETA
+from posenc_cli.scaling import MAX_FACTOR, MAX_PARAMETER, MAX_THETA, MIN_PARAMETER
 from posenc_cli.units import MAX_LENGTH, format_length
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 #: How the length options state their range (the limit lives in posenc_cli.units.MAX_LENGTH).
 LENGTHS = f"1 to {format_length(MAX_LENGTH)} (k=1024, M=1024^2)"
-_PARAM = f"greater than 0, at most {MAX_PARAMETER:g}"
+_PARAM = f"at least {MIN_PARAMETER:g}, at most {MAX_PARAMETER:g}"
 
 FactorOpt = Annotated[float | None, typer.Option(
     help=f"Scale factor S (target = original x S): 1 to {MAX_FACTOR:.0f}, and the target at most "

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 def verify(
     config: Annotated[str | None, typer.Option(
         help="Check this model's RoPE instead: a config.json (or - for stdin), a model folder, a Hub id or a GGUF "
-             "file; its theta, scaling, rotary dim and attention factor, per layer group, up to its window.")] = None,
+             "file; its theta, scaling, rotary dim and attention factor, per layer group, up to its window.",
+        show_default="none: the generic check")] = None,
     revision: Annotated[str | None, typer.Option(
         help="Hub revision for a Hub id in --config.", show_default="main")] = None,
     head_dim: Annotated[int | None, typer.Option(
