@@ -35,9 +35,11 @@ plot_app = typer.Typer(
 
 SUFFIXES = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 # Work caps. Large heatmaps are averaged to the pixel grid, so their cost grows with the grid (dpi) and the column
-# count, not with the positions: `plot sinusoidal --max-len 2048M --d-model 1M` took 30 s on one core.
+# count, not with the positions. Measured on one core at the caps, --dpi 1200: `plot sinusoidal --max-len 2048M
+# --d-model 64k` 28 s (--d-model 1M took 287 s, so d_model is capped at 64k: 4x the widest shipped, 16384);
+# `plot rope --max-len 2048M --head-dim 4096 --method yarn` 25 s; `plot alibi --heads 64 --seq-len 512` 35 s.
 MAX_DPI = 1200
-MAX_FEATURES = 1 << 20  # columns of the sinusoidal heatmap (d_model): beyond this the column sweep gets slow
+MAX_FEATURES = 1 << 16  # columns of the sinusoidal heatmap (d_model)
 MAX_ALIBI_HEADS = 64
 MAX_ALIBI_SEQ = 512
 MAX_DISTANCE = 1 << 20
