@@ -26,6 +26,7 @@ from posenc_cli.models import REMAPS_YARN, ModelFacts
 from posenc_cli.scaling import (
     DEFAULT_HEAD_DIM,
     DEFAULT_THETA,
+    MAX_FACTOR,
     METHODS,
     ScaleRequest,
     _finite,
@@ -68,7 +69,7 @@ def extend(
     if method not in METHODS:
         raise PosencError(f"method {method!r} is not known; use one of: {', '.join(METHODS)}")
     said = notes if notes is not None else []
-    _finite(factor, "--factor", minimum=1.0)
+    _finite(factor, "--factor", minimum=1.0, maximum=MAX_FACTOR)
     explicit = {k: v for k, v in given.items() if v is not None}
     if facts is None:
         params = {k: explicit.get(k, _DEFAULTS.get(k)) for k in TUNABLE}

@@ -13,7 +13,7 @@ from typing import Any
 from posenc_cli import scaling
 from posenc_cli.errors import PosencError
 from posenc_cli.rules import Rule, RulesError, RuleSet, Trace, decide, extension_factor, load_rules, render
-from posenc_cli.slopes import alibi_slope_list
+from posenc_cli.slopes import MAX_HEADS, alibi_slope_list
 from posenc_cli.units import format_length
 
 EXTRAPOLATION = ("none", "moderate", "strong")
@@ -40,13 +40,13 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
         raise PosencError(f"--extrapolation {inp.extrapolation!r} is not known; use one of: {', '.join(EXTRAPOLATION)}")
     if inp.budget < 0:
         raise PosencError(f"--budget must not be negative, got {inp.budget}")
-    for name, value in (("--head-dim", inp.head_dim), ("--heads", inp.heads)):
-        if value is not None and value < 1:
-            raise PosencError(f"{name} must be a positive integer, got {value}")
+    for name, value, limit in (("--head-dim", inp.head_dim, scaling.MAX_HEAD_DIM), ("--heads", inp.heads, MAX_HEADS)):
+        if value is not None and not 1 <= value <= limit:
+            raise PosencError(f"{name} must be a positive integer up to {limit}, got {value}")
     if inp.head_dim is not None and inp.head_dim % 2:
         raise PosencError(f"--head-dim must be even (RoPE rotates features in pairs), got {inp.head_dim}")
     if inp.theta is not None:
-        scaling._finite(inp.theta, "--theta", minimum=1.0, strict=True)
+        scaling._finite(inp.theta, "--theta", minimum=1.0, strict=True, maximum=scaling.MAX_THETA)
     facts: dict[str, Any] = {"ctx": inp.ctx, "budget": inp.budget, "extrapolation": inp.extrapolation,
                              "existing": inp.config is not None, "model_encoding": "none",
                              "model_rope_type": "none", "original_ctx": 0, "model_scaled": False,

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from posenc_cli.errors import PosencError
-from posenc_cli.units import format_length
+from posenc_cli.units import MAX_LENGTH, format_length
 
 METHODS: dict[str, str] = {
     "linear": "linear",
@@ -47,6 +47,22 @@ NO_FINETUNE_LIMIT = 8.0
 
 DEFAULT_THETA = 10000.0  # transformers' RotaryEmbeddingConfigMixin.default_theta
 DEFAULT_HEAD_DIM = 128
+
+# Input limits, checked by validate() so library callers get them too; the CLI's help text reads them from here.
+#: A factor past this cannot keep the target within MAX_LENGTH even from a 1-position original length (the target
+#: check in validate() then gives the exact bound for the original length in use).
+MAX_FACTOR = float(MAX_LENGTH)
+#: Shipped rope_theta values reach 1e7-ish (Llama 4: 5e5, Qwen3-2507: 5e6, MiniMax: 1e7); 1e12 is headroom, and keeps
+#: ntk's theta * factor ** (d / (d - 2)) and every wavelength far from float64 overflow.
+MAX_THETA = 1e12
+#: Shipped head dims are 64 to 512 (Gemma 3: 256, DeepSeek MLA: 576 split); the --explain table has one row per pair,
+#: and at 4096 (2048 rows) `posenc scale yarn --factor 4 --original-max 4k --head-dim 4096 --explain` takes 0.9 s.
+MAX_HEAD_DIM = 4096
+#: beta_fast/beta_slow (rotations), mscale, mscale_all_dim, attention_factor, low/high_freq_factor: shipped values are
+#: below 100 (beta_fast 32) and above 0.01; the bounds keep attention factors, their squares and llama3's band
+#: wavelengths (original / low_freq_factor) finite in float32 and in the printed configs.
+MAX_PARAMETER = 1e6
+MIN_PARAMETER = 1e-6
 
 
 def ntk_theta(theta: float, factor: float, rotary_dim: int) -> float:
@@ -110,14 +126,24 @@ class ScaleRequest:
         return int(self.head_dim * self.partial_rotary_factor)
 
 
-def _finite(value: float | None, name: str, *, minimum: float | None = None, strict: bool = False) -> None:
+def _bound(x: float) -> str:
+    """A limit as written in a message: 2147483648 exactly, 1e+12 short."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e10 else f"{x:g}"
+
+
+def _finite(value: float | None, name: str, *, minimum: float | None = None, strict: bool = False,
+            maximum: float | None = None) -> None:
     if value is None:
         return
+    relation = "greater than" if strict else "at least"
+    allowed = "" if minimum is None else f" {relation} {_bound(minimum)}"
+    allowed += "" if maximum is None else (" and" if minimum is not None else "") + f" at most {_bound(maximum)}"
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise PosencError(f"{name} must be a finite number, got {value!r}")
+        raise PosencError(f"{name} must be a finite number{allowed}, got {value!r}")
     if minimum is not None and (value <= minimum if strict else value < minimum):
-        relation = "greater than" if strict else "at least"
-        raise PosencError(f"{name} must be {relation} {minimum:g}, got {value:g}")
+        raise PosencError(f"{name} must be{allowed}, got {value:g}")
+    if maximum is not None and value > maximum:
+        raise PosencError(f"{name} must be{allowed}, got {value:g}")
 
 
 def make_request(
@@ -139,7 +165,7 @@ def make_request(
     if original_max is None:
         raise PosencError("the original (trained) context length is needed: pass --original-max (e.g. 32k) "
                           "or --config with max_position_embeddings")
-    _finite(factor, "--factor", minimum=1.0)
+    _finite(factor, "--factor", minimum=1.0, maximum=MAX_FACTOR)  # before original_max * factor can overflow
     if factor is None and target is None:
         raise PosencError("give the scale: --factor S, or --target LENGTH (with the original length)")
     if factor is not None and target is not None and not math.isclose(target / original_max, factor, rel_tol=1e-9):
@@ -174,10 +200,14 @@ def request(method: str, *, original_max: int, target: int, factor: float, **kwa
 
 def validate(req: ScaleRequest) -> None:
     """Strict checks on a request (see :func:`make_request`)."""
-    _finite(req.factor, "factor", minimum=1.0)
-    _finite(req.theta, "--theta", minimum=1.0, strict=True)
-    if isinstance(req.head_dim, bool) or req.head_dim < 2:
-        raise PosencError(f"--head-dim must be a positive even number, got {req.head_dim}")
+    _finite(req.factor, "factor", minimum=1.0, maximum=MAX_FACTOR)
+    if req.target > MAX_LENGTH:
+        raise PosencError(f"target length {req.target} (original {req.original_max} x factor {req.factor:g}) is too "
+                          f"long; allowed up to {MAX_LENGTH} ({format_length(MAX_LENGTH)}), so a factor of at most "
+                          f"{MAX_LENGTH / req.original_max:g} from this original length")
+    _finite(req.theta, "--theta", minimum=1.0, strict=True, maximum=MAX_THETA)
+    if isinstance(req.head_dim, bool) or not 2 <= req.head_dim <= MAX_HEAD_DIM:
+        raise PosencError(f"--head-dim must be a positive even number up to {MAX_HEAD_DIM}, got {req.head_dim}")
     if req.partial_rotary_factor is not None:
         _finite(req.partial_rotary_factor, "--partial-rotary-factor", minimum=0.0, strict=True)
         if req.partial_rotary_factor > 1:
@@ -187,13 +217,13 @@ def validate(req: ScaleRequest) -> None:
         raise PosencError(f"the rotary dimension must be an even number of at least 4, got {d} "
                           f"(head_dim {req.head_dim} x partial_rotary_factor {req.partial_rotary_factor or 1:g})")
     for name in ("beta_fast", "beta_slow", "mscale", "mscale_all_dim"):
-        _finite(getattr(req, name), f"--{name.replace('_', '-')}", minimum=0.0, strict=True)
-    _finite(req.attention_factor, "--attention-factor", minimum=0.0, strict=True)
+        _finite(getattr(req, name), f"--{name.replace('_', '-')}", minimum=MIN_PARAMETER, maximum=MAX_PARAMETER)
+    _finite(req.attention_factor, "--attention-factor", minimum=MIN_PARAMETER, maximum=MAX_PARAMETER)
     if (req.beta_fast or 32) < (req.beta_slow or 1):
         raise PosencError(f"--beta-fast ({req.beta_fast or 32:g}) must not be smaller than --beta-slow "
                           f"({req.beta_slow or 1:g})")
-    _finite(req.low_freq_factor, "--low-freq-factor", minimum=0.0, strict=True)
-    _finite(req.high_freq_factor, "--high-freq-factor", minimum=0.0, strict=True)
+    _finite(req.low_freq_factor, "--low-freq-factor", minimum=MIN_PARAMETER, maximum=MAX_PARAMETER)
+    _finite(req.high_freq_factor, "--high-freq-factor", minimum=MIN_PARAMETER, maximum=MAX_PARAMETER)
     # equal factors (Llama 4) leave no blended band, which transformers computes fine; inverted ones are nonsense
     if req.method == "llama3" and req.low_freq_factor > req.high_freq_factor:
         raise PosencError(f"--low-freq-factor ({req.low_freq_factor:g}) must not be larger than --high-freq-factor "

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from posenc_cli.errors import PosencError
 
+#: Attention heads accepted wherever slopes are quoted (posenc pick --heads): shipped models have at most 128, and
+#: pick prints one slope per head, so a bound keeps the answer readable.
+MAX_HEADS = 4096
+
 
 def alibi_slope_list(n_heads: int) -> list[float]:
     """Official ALiBi slopes (Press et al. 2022, ``get_slopes``) for any head count, in head order.

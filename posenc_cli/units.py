@@ -18,7 +18,11 @@ _LENGTH_SUFFIX = {"": 1, "k": 1024, "K": 1024, "m": 1024**2, "M": 1024**2}
 _TOKEN_SUFFIX: dict[str, int] = {"": 1, "k": 10**3, "K": 10**3, "m": 10**6, "M": 10**6, "b": 10**9, "B": 10**9,
                  "t": 10**12, "T": 10**12}
 
-MAX_LENGTH = 1 << 40  # far beyond any real context window; guards float overflow such as 1e999
+#: Longest context length (positions) any option or library call accepts: 2**31 = 2048M. The longest shipped window
+#: is 10M (Llama 4 Scout), so this leaves 200x headroom, and it is the most a position index can reach in the engines
+#: posenc configures: llama.cpp's llama_pos is int32 (positions 0 .. 2**31 - 1), and vLLM/SGLang compare
+#: max_model_len with int32 limits. A longer max_position_embeddings would be a config no engine can serve.
+MAX_LENGTH = 1 << 31
 
 
 def parse_length(text: str | int, *, name: str = "length") -> int:
@@ -41,8 +45,12 @@ def parse_length(text: str | int, *, name: str = "length") -> int:
     if value < 1:
         raise PosencError(f"{name} {str(text)!r} must be at least 1")
     if value > MAX_LENGTH:
-        raise PosencError(f"{name} {str(text)!r} is too large; the limit is {MAX_LENGTH} (1T positions)")
+        raise PosencError(f"{name} {str(text)!r} is too large; allowed 1 to {MAX_LENGTH} ({format_length(MAX_LENGTH)})")
     return int(value)
+
+
+#: Largest token budget: 1e18 is a million times the biggest pre-training runs (~1e13 tokens) and fits an int64.
+MAX_TOKENS = 10**18
 
 
 def parse_tokens(text: str, *, name: str = "--budget") -> int:
@@ -59,8 +67,9 @@ def parse_tokens(text: str, *, name: str = "--budget") -> int:
     whole, _, fraction = match["num"].partition(".")
     numerator = int((whole or "0") + fraction) * _TOKEN_SUFFIX[match["suffix"]]
     denominator: int = 10 ** len(fraction)
-    if numerator > 10**18 * denominator:
-        raise PosencError(f"{name} {str(text)!r} is too large")
+    if numerator > MAX_TOKENS * denominator:
+        raise PosencError(f"{name} {str(text)!r} is too large; allowed 0 to {MAX_TOKENS:.0e} "
+                          f"({format_tokens(MAX_TOKENS)})")
     if numerator % denominator:
         raise PosencError(f"{name} {str(text)!r} is not a whole number of tokens")
     return numerator // denominator
@@ -87,6 +96,24 @@ def format_tokens(n: int) -> str:
             value = n / div
             return f"{value:g}{suffix}"
     return str(n)
+
+
+def check_int(value: int, name: str, minimum: int, maximum: int) -> int:
+    """``value`` if it is a whole number in [minimum, maximum]; else one PosencError naming it and the range."""
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise PosencError(f"{name} {value!r} is out of range; allowed {minimum:,} to {maximum:,}")
+    return value
+
+
+def check_number(value: float, name: str, minimum: float, maximum: float, *, strict: bool = True) -> float:
+    """``value`` if finite and in (minimum, maximum] (``strict``) or [minimum, maximum]; else one PosencError."""
+    low = "greater than" if strict else "at least"
+    allowed = f"a finite number {low} {minimum:g} and at most {maximum:g}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise PosencError(f"{name} {value!r} is not allowed; use {allowed}")
+    if (value <= minimum if strict else value < minimum) or value > maximum:
+        raise PosencError(f"{name} {value:g} is out of range; use {allowed}")
+    return float(value)
 
 
 def check_finite(value: float, name: str, *, positive: bool = False) -> float:

@@ -185,11 +185,21 @@ def test_bad_input_is_one_error_line(args: list[str], bad: str) -> None:
     assert_usage_error(run("verify", *args), bad)
 
 
-@pytest.mark.parametrize("args", [["--head-dim", "100000000"], ["--head-dim", "16384", "--trials", "1"]])
+# each value within its own range, but together past the core's 1 GiB workspace
+@pytest.mark.parametrize("args", [["--head-dim", "4096", "--trials", "1024"],
+                                  ["--head-dim", "2048", "--trials", "600"]])
 def test_too_big_names_gib(args: list[str]) -> None:
     result = run("verify", *args)
     assert result.exit_code == 2
     assert "GiB" in result.stderr and "--head-dim" in result.stderr
+
+
+@pytest.mark.parametrize(("args", "allowed"), [
+    (["--head-dim", "100000000"], "2 to 4,096"), (["--trials", "1025"], "1 to 1,024"),
+    (["--max-position", "129M"], "2 to 128M"), (["--seed", "-1"], "0 to"), (["--tolerance", "inf"], "at most 1"),
+])
+def test_out_of_range_names_the_range(args: list[str], allowed: str) -> None:
+    assert_usage_error(run("verify", *args), args[0], allowed)
 
 
 def test_version() -> None:

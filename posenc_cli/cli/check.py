@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from posenc_cli.cli.inspect import RevisionOpt, SourceArg
+from posenc_cli.cli.options import LENGTHS
 from posenc_cli.errors import PosencError
 
 
@@ -17,7 +18,7 @@ def check(
     engines: Annotated[str, typer.Option(help="Comma-separated: hf, vllm, sglang, llama.cpp.")] =
     "hf,vllm,sglang,llama.cpp",
     max_model_len: Annotated[str | None, typer.Option(
-        help="Serving length (4k, 128k) [default: the model's native window].")] = None,
+        help=f"Serving length (4k, 128k); {LENGTHS}.", show_default="the model's native window")] = None,
     revision: RevisionOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:

@@ -16,7 +16,8 @@ def convert(
     source: SourceArg,
     to: Annotated[str, typer.Option(help="v4 (rope_scaling + rope_theta) or v5 (rope_parameters).")],
     revision: RevisionOpt = None,
-    output: Annotated[str | None, typer.Option("--output", "-o", help="Write the result here (atomically).")] = None,
+    output: Annotated[str | None, typer.Option("--output", "-o", help="Write the result here (atomically).",
+                                               show_default="print it")] = None,
     in_place: Annotated[bool, typer.Option(help="Rewrite the config file itself (atomically).")] = False,
 ) -> None:
     """Rewrite the rope keys between transformers 4 and 5, keeping every other key in its place."""

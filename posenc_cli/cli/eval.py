@@ -13,6 +13,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from posenc_cli.errors import ExitCode, PosencError
+from posenc_cli.evaluation import MAX_EVAL_LENGTH, MAX_TRIALS, MIN_EVAL_LENGTH
+from posenc_cli.units import format_length
+
+MAX_TIMEOUT = 86_400.0  # one day per answer; beyond it socket timeouts overflow (inf) and nobody waits
+MAX_RETRIES = 20  # with the 8 s back-off cap, 20 retries already wait ~2.5 min
+MAX_CONCURRENCY = 256  # requests in flight: one thread each
+_EVAL_LENGTHS = f"{MIN_EVAL_LENGTH} to {format_length(MAX_EVAL_LENGTH)} tokens"
 
 if TYPE_CHECKING:
     from posenc_cli.evaluation.probe import Capabilities
@@ -24,25 +31,30 @@ eval_app = typer.Typer(
     "llama.cpp), and judge the results against pick's test plan.")
 
 UrlArg = Annotated[str, typer.Argument(help="The server's base URL, e.g. http://127.0.0.1:8000/v1.")]
-ModelOpt = Annotated[str | None, typer.Option("--model", help="Model id to request (default: the server's first).")]
+ModelOpt = Annotated[str | None, typer.Option("--model", help="Model id to request.",
+                                               show_default="the server's first")]
 TokenizerOpt = Annotated[str | None, typer.Option(
     "--tokenizer", help="Count tokens locally: 'bytes' (the passkey model's vocabulary), a tokenizer.json or a model "
-    "folder (default: the server's tokenize endpoint).")]
+    "folder.", show_default="the server's tokenize endpoint")]
 KeyEnvOpt = Annotated[str, typer.Option("--api-key-env", help="Environment variable holding the API key.")]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds to wait for one answer.")]
-RetriesOpt = Annotated[int, typer.Option("--retries", help="Retries per request (back-off 0.5 s, doubling, max 8 s).")]
+TimeoutOpt = Annotated[float, typer.Option(
+    "--timeout", help=f"Seconds to wait for one answer; greater than 0, at most {MAX_TIMEOUT:.0f}.")]
+RetriesOpt = Annotated[int, typer.Option(
+    "--retries", help=f"Retries per request (back-off 0.5 s, doubling, max 8 s); 0 to {MAX_RETRIES}.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
-PngOpt = Annotated[Path | None, typer.Option("--png", help="Write the depth x length pass-rate heatmap(s) here.")]
-LossPngOpt = Annotated[Path | None, typer.Option("--loss-png", help="Write the per-position loss curve(s) here.")]
+PngOpt = Annotated[Path | None, typer.Option("--png", help="Write the depth x length pass-rate heatmap(s) here.",
+                                             show_default="none")]
+LossPngOpt = Annotated[Path | None, typer.Option("--loss-png", help="Write the per-position loss curve(s) here.",
+                                                 show_default="none")]
 
 
 def _client(url: str, key_env: str, timeout: float, retries: int) -> Client:
     from posenc_cli.serving import Client, api_key_from_env
 
-    if timeout <= 0:
-        raise PosencError(f"--timeout {timeout:g}: must be positive (seconds)")
-    if not 0 <= retries <= 20:
-        raise PosencError(f"--retries {retries}: allowed 0 to 20")
+    if not 0 < timeout <= MAX_TIMEOUT:  # also refuses nan
+        raise PosencError(f"--timeout {timeout:g}: allowed greater than 0 to {MAX_TIMEOUT:.0f} seconds")
+    if not 0 <= retries <= MAX_RETRIES:
+        raise PosencError(f"--retries {retries}: allowed 0 to {MAX_RETRIES}")
     return Client(url, api_key=api_key_from_env(key_env), timeout=timeout, retries=retries)
 
 
@@ -67,8 +79,10 @@ def probe_command(
     tokenizer: TokenizerOpt = None,
     expect_ctx: Annotated[str | None, typer.Option(
         "--expect-ctx", help="Send a request using exactly this much context (the length posenc scale meant): a "
-        "prompt one token shorter plus one generated token; exit 1 if the server does not serve it.")] = None,
-    template: Annotated[str | None, typer.Option("--template", help="Template for that prompt's text.")] = None,
+        "prompt one token shorter plus one generated token; exit 1 if the server does not serve it; "
+        f"{_EVAL_LENGTHS}.", show_default="no such request")] = None,
+    template: Annotated[str | None, typer.Option("--template", help="Template for that prompt's text.",
+                                                 show_default="needle")] = None,
     api_key_env: KeyEnvOpt = "OPENAI_API_KEY",
     timeout: TimeoutOpt = 600.0,
     retries: RetriesOpt = 1,
@@ -81,6 +95,8 @@ def probe_command(
 
     client = _client(url, api_key_env, timeout, retries)
     length = parse_length(expect_ctx, name="--expect-ctx") if expect_ctx is not None else None
+    if length is not None and not MIN_EVAL_LENGTH <= length <= MAX_EVAL_LENGTH:
+        raise PosencError(f"--expect-ctx {expect_ctx}: allowed {_EVAL_LENGTHS}")
     chosen = load_template(template)
     caps = probe(client, model)
     if length is not None:
@@ -141,22 +157,30 @@ def run_command(
     out: Annotated[Path, typer.Option("--out", help="Run folder: manifest.json + results.jsonl (resumed if "
                                       "it exists).")],
     plan_file: Annotated[Path | None, typer.Option(
-        "--plan", help="A `posenc pick --json` answer (file, or - for stdin): its tests and lengths.")] = None,
+        "--plan", help="A `posenc pick --json` answer (file, or - for stdin): its tests and lengths.",
+        show_default="none")] = None,
     config: Annotated[str | None, typer.Option(
-        "--config", help="A model (config.json, folder, Hub id, GGUF): lengths where its positions change.")] = None,
-    lengths: Annotated[str | None, typer.Option("--lengths", help="Explicit lengths: 64,128,1k.")] = None,
+        "--config", help="A model (config.json, folder, Hub id, GGUF): lengths where its positions change.",
+        show_default="none")] = None,
+    lengths: Annotated[str | None, typer.Option(
+        "--lengths", help=f"Explicit lengths: 64,128,1k; each {_EVAL_LENGTHS}.", show_default="none")] = None,
     depths: Annotated[str | None, typer.Option(
-        "--depths", help="Needle depths as fractions (default 0,0.25,0.5,0.75,1).")] = None,
+        "--depths", help="Needle depths as fractions, each 0 to 1.", show_default="0,0.25,0.5,0.75,1")] = None,
     trials: Annotated[int | None, typer.Option(
-        "--trials", help="Prompts per length and depth (default 2 from a plan or model, 4 with --lengths).")] = None,
+        "--trials", help=f"Prompts per length and depth; 1 to {MAX_TRIALS}.",
+        show_default="2 from a plan or model, 4 with --lengths")] = None,
     pass_rate: Annotated[float | None, typer.Option(
-        "--pass-rate", help="With --lengths: pass rate required at the longest length.")] = None,
+        "--pass-rate", help="With --lengths: pass rate required at the longest length; 0 to 1.",
+        show_default="no needle test")] = None,
     template: Annotated[str | None, typer.Option(
-        "--template", help="passkey (the tiny model's), needle (pretrained models) or a template YAML file.")] = None,
+        "--template", help="passkey (the tiny model's), needle (pretrained models) or a template YAML file.",
+        show_default="passkey with --lengths, else needle")] = None,
     model: ModelOpt = None,
     tokenizer: TokenizerOpt = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", help="Requests in flight at once.")] = 1,
-    label: Annotated[str | None, typer.Option("--label", help="A name for this run in reports.")] = None,
+    concurrency: Annotated[int, typer.Option(
+        "--concurrency", help=f"Requests in flight at once; 1 to {MAX_CONCURRENCY}.")] = 1,
+    label: Annotated[str | None, typer.Option("--label", help="A name for this run in reports.",
+                                              show_default="the run folder")] = None,
     api_key_env: KeyEnvOpt = "OPENAI_API_KEY",
     timeout: TimeoutOpt = 600.0,
     retries: RetriesOpt = 3,
@@ -178,8 +202,8 @@ def run_command(
                           (f" (got {', '.join(sources)})" if sources else ""))
     if pass_rate is not None and lengths is None:
         raise PosencError("--pass-rate goes with --lengths; a plan or a model brings its own thresholds")
-    if not 1 <= concurrency <= 256:
-        raise PosencError(f"--concurrency {concurrency}: allowed 1 to 256")
+    if not 1 <= concurrency <= MAX_CONCURRENCY:
+        raise PosencError(f"--concurrency {concurrency}: allowed 1 to {MAX_CONCURRENCY}")
     chosen = load_template(template if template is not None else ("passkey" if lengths else "needle"))
     depth_list = tuple(_floats(depths, "--depths")) if depths is not None else plans.DEFAULT_DEPTHS
     if plan_file is not None:
@@ -262,7 +286,8 @@ class _Bar:
 def report_command(
     run: Annotated[Path, typer.Argument(help="A run folder written by `posenc eval run`.")],
     baseline: Annotated[Path | None, typer.Option(
-        "--baseline", help="The unscaled model's run, for the short-context regression test.")] = None,
+        "--baseline", help="The unscaled model's run, for the short-context regression test.",
+        show_default="none")] = None,
     png: PngOpt = None,
     loss_png: LossPngOpt = None,
     as_json: JsonOpt = False,

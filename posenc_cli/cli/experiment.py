@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from posenc_cli.errors import PosencError
+from posenc_cli.experiment.settings import MAX_LEN, MAX_SEED, MAX_STEPS
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -32,19 +33,25 @@ experiment_app = typer.Typer(
 )
 
 MethodsOpt = Annotated[str | None, typer.Option(
-    "--methods", help="Comma list of nope, sinusoidal, learned, rope, rope+linear, rope+ntk, rope+yarn, alibi "
-    "(default: all).")]
+    "--methods", help="Comma list of nope, sinusoidal, learned, rope, rope+linear, rope+ntk, rope+yarn, alibi.",
+    show_default="all")]
 TrainLenOpt = Annotated[str | None, typer.Option(
-    "--train-len", help="Training length in tokens (lm default 128, copy 64; --quick: 64 and 32).")]
+    "--train-len", help=f"Training length in tokens; 2 to {MAX_LEN} (copy: even, at least 4).",
+    show_default="lm 128, copy 32; --quick: 64 and 16")]
 EvalLensOpt = Annotated[str | None, typer.Option(
-    "--eval-lens", help="Evaluation lengths: multiples like 1x,2x,4x,8x (the default) or lengths like 128,256,1k.")]
-StepsOpt = Annotated[int | None, typer.Option("--steps", help="Training steps per model (default from the preset).")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed: same seed, same machine, same numbers.")]
+    "--eval-lens", help=f"Evaluation lengths: multiples like 1x,2x,4x or lengths like 128,256,1k; each 2 to {MAX_LEN}.",
+    show_default="1x,2x,4x,8x; --quick: 1x,2x,4x")]
+StepsOpt = Annotated[int | None, typer.Option(
+    "--steps", help=f"Training steps per model; 1 to {MAX_STEPS}.",
+    show_default="lm 400, copy 1000; --quick: 100, 150")]
+SeedOpt = Annotated[int, typer.Option(
+    "--seed", help=f"Random seed: same seed, same machine, same numbers; 0 to {MAX_SEED}.")]
 DeviceOpt = Annotated[str | None, typer.Option(
-    "--device", help="cpu or cuda (default: cuda when torch sees one, else cpu).")]
+    "--device", help="cpu or cuda.", show_default="cuda when torch sees one, else cpu")]
 QuickOpt = Annotated[bool, typer.Option("--quick", help="A small run that finishes in under a minute on a CPU.")]
 OutOpt = Annotated[Path | None, typer.Option(
-    "--out", help="Folder for results.json, chart.png and command.txt (created if missing).")]
+    "--out", help="Folder for results.json, chart.png and command.txt (created if missing).",
+    show_default="write no files")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")]
 
 
@@ -58,7 +65,7 @@ def lm(
     device: DeviceOpt = None,
     quick: QuickOpt = False,
     text: Annotated[str | None, typer.Option(
-        "--text", help="Your own corpus (bytes; default: the Python standard library's source files).")] = None,
+        "--text", help="Your own corpus (bytes).", show_default="the Python standard library's source files")] = None,
     out: OutOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -97,7 +104,7 @@ def passkey(
     out: Annotated[Path, typer.Option(
         "--out", help="Folder for passkey.gguf, hf/ (a transformers checkpoint) and train.json (created if missing).")],
     steps: Annotated[int | None, typer.Option(
-        "--steps", help="Training steps (default 2000; --quick: 30).")] = None,
+        "--steps", help=f"Training steps; 1 to {MAX_STEPS}.", show_default="2000; --quick: 30")] = None,
     seed: SeedOpt = 0,
     quick: Annotated[bool, typer.Option("--quick", help="A few dozen steps on short prompts: seconds, for tests.")]
     = False,

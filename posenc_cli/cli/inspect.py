@@ -7,17 +7,21 @@ from typing import Annotated, Any
 
 import typer
 
+from posenc_cli.cli.options import LENGTHS
 from posenc_cli.errors import ExitCode, PosencError
 
 SourceArg = Annotated[str, typer.Argument(
     help="A config.json (or - for stdin), a model folder, a Hub id (Qwen/Qwen2.5-7B-Instruct) or a GGUF file.")]
-RevisionOpt = Annotated[str | None, typer.Option(help="Hub revision (branch, tag or commit) for a Hub id.")]
+RevisionOpt = Annotated[str | None, typer.Option(help="Hub revision (branch, tag or commit) for a Hub id.",
+                                                  show_default="main")]
 
 
 def inspect(
     source: SourceArg,
     revision: RevisionOpt = None,
-    seq_len: Annotated[str | None, typer.Option(help="Sequence length for dynamic / longrope (4k, 128k).")] = None,
+    seq_len: Annotated[str | None, typer.Option(
+        help=f"Sequence length for dynamic / longrope (4k, 128k); {LENGTHS}.", show_default="the model's window")
+    ] = None,
     lint: Annotated[bool, typer.Option(
         help="Check the config for problems engines trip on; exit 1 if any (warnings alone: 0).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,

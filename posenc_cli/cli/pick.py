@@ -8,25 +8,38 @@ from typing import Annotated, Any
 
 import typer
 
+from posenc_cli.cli.options import LENGTHS, THETA_RANGE
 from posenc_cli.cli.output import note, print_json
+from posenc_cli.scaling import MAX_HEAD_DIM
+from posenc_cli.slopes import MAX_HEADS
+from posenc_cli.units import MAX_TOKENS
 
 
 def pick(
-    ctx: Annotated[str, typer.Option(help="Target context at inference: 4k, 128k, 1M, 131072 (k=1024).")],
+    ctx: Annotated[str, typer.Option(help=f"Target context at inference: 4k, 128k, 1M, 131072; {LENGTHS}.")],
     trained_ctx: Annotated[str | None, typer.Option(
-        help="Trained length [default: --ctx, or with --config the model's native window].")] = None,
+        help=f"Trained length; {LENGTHS}.", show_default="--ctx, or with --config the model's native window")
+    ] = None,
     extrapolation: Annotated[str, typer.Option(
         help="Untrained reach you accept: none (training-free jumps up to x4), moderate or strong (up to x8, "
              "with a warning).")] = "none",
     typical_ctx: Annotated[str | None, typer.Option(
-        help="The length most requests use: a training-free static scaling is sized for it.")] = None,
-    budget: Annotated[str, typer.Option(help="Fine-tuning tokens for a long-context stage: 0, 500M, 2B, 1T.")] = "0",
+        help="The length most requests use: a training-free static scaling is sized for it; 1 to --ctx.",
+        show_default="none")] = None,
+    budget: Annotated[str, typer.Option(
+        help=f"Fine-tuning tokens for a long-context stage: 0, 500M, 2B, 1T (decimal); 0 to {MAX_TOKENS:.0e}.")
+    ] = "0",
     config: Annotated[str | None, typer.Option(
-        help="An existing model (config.json, folder, Hub id or GGUF): it is extended, not replaced.")] = None,
-    head_dim: Annotated[int | None, typer.Option(help="Head dimension (default 128 or the config's).")] = None,
-    heads: Annotated[int | None, typer.Option(help="Attention heads, for ALiBi slopes (default 32).")] = None,
-    theta: Annotated[float | None, typer.Option(help="The model's rope_theta, if not in --config.")] = None,
-    rules: Annotated[str | None, typer.Option(help="A rules YAML file replacing the shipped policy.")] = None,
+        help="An existing model (config.json, folder, Hub id or GGUF): it is extended, not replaced.",
+        show_default="a new model")] = None,
+    head_dim: Annotated[int | None, typer.Option(
+        help=f"Head dimension; even, 2 to {MAX_HEAD_DIM}.", show_default="128, or the config's")] = None,
+    heads: Annotated[int | None, typer.Option(
+        help=f"Attention heads, for ALiBi slopes; 1 to {MAX_HEADS}.", show_default="32, or the config's")] = None,
+    theta: Annotated[float | None, typer.Option(
+        help=f"The model's rope_theta, if not in --config; {THETA_RANGE}.", show_default="the config's")] = None,
+    rules: Annotated[str | None, typer.Option(
+        help="A rules YAML file replacing the shipped policy.", show_default="the shipped rules")] = None,
     explain: Annotated[bool, typer.Option(help="Show every rule in order and which conditions held (stderr).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:

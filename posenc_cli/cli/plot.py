@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from posenc_cli.cli import options as opts
+from posenc_cli.cli.options import LENGTHS, THETA_RANGE
 from posenc_cli.errors import PosencError
+from posenc_cli.scaling import MAX_HEAD_DIM, MAX_THETA
+from posenc_cli.units import format_length
 
 if TYPE_CHECKING:
     from posenc_cli.scaling import ScaleRequest
@@ -32,24 +35,35 @@ plot_app = typer.Typer(
 )
 
 SUFFIXES = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+# Work caps. Large heatmaps are averaged to the pixel grid, so their cost grows with the grid (dpi) and the column
+# count, not with the positions. Measured on one core at the caps, --dpi 1200: `plot sinusoidal --max-len 2048M
+# --d-model 64k` 28 s (--d-model 1M took 287 s, so d_model is capped at 64k: 4x the widest shipped, 16384);
+# `plot rope --max-len 2048M --head-dim 4096 --method yarn` 25 s; `plot alibi --heads 64 --seq-len 512` 35 s.
 MAX_DPI = 1200
-MAX_FEATURES = 1 << 20  # columns of a heatmap (d_model, head_dim): beyond this the column sweep gets slow
+MAX_FEATURES = 1 << 16  # columns of the sinusoidal heatmap (d_model)
 MAX_ALIBI_HEADS = 64
 MAX_ALIBI_SEQ = 512
 MAX_DISTANCE = 1 << 20
+#: decay sums every pair at every distance for every base: distances x pairs x bases. 2**20 distances x 512 pairs
+#: (head_dim 1024), one base, took 27 s on one core; 2**29 is about that much work.
+MAX_DECAY_WORK = 1 << 29
+MAX_BASES = 16  # curves on one decay chart: more are not readable
+MAX_WIDTH = 10_000  # --terminal columns
 
 OutputOpt = Annotated[str | None, typer.Option(
-    "--output", "-o", help="File to write; .png, .svg or .pdf picks the format (- writes a PNG to stdout). "
-    "Default: a descriptive .png name in the current folder.")]
-DpiOpt = Annotated[int, typer.Option(help="Dots per inch; also the pixel grid large heatmaps are averaged to.")]
-TitleOpt = Annotated[str | None, typer.Option(help="Replace the figure title.")]
+    "--output", "-o", help="File to write; .png, .svg or .pdf picks the format (- writes a PNG to stdout).",
+    show_default="a descriptive .png name in the current folder")]
+DpiOpt = Annotated[int, typer.Option(
+    help=f"Dots per inch; also the pixel grid large heatmaps are averaged to; 1 to {MAX_DPI}.")]
+TitleOpt = Annotated[str | None, typer.Option(help="Replace the figure title.", show_default="one naming the inputs")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the path written and the plotted parameters as JSON.")]
 TerminalOpt = Annotated[bool, typer.Option(
     "--terminal", help="Draw into the terminal with coloured half-block cells instead of writing a file.")]
-WidthOpt = Annotated[int | None, typer.Option(help="--terminal: columns to use (default: the terminal's width).")]
+WidthOpt = Annotated[int | None, typer.Option(
+    help=f"--terminal: columns to use; 1 to {MAX_WIDTH}.", show_default="the terminal's width")]
 NoTerminalOpt = Annotated[bool, typer.Option("--terminal", hidden=True)]
-HeadDimOpt = Annotated[int, typer.Option(help="Head dimension (even).")]
-ThetaOpt = Annotated[float, typer.Option(help="rope_theta.")]
+HeadDimOpt = Annotated[int, typer.Option(help=f"Head dimension; even, 2 to {MAX_HEAD_DIM}.")]
+ThetaOpt = Annotated[float, typer.Option(help=f"rope_theta; {THETA_RANGE}.")]
 
 
 def _cmap_opt(default: str) -> Any:
@@ -69,15 +83,15 @@ def _positive(value: int, name: str, limit: int | None = None) -> int:
 
 
 def _even_dim(value: int, name: str) -> int:
-    _positive(value, name, MAX_FEATURES)
+    _positive(value, name, MAX_HEAD_DIM)
     if value % 2:
         raise PosencError(f"{name} must be even (RoPE rotates features in pairs), got {value}")
     return value
 
 
 def _base(value: float, name: str) -> float:
-    if not math.isfinite(value) or value <= 1:
-        raise PosencError(f"{name} must be a finite number greater than 1, got {value!r}")
+    if not math.isfinite(value) or not 1 < value <= MAX_THETA:
+        raise PosencError(f"{name} must be a finite number greater than 1 and at most {MAX_THETA:g}, got {value!r}")
     return float(value)
 
 
@@ -119,7 +133,7 @@ def _target(output: str | None, default_name: str, dpi: int, terminal: bool, as_
         if as_json:
             raise PosencError("--terminal and --json both print to stdout; give one of them")
         if width is not None:
-            _positive(width, "--width", 10_000)
+            _positive(width, "--width", MAX_WIDTH)
         return Target(None, "terminal", dpi, True, False)
     from posenc_cli.config import output_kind
 
@@ -194,9 +208,9 @@ def _grid_params(hm: Any) -> dict[str, Any]:
 
 @plot_app.command()
 def sinusoidal(
-    max_len: Annotated[str, typer.Option(help="Positions: 512, 4k, 128k (k=1024).")] = "512",
-    d_model: Annotated[int, typer.Option(help="Embedding dimension.")] = 128,
-    base: Annotated[float, typer.Option(help="Frequency base.")] = 10000.0,
+    max_len: Annotated[str, typer.Option(help=f"Positions: 512, 4k, 128k; {LENGTHS}.")] = "512",
+    d_model: Annotated[int, typer.Option(help=f"Embedding dimension; 1 to {MAX_FEATURES:,}.")] = 128,
+    base: Annotated[float, typer.Option(help=f"Frequency base; {THETA_RANGE}.")] = 10000.0,
     output: OutputOpt = None,
     dpi: DpiOpt = 150,
     cmap: Annotated[str, _cmap_opt("RdBu")] = "RdBu",
@@ -235,11 +249,13 @@ def sinusoidal(
 
 @plot_app.command()
 def rope(
-    max_len: Annotated[str | None, typer.Option(help="Positions (default 4096, or the target with --method).")] = None,
+    max_len: Annotated[str | None, typer.Option(
+        help=f"Positions; {LENGTHS}.", show_default="4096, or the target with --method")] = None,
     head_dim: HeadDimOpt = 128,
     theta: ThetaOpt = 10000.0,
     method: Annotated[str | None, typer.Option(
-        help="Scaling method drawn beside the original: linear, ntk, dynamic, yarn, longrope, llama3.")] = None,
+        help="Scaling method drawn beside the original: linear, ntk, dynamic, yarn, longrope, llama3.",
+        show_default="none")] = None,
     factor: opts.FactorOpt = None,
     original_max: opts.OriginalMaxOpt = None,
     target: opts.TargetOpt = None,
@@ -323,8 +339,8 @@ def _rope_title(head_dim: int, n: int, req: ScaleRequest | None) -> str:
 
 @plot_app.command()
 def alibi(
-    heads: Annotated[int, typer.Option(help="Attention heads (any count; official slopes).")] = 8,
-    seq_len: Annotated[str, typer.Option(help=f"Positions per side of each matrix (at most {MAX_ALIBI_SEQ}).")] = "32",
+    heads: Annotated[int, typer.Option(help=f"Attention heads (official slopes); 1 to {MAX_ALIBI_HEADS}.")] = 8,
+    seq_len: Annotated[str, typer.Option(help=f"Positions per side of each matrix; 1 to {MAX_ALIBI_SEQ}.")] = "32",
     output: OutputOpt = None,
     dpi: DpiOpt = 150,
     cmap: Annotated[str, _cmap_opt("viridis")] = "viridis",
@@ -427,9 +443,12 @@ def frequencies(
 
 @plot_app.command()
 def decay(
-    head_dim: Annotated[int, typer.Option(help="Head dimension d (even).")] = 128,
-    theta: Annotated[str, typer.Option(help="One or more bases, comma-separated: 10000,500000.")] = "10000",
-    max_distance: Annotated[str, typer.Option(help="Largest relative distance: 1000, 32k.")] = "1000",
+    head_dim: Annotated[int, typer.Option(help=f"Head dimension d; even, 2 to {MAX_HEAD_DIM}.")] = 128,
+    theta: Annotated[str, typer.Option(
+        help=f"1 to {MAX_BASES} bases, comma-separated: 10000,500000; each {THETA_RANGE}.")] = "10000",
+    max_distance: Annotated[str, typer.Option(
+        help=f"Largest relative distance: 1000, 32k; 1 to {format_length(MAX_DISTANCE)}, and distances x head_dim/2 "
+             f"x bases at most 2^{MAX_DECAY_WORK.bit_length() - 1}.")] = "1000",
     log_x: Annotated[bool, typer.Option(help="Logarithmic distance axis.")] = False,
     output: OutputOpt = None,
     dpi: DpiOpt = 150,
@@ -452,7 +471,14 @@ def decay(
         bases.append(_base(value, "--theta"))
     if len(set(bases)) != len(bases):
         raise PosencError(f"--theta lists a base twice: {theta}")
+    if len(bases) > MAX_BASES:
+        raise PosencError(f"--theta lists {len(bases)} bases; allowed 1 to {MAX_BASES}")
     r = _length(max_distance, "--max-distance", MAX_DISTANCE)
+    work = (r + 1) * (hd // 2) * len(bases)
+    if work > MAX_DECAY_WORK:
+        raise PosencError(f"--max-distance {max_distance} x {hd // 2} pairs x {len(bases)} bases is {work:,} terms; "
+                          f"allowed up to 2^{MAX_DECAY_WORK.bit_length() - 1} = {MAX_DECAY_WORK:,} (about 30 s): "
+                          "shorten the distance, the head dim or the list of bases")
     names = "-".join(_format_number(b) for b in bases)
     tgt = _target(output, f"posenc-decay-d{hd}-theta{names}.png", dpi, False, as_json)
     from posenc_cli import plots

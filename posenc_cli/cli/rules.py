@@ -9,7 +9,7 @@ import typer
 
 from posenc_cli.cli.output import print_json
 
-rules_app = typer.Typer(help="Check and show pick's decision rules.", no_args_is_help=True)
+rules_app = typer.Typer(help="Check and show pick's decision rules.", no_args_is_help=True, add_completion=False)
 
 
 @rules_app.command("validate")
@@ -26,7 +26,7 @@ def rules_validate(
 
 @rules_app.command("show")
 def rules_show(
-    rules: Annotated[str | None, typer.Option(help="A rules file (default: the shipped policy).")] = None,
+    rules: Annotated[str | None, typer.Option(help="A rules file.", show_default="the shipped policy")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the parsed rules as JSON.")] = False,
 ) -> None:
     """Print the rules in evaluation order, with the hard guards."""

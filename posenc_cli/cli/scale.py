@@ -11,6 +11,7 @@ import typer
 from posenc_cli.cli import options as opts
 from posenc_cli.cli.output import console, note
 from posenc_cli.errors import PosencError
+from posenc_cli.scaling import MAX_HEAD_DIM
 
 
 def scale(
@@ -18,14 +19,17 @@ def scale(
     factor: opts.FactorOpt = None,
     original_max: opts.OriginalMaxOpt = None,
     target: opts.TargetOpt = None,
-    theta: Annotated[float | None, typer.Option(help="rope_theta (default 10000 or the config's).")] = None,
-    head_dim: Annotated[int | None, typer.Option(help="Head dimension (default 128 or the config's).")] = None,
+    theta: Annotated[float | None, typer.Option(
+        help=f"rope_theta; {opts.THETA_RANGE}.", show_default="10000, or the config's")] = None,
+    head_dim: Annotated[int | None, typer.Option(
+        help=f"Head dimension; even, 4 to {MAX_HEAD_DIM}.", show_default="128, or the config's")] = None,
     partial_rotary_factor: opts.PartialRotaryFactorOpt = None,
     config: Annotated[str | None, typer.Option(
-        help="Read theta, head dim and lengths from a model: config.json, folder, Hub id or GGUF.")] = None,
+        help="Read theta, head dim and lengths from a model: config.json, folder, Hub id or GGUF.",
+        show_default="none")] = None,
     fmt: Annotated[str | None, typer.Option(
-        "--format", help="hf, hf-v5, vllm, sglang, llama.cpp or llama-cpp-python [default: with --config, the "
-        "file's own (hf-v5 for a rope_parameters file), else hf].")] = None,
+        "--format", help="hf, hf-v5, vllm, sglang, llama.cpp or llama-cpp-python.",
+        show_default="with --config, the file's own (hf-v5 for a rope_parameters file), else hf")] = None,
     beta_fast: opts.BetaFastOpt = None,
     beta_slow: opts.BetaSlowOpt = None,
     attention_factor: opts.AttentionFactorOpt = None,
@@ -38,7 +42,8 @@ def scale(
     long_factor: opts.LongFactorOpt = None,
     fine_tuned: Annotated[bool, typer.Option(help="The model is fine-tuned at this scale (no >8x warning).")] = False,
     explain: Annotated[bool, typer.Option(help="Per-pair table on stderr.")] = False,
-    output: Annotated[str | None, typer.Option("--output", "-o", help="Write the patched --config here.")] = None,
+    output: Annotated[str | None, typer.Option(
+        "--output", "-o", help="Write the patched --config here.", show_default="print it")] = None,
     in_place: Annotated[bool, typer.Option(help="Rewrite --config itself (atomically).")] = False,
     model: Annotated[str, typer.Option(
         help="Model name (or GGUF path) for the vllm, sglang and llama-cpp-python command lines.")] = "MODEL",

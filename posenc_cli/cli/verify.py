@@ -9,7 +9,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from posenc_cli.cli.options import THETA_RANGE
 from posenc_cli.errors import ExitCode, PosencError
+from posenc_cli.scaling import MAX_HEAD_DIM, MAX_THETA
+from posenc_cli.units import check_int, check_number, format_length
+
+# Work caps: the cost of a run grows with these (the core's 1 GiB workspace check also bounds trials x head_dim).
+# The dtype scan for where positions stop being distinct grows faster than linearly in --max-position: on one core
+# (2 vCPU box) float64 took 6.7 s at 128M, 20 s at 256M and 46 s at 512M; at the caps, --head-dim 4096 --max-position
+# 128M took 12.5 s and --trials 1024 --head-dim 500 --max-position 128M 13.5 s.
+MAX_POSITION = 1 << 27
+MAX_TRIALS = 1024
+MAX_SEED = 2**64 - 1  # numpy's generators take any non-negative int; 64 bits is what a seed is written down as
 
 if TYPE_CHECKING:
     from posenc_cli.verify import ModelVerifyReport, Precision, VerifyReport
@@ -18,21 +29,26 @@ if TYPE_CHECKING:
 def verify(
     config: Annotated[str | None, typer.Option(
         help="Check this model's RoPE instead: a config.json (or - for stdin), a model folder, a Hub id or a GGUF "
-             "file; its theta, scaling, rotary dim and attention factor, per layer group, up to its window.")] = None,
-    revision: Annotated[str | None, typer.Option(help="Hub revision for a Hub id in --config.")] = None,
-    head_dim: Annotated[int | None, typer.Option(help="Features per head (even) [default: 128].")] = None,
-    base: Annotated[float | None, typer.Option(help="RoPE base (theta) [default: 10000].")] = None,
-    layout: Annotated[str | None, typer.Option(help="interleaved, half or both [default: both].")] = None,
-    trials: Annotated[int, typer.Option(help="Random q,k pairs per check.")] = 16,
+             "file; its theta, scaling, rotary dim and attention factor, per layer group, up to its window.",
+        show_default="none: the generic check")] = None,
+    revision: Annotated[str | None, typer.Option(
+        help="Hub revision for a Hub id in --config.", show_default="main")] = None,
+    head_dim: Annotated[int | None, typer.Option(
+        help=f"Features per head; even, 2 to {MAX_HEAD_DIM}.", show_default="128")] = None,
+    base: Annotated[float | None, typer.Option(
+        help=f"RoPE base (theta); {THETA_RANGE}.", show_default="10000")] = None,
+    layout: Annotated[str | None, typer.Option(help="interleaved, half or both.", show_default="both")] = None,
+    trials: Annotated[int, typer.Option(help=f"Random q,k pairs per check; 1 to {MAX_TRIALS}.")] = 16,
     max_position: Annotated[str | None, typer.Option(
-        help="Largest position tried: 4096, 128k, 1M (k=1024) [default: 1M, or the model's extended context].")
-    ] = None,
+        help=f"Largest position tried: 4096, 128k, 1M (k=1024); 2 to {format_length(MAX_POSITION)}.",
+        show_default="1M, or the model's extended context")] = None,
     dtype: Annotated[str | None, typer.Option(
-        help="float64, float32, bfloat16 or float16 [default: float64, or the model's dtype, else bfloat16].")
-    ] = None,
-    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+        help="float64, float32, bfloat16 or float16.",
+        show_default="float64, or the model's dtype, else bfloat16")] = None,
+    seed: Annotated[int, typer.Option(help="Random seed; 0 to 2^64-1.")] = 0,
     tolerance: Annotated[float | None, typer.Option(
-        help="Largest relative error that passes [default: 1e-4, or the dtype's epsilon when larger].")] = None,
+        help="Largest relative error that passes; greater than 0, at most 1.",
+        show_default="1e-4, or the dtype's epsilon when larger")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """Prove RoPE's relative-distance property numerically and show where each dtype breaks it.
@@ -43,8 +59,17 @@ def verify(
     from posenc_cli.units import parse_length
 
     window = parse_length(max_position, name="--max-position") if max_position is not None else None
-    if window is not None and window < 2:
-        raise PosencError(f"--max-position must be at least 2, got {max_position}")
+    if window is not None and not 2 <= window <= MAX_POSITION:
+        raise PosencError(f"--max-position {max_position} is out of range; allowed 2 to {format_length(MAX_POSITION)}"
+                          " (longer windows take minutes to scan)")
+    check_int(trials, "--trials", 1, MAX_TRIALS)
+    check_int(seed, "--seed", 0, MAX_SEED)
+    if head_dim is not None:
+        check_int(head_dim, "--head-dim", 2, MAX_HEAD_DIM)
+    if base is not None:
+        check_number(base, "--base", 1.0, MAX_THETA)
+    if tolerance is not None:
+        check_number(tolerance, "--tolerance", 0.0, 1.0)
     report: VerifyReport | ModelVerifyReport
     if config is not None:
         given = [name for name, value in (("--head-dim", head_dim), ("--base", base), ("--layout", layout))

@@ -5,3 +5,10 @@
 :mod:`~posenc_cli.evaluation.report` (verdicts). The HTTP client is :mod:`posenc_cli.serving`; prompts come from
 :mod:`posenc_cli.evaltemplate`.
 """
+
+# Limits of a plan, here (not in plan.py, which loads yaml) so the CLI's help texts can state them cheaply.
+#: Longest prompt length: served windows reach 10M (Llama 4 Scout). Prompts are built locally and linearly: a 4M-token
+#: needle prompt took 0.75 s on one core, so at 16M one row of 5 depths x 4 trials is about a minute of local work.
+MAX_EVAL_LENGTH = 1 << 24
+MIN_EVAL_LENGTH = 8  # a template's fixed text needs a few tokens
+MAX_TRIALS = 1000

@@ -25,6 +25,7 @@ from typing import Any
 
 from posenc_cli.errors import PosencError
 from posenc_cli.evaltemplate import Template
+from posenc_cli.evaluation import MAX_EVAL_LENGTH, MAX_TRIALS, MIN_EVAL_LENGTH
 from posenc_cli.units import format_length
 
 DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -129,8 +130,11 @@ class Plan:
 def check_grid(lengths: list[int], depths: list[float], trials: int) -> None:
     if not lengths:
         raise PosencError("the plan has no lengths")
-    if any(n < 8 for n in lengths):
-        raise PosencError(f"--lengths: {min(lengths)} is too short (at least 8 tokens)")
+    if any(n < MIN_EVAL_LENGTH for n in lengths):
+        raise PosencError(f"--lengths: {min(lengths)} is too short (at least {MIN_EVAL_LENGTH} tokens)")
+    if any(n > MAX_EVAL_LENGTH for n in lengths):
+        raise PosencError(f"--lengths: {max(lengths)} is too long; allowed {MIN_EVAL_LENGTH} to "
+                          f"{format_length(MAX_EVAL_LENGTH)} tokens")
     bad = [d for d in depths if not 0.0 <= d <= 1.0]
     if bad or not depths:
         raise PosencError(f"--depths: {bad[0] if bad else 'none'} (allowed: fractions from 0 to 1, e.g. 0,0.5,1)")
@@ -138,8 +142,8 @@ def check_grid(lengths: list[int], depths: list[float], trials: int) -> None:
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise PosencError(f"--depths: {twice[0]} appears twice (at 6 significant digits)")
-    if not 1 <= trials <= 1000:
-        raise PosencError(f"--trials {trials}: allowed 1 to 1000")
+    if not 1 <= trials <= MAX_TRIALS:
+        raise PosencError(f"--trials {trials}: allowed 1 to {MAX_TRIALS}")
 
 
 def _geometric_steps(start: int, stop: int) -> list[int]:

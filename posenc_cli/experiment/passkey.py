@@ -34,6 +34,7 @@ from posenc_cli import bytevocab
 from posenc_cli.errors import PosencError
 from posenc_cli.evaltemplate import Template, build_prompt, load_template
 from posenc_cli.experiment.model import apply_rope_half, rope_cos_sin, rotary_for
+from posenc_cli.experiment.settings import MAX_SEED, MAX_STEPS
 
 #: Prompt lengths (tokens, BOS included) evaluated after training; the model is trained up to CONTEXT.
 EVAL_LENGTHS = (64, 128, 192, 256, 384, 512)
@@ -79,10 +80,10 @@ class PasskeySettings:
 
 def settings_for(*, steps: int | None, seed: int, quick: bool) -> PasskeySettings:
     """The default run, or ``--quick`` (a few dozen steps on short prompts, seconds); checks the values."""
-    if steps is not None and not 1 <= steps <= 1_000_000:
-        raise PosencError(f"--steps {steps}: must be from 1 to 1000000")
-    if not 0 <= seed < 2**32:
-        raise PosencError(f"--seed {seed}: must be from 0 to {2**32 - 1}")
+    if steps is not None and not 1 <= steps <= MAX_STEPS:
+        raise PosencError(f"--steps {steps}: allowed 1 to {MAX_STEPS}")
+    if not 0 <= seed <= MAX_SEED:
+        raise PosencError(f"--seed {seed}: allowed 0 to {MAX_SEED}")
     base = PasskeySettings(seed=seed, quick=quick)
     if quick:
         base = replace(base, steps=30, batch=8, warmup=5, max_len=96, eval_trials=1, eval_lengths=(64, 128, 256))

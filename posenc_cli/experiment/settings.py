@@ -36,6 +36,15 @@ DESCRIPTIONS = {
 #: Longest evaluation length accepted (an ALiBi bias of 4 heads x 4096^2 float32 is 256 MiB).
 MAX_LEN = 4096
 
+#: Most training steps per model (lm, copy, passkey). Training is the one place where the defaults already take
+#: minutes (passkey: 2000 steps, ~10 min), so the cap is 5x the longest default rather than a minute's work.
+#: Measured on one core: lm --methods rope 0.2 s/step (all methods ~1 s/step), passkey 0.29 s/step, so
+#: passkey --steps 10000 is ~50 min and lm --steps 10000 with every method ~3 h; a 1e6-step typo would be days.
+MAX_STEPS = 10_000
+
+#: Seeds: torch and Python's random take any non-negative int; 32 bits is what the results files are compared by.
+MAX_SEED = 2**32 - 1
+
 #: torch threads, fixed: the same seed gives the same numbers (reductions do not depend on the thread count), and
 #: one thread does not stall when other processes share a small CPU (a busy-waiting thread team slows down tenfold).
 THREADS = 1
@@ -195,10 +204,10 @@ def resolve(
     for n in lens:
         _check_len(n, "--eval-lens value", task)
     n_steps = preset.steps if steps is None else steps
-    if isinstance(n_steps, bool) or n_steps < 1:
-        raise PosencError(f"--steps must be a positive whole number, got {n_steps}")
-    if seed < 0:
-        raise PosencError(f"--seed must be zero or positive, got {seed}")
+    if isinstance(n_steps, bool) or not 1 <= n_steps <= MAX_STEPS:
+        raise PosencError(f"--steps {n_steps}: allowed 1 to {MAX_STEPS}")
+    if not 0 <= seed <= MAX_SEED:
+        raise PosencError(f"--seed {seed}: allowed 0 to {MAX_SEED}")
     if device not in ("cpu", "cuda"):
         raise PosencError(f"--device {device!r} is not known; use cpu or cuda")
     if text is not None:
