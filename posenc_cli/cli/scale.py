@@ -54,8 +54,8 @@ def scale(
     """
     from posenc_cli import scaling
     from posenc_cli.engines import hf
-    from posenc_cli.engines.render import FORMATS, render
-    from posenc_cli.models import ModelFacts, model_facts, text_config
+    from posenc_cli.engines.render import FORMATS, render, render_for_model
+    from posenc_cli.models import ModelFacts, model_facts
     from posenc_cli.sources import describe_source, read_source, served_name
 
     if fmt is not None and fmt not in FORMATS:
@@ -92,15 +92,10 @@ def scale(
     caveats: list[str] = []
     text = ""
     if source is not None and facts is not None:
-        group = facts.group
         if writing:
-            patched = hf.patch_config(source, req, fmt, group)
-        elif fmt in hf.FORMATS:
-            text = json.dumps(hf.fragment(source, req, fmt, group), indent=2)
+            patched = hf.patch_config(source, req, fmt, facts.group)
         else:
-            rope = text_config(hf.patch_config(source, req, "hf-v5", group))[0]["rope_parameters"]
-            text, caveats = render(req, fmt, model if model != "MODEL" else served_name(src), rope=rope,
-                                   text_config=facts.text_config)
+            text, caveats = render_for_model(source, facts, req, fmt, served_name(src) if model == "MODEL" else model)
     else:
         text, caveats = render(req, fmt, model)
     for line in facts.notes if facts else ():

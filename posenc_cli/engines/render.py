@@ -9,6 +9,7 @@ from typing import Any
 
 from posenc_cli.engines import hf, llamacpp, sglang, vllm
 from posenc_cli.errors import PosencError
+from posenc_cli.models import ModelFacts, text_config
 from posenc_cli.scaling import ScaleRequest, rope_parameters
 
 FORMATS = (*hf.FORMATS, "vllm", "sglang", "llama.cpp", "llama-cpp-python")
@@ -52,3 +53,14 @@ def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bo
                            "group's; run posenc check on the GGUF")
         return shlex.join(argv), caveats
     raise PosencError(f"--format {fmt!r} is not known; use one of: {', '.join(FORMATS)}")
+
+
+def render_for_model(config: dict[str, Any], facts: ModelFacts, req: ScaleRequest, fmt: str,
+                     model: str = "MODEL") -> tuple[str, list[str]]:
+    """What ``posenc scale --config`` prints for ``fmt``: for the hf formats the keys to merge into ``config``
+    (in its nesting, only the extended layer group changed); for an engine its command line with the model's whole
+    ``rope_parameters`` after the request (what vLLM and SGLang replace)."""
+    if fmt in hf.FORMATS:
+        return json.dumps(hf.fragment(config, req, fmt, facts.group), indent=2), []
+    whole = hf.patch_config(config, req, "hf-v5", facts.group)
+    return render(req, fmt, model, text_config=facts.text_config, rope=text_config(whole)[0]["rope_parameters"])
