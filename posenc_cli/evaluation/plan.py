@@ -207,14 +207,15 @@ def _fraction(value: Any) -> float:
 
 def from_model(model: Any, template: Template, *, depths: tuple[float, ...] = DEFAULT_DEPTHS, trials: int = 2,
                label: str = "--config") -> Plan:
-    """Lengths where a model's positions change, from its first RoPE group (see the module docstring)."""
-    from posenc_cli.models import windows
+    """Lengths where a model's positions change, from the rope group an extension changes and the window the model
+    serves, as ``scale`` and ``pick`` read them (:func:`posenc_cli.models.extended_group`, ``native_window``)."""
+    from posenc_cli.models import extended_group, native_window, windows
 
     if model.family != "rope" or not model.layers or model.max_position_embeddings is None:
         raise PosencError(f"{label}: not a RoPE model with a max_position_embeddings; give --lengths")
-    layer = model.layers[0]
-    native, original, _ = windows(layer.params, model.max_position_embeddings)
-    window = native or model.max_position_embeddings
+    layer = extended_group(model)
+    _, original, _ = windows(layer.params, model.max_position_embeddings)
+    window = native_window(layer.params, model.max_position_embeddings) or model.max_position_embeddings
     base = original or window
     lengths = {window, base, max(base // 2, 8)}
     if original and window > original:
