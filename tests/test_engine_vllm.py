@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from posenc_cli.engines.check import check
 from posenc_cli.engines import vllm as vllm_model
+from posenc_cli.engines.check import check
 from posenc_cli.models import describe
 
 pytestmark = pytest.mark.numeric
