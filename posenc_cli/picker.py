@@ -281,6 +281,7 @@ class PickResult:
     answer: dict[str, Any]
     traces: list[Trace]
     rules: RuleSet
+    facts: dict[str, Any]  # every fact the rules saw (inputs, plan, derived), for --explain and tests
 
 
 def pick(inp: PickInputs) -> PickResult:
@@ -340,4 +341,4 @@ def pick(inp: PickInputs) -> PickResult:
         "plan": plan_facts,
         "rules_file": rules.source,
     }
-    return PickResult(answer, traces, rules)
+    return PickResult(answer, traces, rules, facts)
