@@ -389,3 +389,18 @@ def test_the_fallbacks_that_were_wrong() -> None:
     assert "a budget of 0" not in other["fallback"] and "500M over 1 stage(s)" in other["fallback"]
     moderate = pick_json("--ctx", "24k", "--trained-ctx", "16k", "--extrapolation", "moderate")
     assert moderate["rule"] == "new-moderate" and moderate["fallback"].startswith("If x1.5 fails")
+
+
+# ---------------------------------------------------------------- 6. --theta / --head-dim do not override a model
+
+
+@pytest.mark.parametrize(("option", "value", "own"), [("--theta", "2e6", "1e+06"), ("--head-dim", "64", "128")])
+def test_theta_or_head_dim_other_than_the_models_is_refused(option: str, value: str, own: str) -> None:
+    from clihelpers import assert_usage_error
+
+    qwen = str(EXAMPLES / "qwen-32k.json")
+    line = assert_usage_error(run("pick", "--ctx", "128k", "--config", qwen, option, value), option, own)
+    assert "differs from the model's own" in line
+    # the model's own value is accepted and changes nothing
+    same = "1e6" if option == "--theta" else "128"
+    assert pick_json("--ctx", "128k", "--config", qwen, option, same) == pick_json("--ctx", "128k", "--config", qwen)
