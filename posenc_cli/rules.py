@@ -18,7 +18,7 @@ checked strictly (unknown keys, facts, operators and template names are errors).
         encoding: RoPE
         reason: one sentence, may use {templates}
         hyperparameters: {theta: 500000, head_dim: "{head_dim}"}
-        extension: {method: yarn, factor: scale, fine_tune: false, tokens: "none"}   # method keep; or null
+        extension: {method: yarn, factor: scale, fine_tune: false, tokens: "none"}   # or keep, abf; or null
         test_plan:
           - niah: {length: ctx, pass_rate: 0.9}
           - perplexity: {length: ctx, baseline: trained_ctx, margin: 0.1}
