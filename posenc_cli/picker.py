@@ -101,30 +101,38 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
     return facts, (float(prf) if prf is not None else None), (model_facts, source)
 
 
-def _test_spec(item: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
-    """One test of the plan as data (for a harness): lengths in tokens, thresholds as fractions."""
+def _test_spec(item: dict[str, Any], facts: dict[str, Any], deployed: int | None = None) -> dict[str, Any]:
+    """One test of the plan as data (for a harness): lengths in tokens, thresholds as fractions. ``deployed``: the
+    length a ``--typical-ctx`` answer serves, which replaces ``ctx`` as a test length (it tests what it deploys)."""
     (kind, spec), = item.items()
     if kind == "text":
         return {"kind": "text", "text": render(str(spec), facts)}
     out: dict[str, Any] = {"kind": kind}
     for key, value in spec.items():
-        out[key] = int(facts[value]) if key in ("length", "baseline") else float(value)
+        out[key] = _length(value, facts, deployed) if key in ("length", "baseline") else float(value)
     return out
 
 
-def _test_line(item: dict[str, Any], facts: dict[str, Any]) -> str:
+def _length(name: str, facts: dict[str, Any], deployed: int | None) -> int:
+    return deployed if deployed is not None and name == "ctx" else int(facts[name])
+
+
+def _test_line(item: dict[str, Any], facts: dict[str, Any], deployed: int | None = None) -> str:
     (kind, spec), = item.items()
     if kind == "niah":
-        n = int(facts[spec["length"]])
-        label = ", the full target length" if spec["length"] == "ctx" else ""
+        n = _length(spec["length"], facts, deployed)
+        label = ""
+        if spec["length"] == "ctx":
+            label = (", the length deployed for --typical-ctx" if deployed is not None
+                     else ", the full target length")
         return (f"needle-in-a-haystack at {format_length(n)} ({n:,} tokens{label}), needles at "
                 f"every depth: pass rate >= {spec['pass_rate']:.0%}")
     if kind == "perplexity":
-        n, base = int(facts[spec["length"]]), int(facts[spec["baseline"]])
+        n, base = _length(spec["length"], facts, deployed), _length(spec["baseline"], facts, deployed)
         return (f"perplexity at {format_length(n)} within {spec['margin']:.0%} of the model's own perplexity at "
                 f"{format_length(base)}")
     if kind == "regression":
-        n = int(facts[spec["length"]])
+        n = _length(spec["length"], facts, deployed)
         return (f"short-context regression: perplexity and task scores at {format_length(n)} with the change within "
                 f"{spec['margin']:.0%} of the model without it")
     return render(str(spec), facts)
@@ -136,13 +144,33 @@ def _test_line(item: dict[str, Any], facts: dict[str, Any]) -> str:
 KEEP = {"none": "yarn", "default": "yarn", "yarn": "yarn", "llama3": "llama3", "linear": "linear"}
 
 
-def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: float | None,
-               model: Any, source: Any) -> dict[str, Any] | None:
+#: What an answer must say when it serves dynamic NTK: engines do not agree on it (engines/vllm.py, sglang.py,
+#: llamacpp.py), so no rule, shipped or custom, recommends it without this.
+DYNAMIC_CAVEAT = ("Engines differ on dynamic NTK: transformers grows the base with each sequence's length, while vLLM "
+                  "and SGLang compute one static base when they load the model and use it at every length (vLLM's "
+                  "from max_trained_positions, which `posenc scale dynamic --format vllm` sets), and llama.cpp has no "
+                  "dynamic NTK at all (it runs plain RoPE); `posenc check` compares them.")
+
+
+def _targets(rule: Rule, facts: dict[str, Any]) -> tuple[int, int] | None:
+    """(the length the rule's extension deploys, the length its factor reaches): they differ when a training-free
+    static scaling is sized for ``--typical-ctx``; None without an extension."""
     ext = rule.body.get("extension")
     if ext is None:
         return None
     factor = extension_factor(rule, facts)
     assert factor is not None
+    trained = int(facts["trained_ctx"])
+    full = target = int(round(trained * factor))
+    if facts["typical_ctx"] and not ext.get("fine_tune", False):
+        # static scaling costs short prompts: size the factor for the typical request (the Qwen cards' advice)
+        target = max(min(target, int(facts["typical_ctx"])), trained)
+    return target, full
+
+
+def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: float | None,
+               model: Any, source: Any, targets: tuple[int, int]) -> dict[str, Any] | None:
+    ext = rule.body["extension"]
     method = ext["method"]
     if method == "keep":
         # the model's own family, its factor multiplied by the jump (llama3 stays llama3, ...): extension.extend
@@ -152,48 +180,73 @@ def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: fl
                              f"{rope_type!r}; add the condition model_keepable == true")
         method = KEEP[rope_type]
     theta = facts["theta"] or hyper.get("theta") or scaling.DEFAULT_THETA
-    full = target = int(round(int(facts["trained_ctx"]) * factor))
+    target, full = targets
     note = render(str(ext["note"]), facts) if ext.get("note") else None
-    if facts["typical_ctx"] and not ext.get("fine_tune", False):
-        # static scaling costs short prompts: size the factor for the typical request (the Qwen cards' advice)
-        target = max(min(target, int(facts["typical_ctx"])), int(facts["trained_ctx"]))
-        if target < full:
-            note = (f"Sized for --typical-ctx {format_length(target)}: static scaling costs short prompts (the Qwen "
-                    f"cards set the factor to the length needed), so this serves up to {format_length(target)}; "
-                    f"longer requests need the config for {format_length(full)}. vLLM, SGLang and llama.cpp apply it "
-                    "to every request alike.")
+    if target < full:
+        note = (f"Sized for --typical-ctx {format_length(target)}: static scaling costs short prompts (the Qwen "
+                f"cards set the factor to the length needed), so this serves up to {format_length(target)}; "
+                f"longer requests need the config for {format_length(full)}. vLLM, SGLang and llama.cpp apply it "
+                "to every request alike.")
     if target <= int(facts["trained_ctx"]):
         return None
     from posenc_cli.engines import hf
     from posenc_cli.extension import extend
 
     fine_tune = bool(ext.get("fine_tune", False))
-    if model is not None:
+    trained = int(facts["trained_ctx"])
+    # the keys posenc scale needs on its command line to give the same numbers
+    flags: list[str] = ["--target", format_length(target)]
+    if method == "abf":
+        # adjusted base frequency: rope_theta raised to theta_stage, the window set to the length the plan trains
+        # to, and a training-free yarn jump on top when the plan stops short of the target; built as the plain
+        # request from the trained window (ntk x1 is exactly "rope_theta, no scaling")
+        window, new_theta = int(facts["train_to"]), float(facts["theta_stage"])
+        method = "yarn" if target > window else "ntk"
+        shape: dict[str, Any] = {"target": target} if method == "yarn" else {"factor": 1.0}
+        flags = ["--original-max", format_length(window),
+                 *(["--target", format_length(target)] if method == "yarn" else ["--factor", "1"]),
+                 "--theta", f"{new_theta:g}"]
+        if model is not None:
+            req = extend(method, model, original_max=window, theta=new_theta, notes=[], **shape)
+        else:
+            req = extend(method, None, original_max=window, theta=new_theta, head_dim=int(facts["head_dim"]),
+                         partial_rotary_factor=prf, **shape)
+        said = [f"ABF: rope_theta {float(facts['theta'] or theta):g} -> {new_theta:g}, trained in stages up to "
+                f"{format_length(window)}"]
+        if facts["model_scaled"]:
+            said.append(f"this replaces the model's own {facts['model_rope_type']} scaling")
+        if target > window:
+            said.append(f"a training-free yarn x{target / window:g} on top serves {format_length(target)}")
+        note = "; ".join(said) + (". The config below is the final one (each stage sets max_position_embeddings to "
+                                  "its own length)") + (", with that jump." if target > window else ".")
+        if ext.get("note"):
+            note += " " + render(str(ext["note"]), facts)
+    elif model is not None:
         # --trained-ctx other than the model's window: the user says the checkpoint was trained elsewhere
-        trained = int(facts["trained_ctx"])
         req = extend(method, model, target=target, fine_tuned=fine_tune,
                      original_max=trained if trained != model.native else None)
     else:
-        req = extend(method, None, original_max=int(facts["trained_ctx"]), target=target, theta=float(theta),
+        req = extend(method, None, original_max=trained, target=target, theta=float(theta),
                      head_dim=int(facts["head_dim"]), partial_rotary_factor=prf, fine_tuned=fine_tune)
     v4, v5 = hf.format_hf(req), hf.format_hf_v5(req)
     config, config_format = v4, "hf"
     if model is not None:
         config_format = hf.own_format(model)
         config = hf.fragment(source.config, req, config_format, model.group)
-        argv = ["posenc", "scale", req.method, "--config", inputs_config(source), "--target",
-                format_length(req.target)]
+        argv = ["posenc", "scale", req.method, "--config", inputs_config(source), *flags]
     else:
-        argv = ["posenc", "scale", req.method, "--original-max", format_length(req.original_max),
-                "--target", format_length(req.target), "--theta", f"{req.theta:g}", "--head-dim", str(req.head_dim)]
+        if ext["method"] != "abf":
+            flags = ["--original-max", format_length(req.original_max), "--target", format_length(req.target),
+                     "--theta", f"{req.theta:g}"]
+        argv = ["posenc", "scale", req.method, *flags, "--head-dim", str(req.head_dim)]
         if prf is not None:
             argv += ["--partial-rotary-factor", f"{prf:g}"]
     if req.fine_tuned:
         argv.append("--fine-tuned")
     return {
-        "method": req.method,
-        "factor": req.factor,
-        "from": req.original_max,
+        "method": ext["method"] if ext["method"] == "abf" else req.method,
+        "factor": req.factor if ext["method"] != "abf" else target / trained,
+        "from": req.original_max if ext["method"] != "abf" else trained,
         "to": req.target,
         "fine_tune": fine_tune,
         "fine_tune_tokens": render(str(ext.get("tokens", "none")), facts),
@@ -228,6 +281,7 @@ class PickResult:
     answer: dict[str, Any]
     traces: list[Trace]
     rules: RuleSet
+    facts: dict[str, Any]  # every fact the rules saw (inputs, plan, derived), for --explain and tests
 
 
 def pick(inp: PickInputs) -> PickResult:
@@ -241,19 +295,44 @@ def pick(inp: PickInputs) -> PickResult:
     facts["alibi_slopes"] = ", ".join(f"{s:.6g}" for s in alibi_slope_list(int(facts["heads"])))
     rule, traces = decide(rules, facts)
     hyper = {k: _hyper_value(v, facts) for k, v in (rule.body.get("hyperparameters") or {}).items()}
-    extension = _extension(rule, facts, hyper, prf, model, source)
+    targets = _targets(rule, facts)
+    extension = _extension(rule, facts, hyper, prf, model, source, targets) if targets else None
+    reason = render(rule.body["reason"], facts)
+    items: list[dict[str, Any]] = list(rule.body["test_plan"])
+    deployed: int | None = None
+    if targets is not None and targets[0] < targets[1]:
+        # sized for --typical-ctx: the plan tests the length it deploys, and the full length is a later gate
+        deployed, full = targets
+        items.append({"text": f"Before longer requests get the config for {format_length(full)}: a needle test at "
+                              f"{format_length(full)} ({full:,} tokens) with that config."})
+        if extension is None:
+            # nothing changes: a regression check of the model against itself could not fail
+            items = [item for item in items if "regression" not in item]
+            reason += (f" Sized for --typical-ctx {format_length(int(facts['typical_ctx']))}: those requests fit the "
+                       f"trained {format_length(deployed)} window, so no scaling is applied.")
+    caveats: list[str] = []
+    served = extension["method"] if extension is not None else (
+        facts["model_rope_type"] if facts["existing"] else "none")
+    if served == "dynamic":
+        caveats.append(DYNAMIC_CAVEAT)
+        if extension is not None:
+            extension["note"] = f"{extension['note']} {DYNAMIC_CAVEAT}" if extension["note"] else DYNAMIC_CAVEAT
+        else:
+            reason = f"{reason} {DYNAMIC_CAVEAT}"
     inputs = {k: facts[k] for k in ("ctx", "trained_ctx", "original_ctx", "typical_ctx", "extrapolation", "budget",
                                     "existing", "model_encoding", "model_rope_type", "head_dim", "heads", "theta")}
-    plan_facts = {k: facts[k] for k in ("theta_new", "free_cap", "train_to", "stages", "stage_tokens",
-                                        "plan_tokens_min", "plan_tokens_full", "plan_tokens", "missing_tokens",
-                                        "final_jump", "stage_plan")}
+    plan_facts = {k: facts[k] for k in ("theta_new", "theta_stage", "free_cap", "train_to", "stages",
+                                        "stage_tokens", "plan_tokens_min", "plan_tokens_full", "plan_tokens",
+                                        "missing_tokens", "final_jump", "stage_plan", "target_stages",
+                                        "target_tokens_min", "target_plan")}
     answer = {
         "encoding": render(rule.body["encoding"], facts),
-        "reason": render(rule.body["reason"], facts),
+        "reason": reason,
+        "caveats": caveats,
         "hyperparameters": hyper,
         "extension": extension,
-        "test_plan": [_test_line(item, facts) for item in rule.body["test_plan"]],
-        "tests": [_test_spec(item, facts) for item in rule.body["test_plan"]],
+        "test_plan": [_test_line(item, facts, deployed) for item in items],
+        "tests": [_test_spec(item, facts, deployed) for item in items],
         "fallback": render(rule.body["fallback"], facts),
         "rule": rule.id,
         "why": render(rule.body["why"], facts),
@@ -262,4 +341,4 @@ def pick(inp: PickInputs) -> PickResult:
         "plan": plan_facts,
         "rules_file": rules.source,
     }
-    return PickResult(answer, traces, rules)
+    return PickResult(answer, traces, rules, facts)

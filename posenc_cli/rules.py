@@ -18,7 +18,7 @@ checked strictly (unknown keys, facts, operators and template names are errors).
         encoding: RoPE
         reason: one sentence, may use {templates}
         hyperparameters: {theta: 500000, head_dim: "{head_dim}"}
-        extension: {method: yarn, factor: scale, fine_tune: false, tokens: "none"}   # method keep; or null
+        extension: {method: yarn, factor: scale, fine_tune: false, tokens: "none"}   # or keep, abf; or null
         test_plan:
           - niah: {length: ctx, pass_rate: 0.9}
           - perplexity: {length: ctx, baseline: trained_ctx, margin: 0.1}
@@ -69,6 +69,7 @@ INPUT_FACTS: dict[str, type] = {
     "theta_new": float,  # rope_theta for a new model (tables.theta_by_length, or --theta)
     "theta_stage": float,  # rope_theta for the longest length the plan trains at (ABF)
     "free_cap": float,  # the furthest training-free jump allowed for these inputs
+    "base_cap": float,  # constants.training_free_cap: the training-free jump shipped models deploy (x4)
     "train_to": int,  # the longest length the plan trains at
     "stages": int,  # fine-tuning stages to reach train_to (0: none)
     "stage_tokens": int,  # tokens per stage the plan uses
@@ -76,12 +77,14 @@ INPUT_FACTS: dict[str, type] = {
     "plan_tokens_full": int,  # what the published results used (stages x constants.stage_tokens)
     "plan_tokens": int,  # what the plan spends: the whole budget when it covers plan_tokens_min, else 0
     "missing_tokens": int,  # plan_tokens_min - budget when the budget is short, else 0
-    "final_jump": float,  # the training-free factor after the last stage
+    "final_jump": float,  # the training-free factor after the last stage (1: the plan trains at the target)
+    "target_stages": int,  # stages to train all the way to ctx, whatever the budget
+    "target_tokens_min": int,  # the least that training to ctx takes (target_stages x constants.stage_tokens_min)
     "abf_margin": float,  # budget / constants.abf_budget: >= 1 buys raising theta with continued pre-training
     "stage_margin": float,  # budget / constants.stage_tokens_min: >= 1 buys one fine-tuning stage
 }
 #: Facts only templates may use (text made by the picker).
-TEXT_FACTS = {"alibi_slopes", "command", "stage_plan", "theta_source"}
+TEXT_FACTS = {"alibi_slopes", "command", "stage_plan", "stage_ends", "target_plan", "theta_source"}
 
 OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
     "==": operator.eq,
@@ -103,7 +106,8 @@ DERIVATIONS: dict[str, Callable[[list[float]], float]] = {
 TOP_KEYS = {"version", "constants", "tables", "derived", "rules"}
 #: Numbers the plan is computed from; each is stated in the rules file with its source.
 CONSTANTS = {"training_free_cap": (1.0, 8.0), "training_free_cap_asked": (1.0, 8.0), "stage_ratio": (2.0, 8.0),
-             "stage_tokens_min": (1.0, 1e15), "stage_tokens": (1.0, 1e15), "abf_budget": (0.0, 1e16)}
+             "stage_tokens_min": (1.0, 1e15), "stage_tokens": (1.0, 1e15), "abf_budget": (0.0, 1e16),
+             "funded_final_jump": (1.0, 8.0)}
 TABLES = {"theta_by_length"}
 RULE_KEYS = {"id", "when", "encoding", "reason", "hyperparameters", "extension", "test_plan", "fallback", "why"}
 REQUIRED_RULE_KEYS = {"id", "when", "encoding", "reason", "test_plan", "fallback", "why"}
@@ -113,7 +117,9 @@ TEST_KINDS = {"niah": {"length", "pass_rate"}, "perplexity": {"length", "baselin
               "regression": {"length", "margin"}, "text": None}
 # longrope is left out: its per-pair factor lists come from a search, not from a rules file
 # "keep": the existing model's own scaling family (llama3 stays llama3, yarn keeps beta/mscale/truncate)
-EXTENSION_METHODS = ("linear", "ntk", "dynamic", "yarn", "llama3", "keep")
+# "abf": raise rope_theta to theta_stage and set the window the plan trains to (train_to), with a training-free yarn
+# jump on top when the plan stops short of the target
+EXTENSION_METHODS = ("linear", "ntk", "dynamic", "yarn", "llama3", "keep", "abf")
 LONG_CONTEXT = 32768  # from here on a recommendation counts as long-context for the NIAH guard
 _TEMPLATE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([^{}]*))?\}")
 _SPEC = re.compile(r"^(len|tokens|[,_]?(\.\d+)?[gfe%]?)$")
@@ -443,6 +449,8 @@ def _constants(raw: Any, label: str, line: int | None) -> dict[str, Constant]:
         raise _fail(label, line, None, f"unknown constant(s) {sorted(unknown)}; allowed: {sorted(CONSTANTS)}")
     if out["training_free_cap_asked"].value < out["training_free_cap"].value:
         raise _fail(label, line, None, "constants.training_free_cap_asked must not be below training_free_cap")
+    if out["funded_final_jump"].value > out["training_free_cap"].value:
+        raise _fail(label, line, None, "constants.funded_final_jump must not be above training_free_cap")
     return out
 
 

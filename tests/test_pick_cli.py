@@ -166,9 +166,16 @@ def test_new_model_staged_plan_is_sized_by_the_budget() -> None:
     a = pick_json("--ctx", "128k", "--trained-ctx", "8k", "--budget", "20B")
     assert a["rule"] == "new-staged"
     p = a["plan"]
-    # train to a quarter of the target in x4 stages, then a training-free x4
-    assert (p["train_to"], p["stages"], p["final_jump"]) == (32768, 1, 4.0)
+    # the budget pays for both x4 stages (2 x 500M), so the plan trains at the target: no training-free jump
+    assert (p["train_to"], p["stages"], p["final_jump"]) == (131072, 2, 1.0)
     assert p["plan_tokens"] == 20 * 10**9 and "20B" in a["extension"]["fine_tune_tokens"]
+    assert "8k -> 32k" in a["reason"] and "32k -> 128k" in a["reason"] and "training-free" not in a["reason"]
+    # one stage's worth: 8k -> 32k trained, the last x4 training-free
+    one = pick_json("--ctx", "128k", "--trained-ctx", "8k", "--budget", "700M")
+    assert one["rule"] == "new-staged-partial"
+    assert (one["plan"]["train_to"], one["plan"]["stages"], one["plan"]["final_jump"]) == (32768, 1, 4.0)
+    assert "training-free x4 to 128k" in one["reason"] and "1 of the 2" in one["reason"]
+    assert niah_lengths(one) == [131072, 32768]
     small = pick_json("--ctx", "128k", "--trained-ctx", "8k", "--budget", "100M")
     assert small["rule"] == "new-staged-short-budget" and small["plan"]["missing_tokens"] == 400 * 10**6
     assert small["extension"]["to"] == 32768  # a training-free x4 meanwhile
@@ -215,8 +222,12 @@ def test_existing_4k_to_128k_with_2b_budget_is_staged(configs: dict[str, str]) -
     assert a["vetoed"] == []
     ext = a["extension"]
     assert (ext["method"], ext["factor"], ext["to"], ext["fine_tune"]) == ("yarn", 32, 131072, True)
-    assert "2B over 2 stage(s)" in ext["fine_tune_tokens"]
-    assert "4k -> 16k" in a["reason"] and "16k -> 32k" in a["reason"] and "training-free x4" in a["reason"]
+    # 2B pays three x4 stages of 500M to the target itself (YaRN, DeepSeek-V3 and Llama 3.1 trained there)
+    assert "2B over 3 stage(s)" in ext["fine_tune_tokens"]
+    assert "4k -> 16k" in a["reason"] and "16k -> 64k" in a["reason"] and "64k -> 128k" in a["reason"]
+    assert "then a training-free" not in a["reason"] and "training-free" not in ext["note"]
+    assert a["plan"]["final_jump"] == 1 and a["plan"]["train_to"] == 131072
+    assert "(16k, 64k and 128k)" in " ".join(a["test_plan"])
     assert_niah_at_deployed_length(a)
 
 
@@ -227,16 +238,17 @@ def test_existing_32k_to_1m(configs: dict[str, str]) -> None:
     assert (ext["factor"], ext["to"], ext["fine_tune"]) == (4, 131072, False)
     staged = scenario("qwen32k-to-1M-10B", configs)
     assert staged["rule"] == "existing-rope-staged"
-    # trained up to 256k (a quarter of 1M), then a training-free x4: as LongRoPE and Qwen2.5-1M did
-    assert staged["plan"]["train_to"] == 262144 and staged["plan"]["final_jump"] == 4
+    # 10B pays the three stages to 1M (32k -> 128k -> 512k -> 1M), so the plan trains at 1M
+    assert staged["plan"]["train_to"] == 1048576 and staged["plan"]["final_jump"] == 1
+    assert staged["plan"]["stages"] == 3 and staged["plan"]["plan_tokens_min"] == 15 * 10**8
     assert_niah_at_deployed_length(staged)
 
 
 def test_a_large_budget_offers_abf(configs: dict[str, str]) -> None:
     a = pick_json("--ctx", "1M", "--config", configs["qwen32k"], "--budget", "300B")
     assert a["rule"] == "existing-rope-abf"
-    # ABF to the length of the last stage (256k, a quarter of 1M): theta 1e7, as Qwen2.5-1M
-    assert a["hyperparameters"]["theta"] == 1e7 and "1e+06" in a["reason"]
+    # ABF trains to the target (1M): theta 1e8, the table's row beyond 256k (GLM-4-9B-Chat-1M)
+    assert a["hyperparameters"]["theta"] == 1e8 and "1e+06" in a["reason"]
 
 
 @pytest.mark.parametrize("name", ["llama-3.1-8b-instruct.json", "deepseek-v3.json", "gpt-oss-20b.json"])
@@ -607,7 +619,7 @@ def test_the_budget_shapes_a_short_extension(budget: str, rule: str, tuned: bool
     a = pick_json("--ctx", "16k", "--config", configs["llama4k"], "--budget", budget)
     assert a["rule"] == rule
     if tuned is None:
-        assert a["extension"] is None and a["hyperparameters"]["theta"] > 10000
+        assert a["extension"]["method"] == "abf" and a["hyperparameters"]["theta"] > 10000
     else:
         assert a["extension"]["fine_tune"] is tuned and a["extension"]["factor"] == 4.0
         assert a["plan"]["stages"] == int(tuned) and a["plan"]["plan_tokens"] == (2 * 10**10 if tuned else 0)
