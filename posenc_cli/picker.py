@@ -50,7 +50,8 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
     facts: dict[str, Any] = {"ctx": inp.ctx, "budget": inp.budget, "extrapolation": inp.extrapolation,
                              "existing": inp.config is not None, "model_encoding": "none",
                              "model_rope_type": "none", "original_ctx": 0, "model_scaled": False,
-                             "typical_ctx": inp.typical_ctx or 0, "yarn_remapped": False, "model_keepable": True}
+                             "typical_ctx": inp.typical_ctx or 0, "yarn_remapped": False, "model_keepable": True,
+                             "model_replaceable": True}
     if inp.typical_ctx is not None and not 1 <= inp.typical_ctx <= inp.ctx:
         raise PosencError(f"--typical-ctx must be between 1 and --ctx ({inp.ctx}), got {inp.typical_ctx}")
     theta, head_dim, heads, trained, prf = inp.theta, inp.head_dim, inp.heads, inp.trained_ctx, None
@@ -81,6 +82,8 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
             head_dim = model_facts.head_dim or head_dim
             facts["model_rope_type"] = params["rope_type"]
             facts["model_keepable"] = params["rope_type"] in KEEP
+            # extension.extend refuses to replace a rope type posenc does not write; the rules must not ask it to
+            facts["model_replaceable"] = params["rope_type"] in set(scaling.METHODS.values())
             facts["model_scaled"] = params["rope_type"] != "default"
             theta = model_facts.theta
             prf = params.get("partial_rotary_factor")

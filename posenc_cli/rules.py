@@ -64,6 +64,7 @@ INPUT_FACTS: dict[str, type] = {
     "typical_ctx": int,  # the length most requests use (--typical-ctx; 0: not given)
     "model_scaled": bool,  # the existing model ships with rope scaling of its own
     "model_keepable": bool,  # posenc can extend the model's own rope type (picker.KEEP)
+    "model_replaceable": bool,  # posenc may replace the model's rope type (not one it cannot write: proportional)
     "yarn_remapped": bool,  # the model's config class turns a yarn dict into longrope (phi3)
     # the plan (posenc_cli.planning), from the constants and tables of the rules file
     "theta_new": float,  # rope_theta for a new model (tables.theta_by_length, or --theta)

@@ -606,6 +606,9 @@ def test_a_rope_type_pick_cannot_keep_is_not_replaced() -> None:
     a = pick_json("--ctx", "1M", "--config", corpus("gemma-4-26b-a4b.json"))
     assert a["rule"] == "existing-rope-other-type" and a["extension"] is None
     assert a["hyperparameters"]["head_dim"] == 512  # the full-attention layers' global_head_dim
+    # a budget for ABF does not change that: a new rope_theta would replace proportional rope too
+    funded = pick_json("--ctx", "1M", "--config", corpus("gemma-4-26b-a4b.json"), "--budget", "100B")
+    assert funded["rule"] == "existing-rope-unwritable" and funded["extension"] is None
 
 
 @pytest.mark.parametrize(("budget", "rule", "tuned"), [

@@ -339,6 +339,7 @@ def _meant(rule: str, inp: PickInputs, a: dict[str, Any]) -> set[str]:
         "existing-phi3": {L(trained)},
         "existing-dynamic": {L(trained), L(ctx)},
         "existing-rope-other-type": {L(trained), L(ctx), target_tokens, str(len(to_target))} | stage_chain,
+        "existing-rope-unwritable": {L(trained), L(ctx), target_tokens, str(len(to_target))} | stage_chain,
         "existing-rope-finetune": {x(scale)},
         "existing-rope-training-free": {L(trained)},
         "existing-rope-training-free-asked": {x(cap), L(int(trained * cap)), L(ctx), target_tokens},
