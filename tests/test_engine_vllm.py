@@ -136,7 +136,9 @@ def _scale(*args: str) -> tuple[dict[str, Any], dict[str, Any]]:
     ("yarn", "--config", "tests/corpus/qwen2.5-7b-instruct.json", "--factor", "4"),
     ("dynamic", "--config", "tests/corpus/qwen2.5-7b-instruct.json", "--factor", "4"),
     ("yarn", "--config", "tests/corpus/gpt-oss-20b.json", "--target", "256k", "--fine-tuned"),
-], ids=["qwen-yarn", "qwen-dynamic", "gpt-oss-yarn-256k"])
+    # the model's own llama3 x8 times the jump: x16 from the same 8k for 128k -> 256k
+    ("llama3", "--config", "tests/corpus/llama-3.1-8b-instruct.json", "--target", "256k"),
+], ids=["qwen-yarn", "qwen-dynamic", "gpt-oss-yarn-256k", "llama31-own-llama3-256k"])
 def test_scale_vllm_output_builds_transformers_table(args: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
     from test_engine_harness import hf_config, hf_cos_sin
