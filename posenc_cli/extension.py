@@ -19,10 +19,9 @@ What a target length means for a model that already has a window ``W`` (its nati
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from posenc_cli.errors import PosencError
-from posenc_cli.models import REMAPS_YARN, ModelFacts
 from posenc_cli.scaling import (
     DEFAULT_HEAD_DIM,
     DEFAULT_THETA,
@@ -34,6 +33,9 @@ from posenc_cli.scaling import (
     request,
 )
 from posenc_cli.units import format_length
+
+if TYPE_CHECKING:  # facts come from the reader, which a bare request (pick or scale without --config) never loads
+    from posenc_cli.models import ModelFacts
 
 #: Parameters a caller can set explicitly; None means "not given" (the model's own value, else the default).
 TUNABLE = ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate", "low_freq_factor",
@@ -153,6 +155,8 @@ def extend(
 
 def _refuse_unreadable(method: str, facts: ModelFacts, own_type: str, label: str) -> None:
     """Refuse a request whose config the model's own class would reject or misread (tested on the corpus)."""
+    from posenc_cli.models import REMAPS_YARN
+
     if own_type not in set(METHODS.values()):
         raise PosencError(f"{label} uses rope_type {own_type!r}, which posenc does not write: replacing it with "
                           f"{method} would change frequencies the model was trained with (serve its own window, or "

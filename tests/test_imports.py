@@ -66,6 +66,29 @@ def test_scale_needs_neither_numpy_nor_matplotlib(extra: list[str]) -> None:
     assert loaded == dict.fromkeys(HEAVY + OPTIONAL, False)
 
 
+ENGINE_MODULES = {"vllm": "posenc_cli.engines.vllm", "sglang": "posenc_cli.engines.sglang",
+                  "llama.cpp": "posenc_cli.engines.llamacpp"}
+
+
+@pytest.mark.parametrize("fmt", ["hf", "vllm", "sglang", "llama.cpp"])
+def test_a_bare_scale_loads_one_engine_and_no_model_reader(fmt: str) -> None:
+    """Start-up grows with what is asked: no --config, no reader; one --format, one engine module."""
+    probe = run_cli_body([*SCALE, "--format", fmt]) + (
+        "\nposenc = sorted(m for m in sys.modules if m.startswith('posenc_cli.'))\n"
+        "sys.__stderr__.write('POSENC ' + json.dumps(posenc) + '\\n')\n")
+    code = _PROBE.format(body=probe, heavy=HEAVY, optional=OPTIONAL)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    line = next(x for x in proc.stderr.splitlines() if x.startswith("POSENC "))
+    loaded = set(json.loads(line[len("POSENC "):]))
+    reader = loaded & {"posenc_cli.models", "posenc_cli.sources", "posenc_cli.convert"}
+    assert not reader, reader
+    engines = {m for m in ENGINE_MODULES.values() if m in loaded}
+    expected = {ENGINE_MODULES[fmt]} if fmt in ENGINE_MODULES else set()
+    if fmt == "sglang":  # SGLang's rotary classes are a fork of vLLM's, and so is posenc's model of them
+        expected.add(ENGINE_MODULES["vllm"])
+    assert engines == expected, engines
+
+
 def test_scale_from_config_needs_neither_numpy_nor_matplotlib(tmp_path: Path) -> None:
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps({"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -12,6 +12,9 @@ from posenc_cli.cli import options as opts
 from posenc_cli.cli.output import console, note
 from posenc_cli.errors import PosencError
 from posenc_cli.scaling import MAX_HEAD_DIM
+
+if TYPE_CHECKING:
+    from posenc_cli.models import ModelFacts
 
 
 def scale(
@@ -55,8 +58,6 @@ def scale(
     from posenc_cli import scaling
     from posenc_cli.engines import hf
     from posenc_cli.engines.render import FORMATS, render, render_for_model
-    from posenc_cli.models import ModelFacts, model_facts
-    from posenc_cli.sources import describe_source, read_source, served_name
 
     if fmt is not None and fmt not in FORMATS:
         raise PosencError(f"--format {fmt!r} is not known; use one of: {', '.join(FORMATS)}")
@@ -67,6 +68,10 @@ def scale(
     facts: ModelFacts | None = None
     source: dict[str, Any] | None = None
     if config is not None:
+        # the model reader loads only for --config: a bare request never needs it
+        from posenc_cli.models import model_facts
+        from posenc_cli.sources import describe_source, read_source, served_name
+
         src = read_source(config)
         if (output or in_place) and src.kind not in ("file", "stdin", "folder"):
             raise PosencError(f"--output and --in-place patch a local config.json; {src.label} is a {src.kind} "

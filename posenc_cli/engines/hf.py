@@ -3,17 +3,19 @@ whole patched config.json (stdlib only: ``posenc scale`` and ``posenc pick`` ren
 
 Both come from the one rope dict :func:`posenc_cli.scaling.rope_parameters` returns; a patched file is written by
 :func:`posenc_cli.convert.with_rope`, so it keeps its format (v4 or v5), its nesting (``text_config``, one dict
-per layer type) and every key the request does not change.
+per layer type) and every key the request does not change. The config reader loads only for a patched file (a
+fragment from a bare request needs none of it).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from posenc_cli.convert import V5_ONLY, with_rope
 from posenc_cli.errors import PosencError
-from posenc_cli.models import ModelFacts, text_config
 from posenc_cli.scaling import ScaleRequest, max_position_embeddings, rope_parameters
+
+if TYPE_CHECKING:
+    from posenc_cli.models import ModelFacts
 
 FORMATS = ("hf", "hf-v5")
 
@@ -39,7 +41,11 @@ def format_hf_v5(req: ScaleRequest) -> dict[str, Any]:
 def own_format(facts: ModelFacts | None) -> str:
     """The format a model's file writes its rope settings in (``hf-v5`` for ``rope_parameters`` and for the model
     types only transformers 5 has, else ``hf``)."""
-    return "hf-v5" if facts is not None and (facts.rope_parameters or facts.model_type in V5_ONLY) else "hf"
+    if facts is None:
+        return "hf"
+    from posenc_cli.convert import V5_ONLY
+
+    return "hf-v5" if facts.rope_parameters or facts.model_type in V5_ONLY else "hf"
 
 
 def patch_config(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str = "") -> dict[str, Any]:
@@ -50,6 +56,8 @@ def patch_config(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str
     """
     if fmt not in FORMATS:
         raise PosencError(f"writing a config needs --format hf or hf-v5, not {fmt!r}")
+    from posenc_cli.convert import with_rope
+
     if req.unchanged:
         return dict(config)
     return with_rope(config, group, rope_parameters(req), max_position_embeddings(req),
@@ -59,6 +67,8 @@ def patch_config(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str
 def fragment(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str = "") -> dict[str, Any]:
     """The keys of :func:`patch_config`'s result that carry positions (inside ``text_config`` when the model keeps
     them there): what to merge into the model's config.json by hand."""
+    from posenc_cli.models import text_config
+
     patched = patch_config(config, req, fmt, group)
     text, _, where = text_config(patched)
     before = text_config(config)[0]

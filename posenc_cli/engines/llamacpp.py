@@ -22,13 +22,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from posenc_cli.attention_factors import yarn_attention_factor, yarn_mscale
 from posenc_cli.engines.runs import EngineRun, GroupRun, static_longrope
 from posenc_cli.errors import PosencError
-from posenc_cli.models import ModelPositions
 from posenc_cli.units import format_number
+
+if TYPE_CHECKING:  # the reader loads only when an engine runs a model
+    from posenc_cli.models import ModelPositions
 
 VERSION = "llama-cpp-python 0.3.36"
 # llama.cpp's GGUF architecture names for transformers model types, where they differ

@@ -1,16 +1,22 @@
 """What ``posenc scale`` prints for each ``--format``: one rendering per consumer of the request's rope dict
-(stdlib only: the engine modules keep numpy inside the functions that compute tables)."""
+(stdlib only: the engine modules keep numpy inside the functions that compute tables).
+
+Each engine module is imported when its format is asked for: ``posenc scale`` without ``--config`` then loads one
+engine, not four, nor the model reader (``tests/test_imports.py`` guards it).
+"""
 
 from __future__ import annotations
 
 import json
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from posenc_cli.engines import hf, llamacpp, sglang, vllm
+from posenc_cli.engines import hf
 from posenc_cli.errors import PosencError
-from posenc_cli.models import ModelFacts, text_config
 from posenc_cli.scaling import ScaleRequest, rope_parameters
+
+if TYPE_CHECKING:
+    from posenc_cli.models import ModelFacts
 
 FORMATS = (*hf.FORMATS, "vllm", "sglang", "llama.cpp", "llama-cpp-python")
 
@@ -37,13 +43,19 @@ def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bo
             caveats.append("vLLM's dynamic NTK is static: max_trained_positions makes its base equal transformers' "
                            f"at {req.target} positions; shorter sequences keep that base, where transformers grows "
                            "its base from rope_theta")
+        from posenc_cli.engines import vllm
+
         over = vllm.rope_overrides(rope, serve_len=req.target, trained_len=trained, text_config=text_config)
         return shlex.join(vllm.invocation(model, over, req.target)), caveats
     if fmt == "sglang":
+        from posenc_cli.engines import sglang
+
         argv, caveats = sglang.request_invocation(rope, serve_len=req.target, trained_len=trained,
                                                   text_config=text_config, model_name=model)
         return shlex.join(argv), caveats
     if fmt in ("llama.cpp", "llama-cpp-python"):
+        from posenc_cli.engines import llamacpp
+
         f = llamacpp.flags(group, max_model_len=req.target, arch="ARCH", in_gguf=False)
         argv = f.argv if fmt == "llama.cpp" else llamacpp.python_server_argv(f.argv, model)
         caveats = list(f.warnings)
@@ -62,5 +74,7 @@ def render_for_model(config: dict[str, Any], facts: ModelFacts, req: ScaleReques
     ``rope_parameters`` after the request (what vLLM and SGLang replace)."""
     if fmt in hf.FORMATS:
         return json.dumps(hf.fragment(config, req, fmt, facts.group), indent=2), []
+    from posenc_cli.models import text_config
+
     whole = hf.patch_config(config, req, "hf-v5", facts.group)
     return render(req, fmt, model, text_config=facts.text_config, rope=text_config(whole)[0]["rope_parameters"])

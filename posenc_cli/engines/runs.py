@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.errors import PosencError
-from posenc_cli.models import LayerRope
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the reader loads only when an engine runs a model
     import numpy as np
     import numpy.typing as npt
 
     from posenc_cli.frequencies import RopeSpec
+    from posenc_cli.models import LayerRope
 
 #: float32 rounding of one inverse frequency computed in a different operation order (a few ulps).
 SAME_RTOL = 1e-6

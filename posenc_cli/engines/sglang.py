@@ -18,12 +18,14 @@ transformers'; ``--context-length`` longer than the model's window needs
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from posenc_cli.attention_factors import yarn_mscale
 from posenc_cli.engines import vllm
 from posenc_cli.engines.runs import EngineRun, GroupRun
-from posenc_cli.models import LayerRope, ModelPositions
+
+if TYPE_CHECKING:  # the reader loads only when an engine runs a model
+    from posenc_cli.models import LayerRope, ModelPositions
 
 VERSION = "0.5.23"
 ENV_LONG = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from posenc_cli.attention_factors import yarn_mscale
 from posenc_cli.engines.runs import EngineRun, GroupRun, static_longrope
-from posenc_cli.models import LayerRope, ModelPositions, text_config
+
+if TYPE_CHECKING:  # the reader loads only when an engine runs a model
+    from posenc_cli.models import LayerRope, ModelPositions
 
 VERSION = "0.33.0"
 ENV_LONG = "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
@@ -101,6 +103,8 @@ def overrides(model: ModelPositions, cfg: dict[str, Any], max_model_len: int) ->
     trained = model.max_position_embeddings or 0
     if p.get("rope_type") != "dynamic" or max_model_len <= trained:
         return None
+    from posenc_cli.models import text_config
+
     _, _, where = text_config(cfg)
     return rope_overrides(p, serve_len=max_model_len, trained_len=trained, text_config=where == "text_config")
 
