@@ -296,6 +296,7 @@ def pick(inp: PickInputs) -> PickResult:
     facts.update(plan(rules, facts))
     facts = rules.facts(facts)
     facts["alibi_slopes"] = ", ".join(f"{s:.6g}" for s in alibi_slope_list(int(facts["heads"])))
+    facts["model"] = shlex.quote(inputs_config(source)) if source is not None else "MODEL"
     rule, traces = decide(rules, facts)
     hyper = {k: _hyper_value(v, facts) for k, v in (rule.body.get("hyperparameters") or {}).items()}
     targets = _targets(rule, facts)

@@ -85,7 +85,8 @@ INPUT_FACTS: dict[str, type] = {
     "stage_margin": float,  # budget / constants.stage_tokens_min: >= 1 buys one fine-tuning stage
 }
 #: Facts only templates may use (text made by the picker).
-TEXT_FACTS = {"alibi_slopes", "command", "stage_plan", "stage_ends", "target_plan", "theta_source"}
+# "model": the --config as the user gave it (shell-quoted; MODEL without one), for the commands a text prints
+TEXT_FACTS = {"alibi_slopes", "command", "stage_plan", "stage_ends", "target_plan", "theta_source", "model"}
 
 OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
     "==": operator.eq,
