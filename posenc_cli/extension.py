@@ -7,7 +7,8 @@ Stdlib only.
 What a target length means for a model that already has a window ``W`` (its native window,
 :func:`posenc_cli.models.native_window`):
 
-* ``target == W``: nothing to extend; the model's own rope dict comes back verbatim, whatever the method.
+* ``target == W``: nothing to extend; the model's own rope dict comes back verbatim, whatever the method (unless
+  a parameter is given too: then it is applied at the same window).
 * the model's own scaling family (llama3 on Llama 3.1, yarn on Qwen3-2507 or DeepSeek-V3, linear on Gemma 3): its
   parameters are kept and its factor is multiplied by the jump ``target / W``; yarn/llama3/longrope keep their
   ``original_max_position_embeddings`` (Llama 3.1 8k x8 serves 128k; 512k is x32 from the same 8k).
@@ -119,7 +120,8 @@ def extend(
     same_family = facts.scaled and METHODS[method] == own_type
     if target > native:
         _refuse_unreadable(method, facts, own_type, label)
-    if target == native:
+    asked_more = bool(explicit) or any(v is not None for v in (theta, head_dim, partial_rotary_factor))
+    if target == native and not asked_more:
         said.append(f"note: {label} already serves {format_length(native)}; its rope settings are returned "
                     "unchanged")
         # the model's own dict, not re-derived: it is what the checkpoint was trained with, valid or not by

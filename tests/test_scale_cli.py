@@ -786,3 +786,13 @@ def test_sglang_yarn_attention_factor_is_a_caveat() -> None:
     result = ok(run("scale", "yarn", "--original-max", "32k", "--factor", "4", "--theta", "1e6", "--head-dim", "128",
                     "--attention-factor", "1", "--format", "sglang"))
     assert "ignores attention_factor" in result.stderr
+
+
+def test_the_native_window_with_a_new_theta_applies_it() -> None:
+    """The native window alone returns the model as it is; a parameter given with it is applied, never ignored."""
+    out, result = scale_json("llama3", "--config", str(CORPUS / "llama-3.1-8b-instruct.json"), "--target", "128k")
+    assert out["rope_scaling"]["factor"] == 8.0 and "unchanged" in result.stderr
+    out, result = scale_json("llama3", "--config", str(CORPUS / "llama-3.1-8b-instruct.json"), "--target", "128k",
+                             "--theta", "1e6")
+    assert out["rope_theta"] == 1e6 and out["rope_scaling"]["factor"] == 8.0
+    assert "unchanged" not in result.stderr and "replaces" in result.stderr
