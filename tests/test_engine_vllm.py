@@ -160,3 +160,20 @@ def test_scale_vllm_output_builds_transformers_table(args: tuple[str, ...], monk
     # kernels take another path for one tensor length may move a value by a few ulps (< 1e-6 for |values| <= 1.35)
     assert float((cos[tail] - hcos[tail]).abs().max()) <= 1e-6
     assert float((sin[tail] - hsin[tail]).abs().max()) <= 1e-6
+
+
+def test_a_per_layer_model_keeps_its_other_group_through_the_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gemma 3 1B (per-layer rope) to 64k: vLLM's own config path ends with the full-attention group at linear x2 and
+    the sliding group exactly as shipped, and accepts the new window (the override carries the whole per-layer
+    dict). The text-only model: vLLM's multimodal Gemma 3 class does not inspect on a CPU-only install."""
+    from clihelpers import ok, run
+
+    monkeypatch.chdir(ROOT)
+    line = ok(run("scale", "linear", "--config", "tests/corpus/gemma-3-1b-it.json", "--target", "64k",
+                  "--format", "vllm")).stdout
+    over = json.loads(line.split(" --hf-overrides ")[1].split(" --max-model-len ")[0].strip("'"))
+    rope, settled = vh.vllm_config_after_overrides(load("tests/corpus/gemma-3-1b-it.json"), over, 65536)
+    assert settled == 65536
+    assert rope["full_attention"]["rope_type"] == "linear" and rope["full_attention"]["factor"] == 2.0
+    assert rope["full_attention"]["rope_theta"] == 1e6
+    assert rope["sliding_attention"]["rope_type"] == "default" and rope["sliding_attention"]["rope_theta"] == 1e4
