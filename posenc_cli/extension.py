@@ -133,6 +133,12 @@ def extend(
     jump = target / native
     inherited = facts.inherited(method)
     params = {k: explicit.get(k, inherited.get(k, _DEFAULTS.get(k))) for k in TUNABLE}
+    if same_family and own_type == "longrope" and "long_factor" not in explicit:
+        # the lists, not the factor, set longrope's frequencies: the same lists past W would only change the
+        # attention factor and claim a window nobody searched factors for
+        raise PosencError(f"{label}'s longrope factors were searched for {format_length(native)}; posenc cannot "
+                          f"invent factors for {format_length(target)}: pass --long-factor and --short-factor "
+                          "searched for it (microsoft/LongRoPE)")
     if same_family:
         own_factor = float(facts.params.get("factor") or 1.0)
         new_factor = own_factor * jump

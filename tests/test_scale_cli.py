@@ -796,3 +796,8 @@ def test_the_native_window_with_a_new_theta_applies_it() -> None:
                              "--theta", "1e6")
     assert out["rope_theta"] == 1e6 and out["rope_scaling"]["factor"] == 8.0
     assert "unchanged" not in result.stderr and "replaces" in result.stderr
+
+
+def test_longrope_is_not_extended_with_the_lists_searched_for_another_window() -> None:
+    phi3 = str(Path(__file__).parent / "fixtures" / "phi-3-mini-128k.json")
+    assert_usage_error(run("scale", "longrope", "--config", phi3, "--target", "256k"), "256k", "--long-factor")
