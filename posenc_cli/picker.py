@@ -265,7 +265,9 @@ def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: fl
 
 def inputs_config(source: Any) -> str:
     """How the "same numbers" command names the model: as the user gave it (a path, a Hub id), ``-`` for stdin."""
-    return "-" if source.kind == "stdin" else str(source.label)
+    if source.kind == "stdin":
+        return "-"
+    return str(source.hub_id) if source.kind == "hub" and source.hub_id else str(source.label)
 
 
 def _hyper_value(value: Any, facts: dict[str, Any]) -> Any:

@@ -92,13 +92,14 @@ class Source:
     kind: str  # "file", "stdin", "folder", "hub" or "gguf"
     path: str | None  # the local config.json or .gguf actually read; None for stdin
     gguf: GgufFacts | None = None
+    hub_id: str | None = None  # the Hub id as given (a hub source), which engines and posenc itself take back
 
 
 def served_name(src: Source) -> str:
     """What an engine's command line names this model by: the Hub id, the folder, the GGUF file, or the folder of a
     ``config.json`` (where the weights sit beside it); ``MODEL`` when none of these is known (stdin, a loose file)."""
-    if src.kind == "hub":
-        return src.label
+    if src.kind == "hub" and src.hub_id:
+        return src.hub_id
     if src.kind in ("folder", "gguf") and src.path:
         return str(Path(src.path).parent) if src.kind == "folder" and src.path.endswith("config.json") else src.path
     if src.kind == "file" and src.path and Path(src.path).name == "config.json":
@@ -215,7 +216,8 @@ def _read_hub(repo_id: str, revision: str | None) -> Source:
         raise _hub_error(exc, repo_id, revision) from None
     finally:
         hub_log.setLevel(level)
-    return Source(parse_json_object(read_text(path, label), f"{label} config.json"), label, "hub", path)
+    return Source(parse_json_object(read_text(path, label), f"{label} config.json"), label, "hub", path,
+                  hub_id=repo_id)
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

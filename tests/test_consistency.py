@@ -303,3 +303,28 @@ def test_the_classes_without_a_default_head_dim_are_the_ones_posenc_writes_it_fo
         except Exception:  # classes that need arguments, or forbid reading a per-layer head_dim: not this case
             continue
     assert unset == HEAD_DIM_UNSET
+
+
+def test_a_hub_id_is_named_as_given_in_every_printed_command() -> None:
+    """Engine command lines and pick's "same numbers" line take the Hub id back (not posenc's label for it)."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).parent.parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(root / "docs" / "hub-cache"))
+
+    def posenc(*args: str) -> str:
+        proc = subprocess.run([sys.executable, "-m", "posenc_cli", *args], capture_output=True, text=True,
+                              timeout=120, env=env)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    hub = "Qwen/Qwen2.5-7B-Instruct"
+    line = posenc("scale", "yarn", "--config", hub, "--factor", "4", "--format", "vllm")
+    assert shlex.split(line)[:3] == ["vllm", "serve", hub]
+    command = json.loads(posenc("pick", "--ctx", "128k", "--config", hub, "--json"))["extension"]["command"]
+    assert shlex.split(command)[:5] == ["posenc", "scale", "yarn", "--config", hub]
+    assert json.loads(posenc(*shlex.split(command)[1:])) == json.loads(
+        posenc("pick", "--ctx", "128k", "--config", hub, "--json"))["extension"]["config"]
