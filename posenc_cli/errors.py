@@ -10,7 +10,8 @@ Every exit status posenc uses:
   :class:`PosencError` (and by the argument parser for unknown options).
 * ``3`` (:attr:`ExitCode.COULD_NOT_RUN`): the input was fine but the work could not be done or judged: a server
   that cannot be reached or keeps failing, an eval report with a test "not run" (cells missing, no prompt
-  log-probabilities, no baseline, a plan with no test); raised as :class:`CouldNotRun`.
+  log-probabilities, no baseline, a plan with no test), a ``check`` where some engine was not compared (not
+  modelled) and none differs; raised as :class:`CouldNotRun`, or returned by the command.
 """
 
 from __future__ import annotations
