@@ -328,3 +328,12 @@ def test_a_hub_id_is_named_as_given_in_every_printed_command() -> None:
     assert shlex.split(command)[:5] == ["posenc", "scale", "yarn", "--config", hub]
     assert json.loads(posenc(*shlex.split(command)[1:])) == json.loads(
         posenc("pick", "--ctx", "128k", "--config", hub, "--json"))["extension"]["config"]
+
+
+def test_the_native_window_in_the_other_format_is_the_converted_file(tmp_path: Path) -> None:
+    """Unchanged numbers, the form asked for: --format hf-v5 on a v4 file at its own window is posenc convert."""
+    path = CORPUS / "llama-3.1-8b-instruct.json"
+    dest = tmp_path / "v5.json"
+    ok(run("scale", "llama3", "--config", str(path), "--target", "128k", "--format", "hf-v5", "-o", str(dest)))
+    converted = json.loads(ok(run("convert", str(path), "--to", "v5")).stdout)
+    assert json.loads(dest.read_text()) == converted

@@ -56,12 +56,18 @@ def patch_config(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str
     """
     if fmt not in FORMATS:
         raise PosencError(f"writing a config needs --format hf or hf-v5, not {fmt!r}")
-    from posenc_cli.convert import with_rope
+    from posenc_cli.convert import V5_ONLY, convert, with_rope
+    from posenc_cli.models import text_config
 
+    to = "v5" if fmt == "hf-v5" else "v4"
     if req.unchanged:
-        return dict(config)
+        # the model as it is, in the form asked for: its own file, or the other transformers version of it
+        text, text_type, _ = text_config(config)
+        # a transformers-5-only type is in its one form whatever keys it uses
+        v5 = text_type in V5_ONLY or (isinstance(text.get("rope_parameters"), dict) and not text.get("rope_scaling"))
+        return dict(config) if v5 == (to == "v5") else convert(config, to)
     return with_rope(config, group, rope_parameters(req), max_position_embeddings(req),
-                     "v5" if fmt == "hf-v5" else "v4", head_dim=req.head_dim)
+                     to, head_dim=req.head_dim)
 
 
 def fragment(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str = "") -> dict[str, Any]:
