@@ -316,7 +316,7 @@ class _Parser:
                 (length,) = unpack(read(8))
                 pos += 8 + length
                 seek(length, 1)
-        except struct.error:  # a length read past the end of the file came back short
+        except (struct.error, OverflowError):  # a length read past the end came back short, or one seek too far
             raise self.truncated(key) from None
         self.need(pos - self.pos, key)
         self.pos = pos
