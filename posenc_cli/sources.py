@@ -11,8 +11,11 @@ Hub: ``huggingface_hub.hf_hub_download(repo_id, "config.json", revision=...)``, 
 ``HF_HUB_CACHE``), ``HF_HUB_OFFLINE``, ``HF_ENDPOINT`` and the usual token (``HF_TOKEN``, ``hf auth login``) all
 apply, and a cached config is read without the network. Every failure is one :class:`PosencError` line.
 
-GGUF: ``gguf.GGUFReader`` memory-maps the file; only the metadata fields and the tensor *names* are read (tensor data
-is never touched, so a 100 GB file costs nothing). Read: ``general.architecture`` and, under ``{arch}.``:
+GGUF: :mod:`posenc_cli.gguf_header` (standard library) reads the header: the values of the keys below are decoded,
+every other value is seeked over (a tokenizer's arrays of 128k tokens and 280k merges cost their 8-byte lengths, not
+a decode), the tensor-info records give their names, and tensor data is never read, so a 100 GB file costs what its
+header does. Every value is what ``gguf.GGUFReader`` gives (the tests compare the two on every test GGUF); a
+truncated or corrupt file is one :class:`PosencError`. Read: ``general.architecture`` and, under ``{arch}.``:
 ``context_length``, ``embedding_length``, ``attention.head_count`` (a per-layer list counts as its first entry, as
 llama.cpp's ``n_head()`` does), ``attention.key_length``, ``rope.freq_base``, ``rope.dimension_count``,
 ``rope.scaling.type``, ``rope.scaling.factor`` (older files: ``rope.scale_linear``),
@@ -28,8 +31,7 @@ factor is always written, and :func:`describe_source` makes plain RoPE honour it
 ``rope.scaling.type`` means linear scaling; in YaRN mode llama.cpp multiplies ``rope.scaling.attn_factor`` by
 ``0.1 ln(factor) + 1``, so that product is written as ``attention_factor``.
 
-Stdlib only at import time: huggingface_hub and gguf (which loads numpy) are imported inside the functions that need
-them.
+Stdlib only: huggingface_hub is imported inside the functions that read a Hub id; a GGUF needs no package at all.
 """
 
 from __future__ import annotations
