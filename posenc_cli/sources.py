@@ -11,8 +11,11 @@ Hub: ``huggingface_hub.hf_hub_download(repo_id, "config.json", revision=...)``, 
 ``HF_HUB_CACHE``), ``HF_HUB_OFFLINE``, ``HF_ENDPOINT`` and the usual token (``HF_TOKEN``, ``hf auth login``) all
 apply, and a cached config is read without the network. Every failure is one :class:`PosencError` line.
 
-GGUF: ``gguf.GGUFReader`` memory-maps the file; only the metadata fields and the tensor *names* are read (tensor data
-is never touched, so a 100 GB file costs nothing). Read: ``general.architecture`` and, under ``{arch}.``:
+GGUF: :mod:`posenc_cli.gguf_header` (standard library) reads the header: the values of the keys below are decoded,
+every other value is seeked over (a tokenizer's arrays of 128k tokens and 280k merges cost their 8-byte lengths, not
+a decode), the tensor-info records give their names, and tensor data is never read, so a 100 GB file costs what its
+header does. Every value is what ``gguf.GGUFReader`` gives (the tests compare the two on every test GGUF); a
+truncated or corrupt file is one :class:`PosencError`. Read: ``general.architecture`` and, under ``{arch}.``:
 ``context_length``, ``embedding_length``, ``attention.head_count`` (a per-layer list counts as its first entry, as
 llama.cpp's ``n_head()`` does), ``attention.key_length``, ``rope.freq_base``, ``rope.dimension_count``,
 ``rope.scaling.type``, ``rope.scaling.factor`` (older files: ``rope.scale_linear``),
@@ -28,8 +31,7 @@ factor is always written, and :func:`describe_source` makes plain RoPE honour it
 ``rope.scaling.type`` means linear scaling; in YaRN mode llama.cpp multiplies ``rope.scaling.attn_factor`` by
 ``0.1 ln(factor) + 1``, so that product is written as ``attention_factor``.
 
-Stdlib only at import time: huggingface_hub and gguf (which loads numpy) are imported inside the functions that need
-them.
+Stdlib only: huggingface_hub is imported inside the functions that read a Hub id; a GGUF needs no package at all.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ import logging
 import math
 import os
 import re
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,15 +48,11 @@ from posenc_cli.config import load_json, parse_json_object, read_text
 from posenc_cli.errors import PosencError
 
 if TYPE_CHECKING:
-    from gguf import GGUFReader, ReaderField
-
     from posenc_cli.models import ModelPositions
 
-__all__ = ["GgufFacts", "Source", "read_source", "describe_source", "read_gguf", "is_hub_id", "HUB_INSTALL_HINT",
-           "GGUF_INSTALL_HINT"]
+__all__ = ["GgufFacts", "Source", "read_source", "describe_source", "read_gguf", "is_hub_id", "HUB_INSTALL_HINT"]
 
 HUB_INSTALL_HINT = "reading a Hub id needs huggingface_hub: pip install huggingface_hub"
-GGUF_INSTALL_HINT = "reading a GGUF file needs the gguf package: pip install gguf"
 GGUF_MAGIC = b"GGUF"
 _HUB_PART = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9_])?")
 _REASON_MAX = 160  # characters of a library's error message kept in ours
@@ -284,68 +281,48 @@ def _gguf_source(path: Path, label: str) -> Source:
     return Source(gguf_config(facts), label, "gguf", str(path), facts)
 
 
-def _shortest_float32(value: float) -> float:
-    """The shortest decimal that rounds to the same float32 as ``value`` (a float32 field read back as float64)."""
-    try:
-        packed = struct.pack("<f", value)
-    except (OverflowError, struct.error):
-        return value
-    for digits in range(1, 10):
-        candidate = float(f"{value:.{digits}g}")
-        try:
-            if struct.pack("<f", candidate) == packed:
-                return candidate
-        except (OverflowError, struct.error):
-            continue
-    return value
-
-
-def _field_value(reader_field: ReaderField) -> Any:
-    from gguf import GGUFValueType
-
-    value = reader_field.contents()
-    if reader_field.types and reader_field.types[-1] == GGUFValueType.FLOAT32:
-        if isinstance(value, float):
-            return _shortest_float32(value)
-        if isinstance(value, list):
-            return [_shortest_float32(v) if isinstance(v, float) else v for v in value]
-    return value
-
-
 _REPORTED = ("context_length", "embedding_length", "attention.head_count", "attention.head_count_kv",
              "attention.key_length", "attention.value_length")
+_REPORTED_SUFFIXES = tuple("." + key for key in _REPORTED)
+
+
+def _maybe_reported(key: str) -> bool:
+    """Whether ``key`` can be one :func:`_metadata` keeps, whatever the architecture (it may come later in the
+    file): ``general.architecture``, ``{arch}.rope.*`` or ``{arch}.`` + a key in ``_REPORTED``."""
+    return key == "general.architecture" or ".rope." in key or key.endswith(_REPORTED_SUFFIXES)
 
 
 def read_gguf(path: str | os.PathLike[str], label: str | None = None) -> GgufFacts:
-    """The positional facts in a GGUF file's metadata; a file gguf cannot parse is one PosencError."""
+    """The positional facts in a GGUF file's metadata; a truncated or corrupt file is one PosencError."""
+    from posenc_cli.gguf_header import read_header
+
     label = str(path) if label is None else label
     if not _starts_with_gguf_magic(Path(path), label):
         raise PosencError(f"{label}: not a readable GGUF file (it does not start with the GGUF magic bytes)")
-    try:
-        import gguf
-    except ImportError:
-        raise PosencError(f"{label}: {GGUF_INSTALL_HINT}") from None
-    try:
-        fields, tensor_names = _metadata(gguf.GGUFReader(path))
-    except (ValueError, IndexError, KeyError, TypeError, OverflowError, OSError) as exc:
-        reason = _one_line(str(exc)) or exc.__class__.__name__
-        raise PosencError(f"{label}: not a readable GGUF file ({reason})") from None
-    return _facts(fields, tensor_names, label)
+    header = read_header(path, label, _maybe_reported)
+    return _facts(_metadata(header.fields, label), set(header.tensor_names), label)
 
 
-def _metadata(reader: GGUFReader) -> tuple[dict[str, Any], set[str]]:
-    """The architecture, rope, context and head fields (decoded) and the tensor names; no tensor data is read."""
-    arch_field = reader.fields.get("general.architecture")
-    arch = arch_field.contents() if arch_field is not None else None
+def _metadata(candidates: dict[str, Any], label: str) -> dict[str, Any]:
+    """The architecture, rope, context and head fields among ``candidates`` (file order); one of them that the
+    header reader seeked over instead of decoding (an array of arrays or of more than ARRAY_MAX entries) is an
+    error."""
+    from posenc_cli.gguf_header import ARRAY_MAX, Skipped
+
+    arch = candidates.get("general.architecture")
     fields: dict[str, Any] = {}
-    for name, reader_field in reader.fields.items():
+    for name, value in candidates.items():
         if name == "general.architecture":
-            fields[name] = arch
+            fields[name] = value
         elif isinstance(arch, str) and name.startswith(arch + "."):
             rest = name[len(arch) + 1:]
             if rest.startswith("rope.") or rest in _REPORTED:
-                fields[name] = _field_value(reader_field)
-    return fields, {t.name for t in reader.tensors}
+                fields[name] = value
+    for name, value in fields.items():
+        if isinstance(value, Skipped):
+            raise PosencError(f"{label}: GGUF key {name} holds {value}; posenc reads arrays of at most {ARRAY_MAX} "
+                              "numbers or strings, and strings of at most 1 MiB")
+    return fields
 
 
 def _facts(fields: dict[str, Any], tensor_names: set[str], label: str) -> GgufFacts:

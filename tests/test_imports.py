@@ -126,9 +126,26 @@ def test_pick_from_a_config_needs_no_numpy(tmp_path: Path) -> None:
     assert loaded == dict.fromkeys(HEAVY + OPTIONAL, False)
 
 
-def test_inspect_gguf_loads_gguf_but_not_the_hub_client() -> None:
-    loaded = loaded_modules(run_cli_body(["inspect", str(ROOT / "docs" / "examples" / "llama-3.1-8b.gguf")]))
-    assert loaded["gguf"] is True and loaded["huggingface_hub"] is False
+GGUFS = ["docs/examples/llama-3.1-8b.gguf", "tests/fixtures/passkey/passkey.gguf"]
+
+
+@pytest.mark.parametrize("name", GGUFS)
+def test_reading_a_gguf_loads_neither_gguf_nor_numpy(name: str) -> None:
+    """posenc's own header reader (stdlib) reads the metadata: no gguf package, and so no numpy."""
+    body = f"from posenc_cli.sources import read_source\nassert read_source({str(ROOT / name)!r}).gguf is not None\n"
+    assert loaded_modules(body) == dict.fromkeys(HEAVY + OPTIONAL, False)
+
+
+@pytest.mark.parametrize("name", GGUFS)
+@pytest.mark.parametrize("extra", [[], ["--json"]], ids=["text", "json"])
+def test_inspect_gguf_loads_what_inspect_of_a_config_does(tmp_path: Path, name: str, extra: list[str]) -> None:
+    """No gguf, no Hub client; numpy only because inspect's report computes with it, as for a config.json."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
+                               "max_position_embeddings": 131072, "rope_theta": 500000.0}))
+    from_gguf = loaded_modules(run_cli_body(["inspect", str(ROOT / name), *extra]))
+    assert from_gguf["gguf"] is False and from_gguf["huggingface_hub"] is False
+    assert from_gguf == loaded_modules(run_cli_body(["inspect", str(cfg), *extra]))
 
 
 def test_verify_bfloat16_is_the_only_path_that_loads_ml_dtypes() -> None:
