@@ -43,7 +43,8 @@ def scale(
     high_freq_factor: opts.HighFreqFactorOpt = None,
     short_factor: opts.ShortFactorOpt = None,
     long_factor: opts.LongFactorOpt = None,
-    fine_tuned: Annotated[bool, typer.Option(help="The model is fine-tuned at this scale (no >8x warning).")] = False,
+    fine_tuned: Annotated[bool, typer.Option(
+        help="The model is fine-tuned at this scale (no warning for a jump past x4).")] = False,
     explain: Annotated[bool, typer.Option(help="Per-pair table on stderr.")] = False,
     output: Annotated[str | None, typer.Option(
         "--output", "-o", help="Write the patched --config here.", show_default="print it")] = None,
