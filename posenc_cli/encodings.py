@@ -114,15 +114,19 @@ def float32_power(base: float, exponent: npt.NDArray[np.float32]) -> npt.NDArray
     return out
 
 
-def rope_inv_freq(rotary_dim: int, base: float = 10000.0, dtype: npt.DTypeLike = np.float64) -> FloatArray:
+def rope_inv_freq(rotary_dim: int, base: float = 10000.0, dtype: npt.DTypeLike = np.float64, *,
+                  odd: bool = False) -> FloatArray:
     """RoPE inverse frequencies ``base ** (-2i / rotary_dim)``, shape ``(rotary_dim // 2,)``.
+
+    ``odd=True`` takes an odd ``rotary_dim`` as transformers does when ``int(head_dim * partial_rotary_factor)`` is
+    odd (GLM-4.5's class defaults): ``ceil(rotary_dim / 2)`` frequencies, still divided by ``rotary_dim``.
 
     With ``dtype=np.float32`` the arithmetic follows transformers step by step (exponent in float32, the power
     rounded once to float32, then ``1 / x``), so the result matches ``compute_default_rope_parameters`` to float32
     precision; float64 is the exact formula.
     """
     d = _positive_int(rotary_dim, "rotary_dim")
-    if d % 2:
+    if d % 2 and not odd:
         raise PosencError(f"rotary_dim must be even (features rotate in pairs), got {d}")
     base = _check_base(base)
     dt = _float_dtype(dtype)

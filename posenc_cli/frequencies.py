@@ -104,9 +104,9 @@ def rdiv32(scalar: float, values: Array32) -> Array32:
 
 
 def default_inv_freq(base: float, dim: int) -> Array32:
-    """``1 / base ** (arange(0, dim, 2) / dim)`` in float32, as transformers computes it."""
+    """``1 / base ** (arange(0, dim, 2) / dim)`` in float32, as transformers computes it (an odd ``dim`` too)."""
     try:
-        return rope_inv_freq(dim, base, dtype=F32).astype(F32)
+        return rope_inv_freq(dim, base, dtype=F32, odd=True).astype(F32)
     except PosencError as exc:
         raise PosencError(f"rope_theta {base!r} / rotary dim {dim!r}: {exc}") from None
 
@@ -192,8 +192,9 @@ def _longrope(spec: RopeSpec, seq_len: int | None) -> Frequencies:
     attention = longrope_attention_factor(p, factor, original)
     use_long = bool(seq_len and seq_len > original)
     ext = np.asarray(p["long_factor"] if use_long else p["short_factor"], dtype=F32)
-    if ext.shape != (dim // 2,):
-        raise PosencError(f"longrope factor lists must have rotary_dim/2 = {dim // 2} entries, got {ext.shape[0]}")
+    if ext.shape != ((dim + 1) // 2,):
+        raise PosencError(f"longrope factor lists must have one entry per rotated pair, {(dim + 1) // 2}, "
+                          f"got {ext.shape[0]}")
     shape = np.arange(0, dim, 2, dtype=np.int64).astype(F32) / F32(dim)
     inv = (F32(1.0) / (ext * float32_power(base, shape))).astype(F32)
     which = "long" if use_long else "short"
@@ -246,6 +247,11 @@ ROPE_FUNCTIONS: dict[str, Callable[[RopeSpec, int | None], Frequencies]] = {
 }
 
 
+#: rope types transformers computes for an odd rotary dim (``ceil(dim / 2)`` frequencies; longrope with a factor
+#: list that long); its yarn fails there (a ramp of ``dim // 2`` entries against ``ceil(dim / 2)`` frequencies)
+ODD_DIM_TYPES = frozenset({"default", "linear", "dynamic", "llama3", "longrope"})
+
+
 def compute(spec: RopeSpec, seq_len: int | None = None, *, top_level: Mapping[str, Any] | None = None) -> Frequencies:
     """inv_freq and attention factor for ``spec`` at sequence length ``seq_len`` (None: as at model init).
 
@@ -258,9 +264,9 @@ def compute(spec: RopeSpec, seq_len: int | None = None, *, top_level: Mapping[st
         raise PosencError(
             f"rope_type {spec.rope_type!r} is not supported; known types: {', '.join(ROPE_FUNCTIONS)}"
         )
-    if spec.rotary_dim < 2 or spec.rotary_dim % 2:
+    if spec.rotary_dim < 2 or (spec.rotary_dim % 2 and spec.rope_type not in ODD_DIM_TYPES):
         raise PosencError(
-            f"RoPE needs an even rotary dimension, got {spec.rotary_dim} "
+            f"RoPE needs an even rotary dimension for rope_type {spec.rope_type!r}, got {spec.rotary_dim} "
             f"(head_dim {spec.head_dim} x partial_rotary_factor {spec.partial_rotary_factor:g})"
         )
     if spec.rope_type == "yarn" and top_level is not None:

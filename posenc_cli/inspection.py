@@ -18,9 +18,14 @@ def spec_for(model: ModelPositions, layer: LayerRope) -> RopeSpec:
     if head_dim is None:
         raise PosencError("the config has neither head_dim nor hidden_size and num_attention_heads; "
                           "cannot tell the rotary dimension")
-    if model.max_position_embeddings is None:
-        raise PosencError("the config has no max_position_embeddings")
-    return RopeSpec(layer.params, head_dim, model.max_position_embeddings, default_partial=model.default_partial)
+    rope_type = layer.params.get("rope_type", "default")
+    if model.max_position_embeddings is None and rope_type not in _WINDOW_FREE:
+        raise PosencError(f"the config has no max_position_embeddings, which rope_type {rope_type!r} scales from")
+    return RopeSpec(layer.params, head_dim, model.max_position_embeddings or 0, default_partial=model.default_partial)
+
+
+#: rope types whose frequencies do not depend on the window (Recurrent Gemma's config names none)
+_WINDOW_FREE = frozenset({"default", "linear", "proportional"})
 
 
 def layer_report(model: ModelPositions, layer: LayerRope, seq_len: int | None) -> dict[str, Any]:

@@ -5,10 +5,17 @@ file: see :mod:`posenc_cli.sources`) into a :class:`ModelPositions`: per group o
 rope dict as transformers resolves it, the head dim its rope functions read, plus the model's windows and any
 attention scaling applied outside the rope.
 
-The rules follow transformers 5.24's config classes and rotary embeddings:
+The rules follow transformers 5.24's config classes and rotary embeddings. What each config class assumes is
+generated, not written by hand: ``model_types.json`` (written by ``tests/generate_model_types.py`` from the
+installed transformers, read here without importing it) holds, per model type, the path to the decoder's config,
+the class defaults of every attribute the rotary embedding reads, its ``attribute_map`` aliases, how its head dim
+is derived and whether plain RoPE honours ``partial_rotary_factor``. :data:`_RULES` keeps only what no attribute
+shows (code in a config class or an attention module), each entry needed by a test.
 
-* The text model is ``get_text_config()``: ``text_config`` when present (Llama 4, Qwen3-VL, Qwen3.5, Gemma 3/4,
-  Mistral 3, Kimi K2.5), else the config itself (Qwen2.5-VL moves its flat keys into the text config).
+* The text model is ``get_text_config(decoder=True)``: the generated path (``text_config``,
+  ``thinker_config.text_config`` in Qwen2.5-Omni, ``decoder`` in T5Gemma); a sub-config the file leaves out is the
+  class's defaults, and keys the file leaves out inside it are the sub-config class's defaults (Qwen2-Audio's
+  ``text_config`` names no hidden size).
 * A flat rope dict: legacy ``rope_scaling`` wins over ``rope_parameters``; ``rope_theta`` and
   ``partial_rotary_factor`` inside the dict win over the top-level keys, which win over the class default;
   ``type`` stands in for ``rope_type``; for yarn/llama3/longrope a top-level ``original_max_position_embeddings``
@@ -21,8 +28,9 @@ The rules follow transformers 5.24's config classes and rotary embeddings:
   attention factor 1). For nested dicts transformers reads YaRN's ``truncate`` from the outer dict, so it is
   always True.
 * Rotary dims: MLA models (DeepSeek V2/V3, Kimi K2, MiniCPM3) rotate ``qk_rope_head_dim``; plain ``default`` rope
-  uses ``partial_rotary_factor`` only in the model types whose rotary class reads it (:data:`_DEFAULT_PARTIAL`);
-  every scaled rope type reads it.
+  uses ``partial_rotary_factor`` only in the model types whose rotary class reads it (``default_partial`` in the
+  generated data); every scaled rope type reads it. ``int(head_dim * factor)`` may be odd (GLM-4.5's defaults):
+  transformers then turns ``ceil(dim / 2)`` pairs, and so does posenc.
 * Layers without RoPE: Llama 4 / SmolLM3 ``no_rope_layers`` (1 = rotates), linear-attention layers of Qwen3-Next
   and Qwen3.5, full-attention layers of EXAONE 4 when it has a sliding window, and models with no rotary embedding
   at all (Nemotron-H, Jamba, Kimi Linear, Mamba).
@@ -32,9 +40,12 @@ The rules follow transformers 5.24's config classes and rotary embeddings:
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from posenc_cli.attention_factors import yarn_mscale
@@ -54,15 +65,6 @@ _REQUIRED = {
 }
 _NUMERIC = ("rope_theta", "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings",
             "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "partial_rotary_factor")
-
-#: Text model types whose rotary class applies ``partial_rotary_factor`` to plain (``default``) RoPE. Every other
-#: class rotates the whole head for ``default`` (transformers 5.24: read off each ``compute_default_rope_parameters``).
-_DEFAULT_PARTIAL = frozenset({
-    "bamba", "deepseek_v4", "glm", "glm4", "glm4_moe", "glm4_moe_lite", "glm4v_text", "glm4v_moe_text", "gpt_neox",
-    "gpt_neox_japanese", "laguna", "mellum", "mimo_v2_flash", "minimax_m2", "nemotron", "persimmon", "phi", "phi3",
-    "qwen3_5_text", "qwen3_5_moe_text", "qwen3_next", "recurrent_gemma", "solar_open", "stablelm", "zaya",
-    "gptj", "codegen",  # rotate `rotary_dim` features in their own attention code
-})
 
 ALIBI_TYPES = frozenset({"bloom", "mpt"})
 LEARNED_TYPES = frozenset({"gpt2", "opt", "gpt_bigcode", "bert", "roberta", "distilbert", "xlm-roberta", "bart",
@@ -89,65 +91,86 @@ class _Kind:
     neox: float | None = None  # GPT-NeoX: reads only rotary_emb_base / rotary_pct (this default pct)
     resolver: str = "flat"
     default_rope: dict[str, Any] | None = None  # the rope dict the class builds when the config has none
+    default_partial: bool = False  # plain (default) RoPE applies partial_rotary_factor
+    known: bool = False  # transformers has this text config class (generated data) or posenc a rule for it
+    defaults: Mapping[str, Any] = field(default_factory=dict)  # class defaults of sizes, window, MLA dims, ...
+    aliases: Mapping[str, str] = field(default_factory=dict)  # the class's attribute_map
+    head_dim_times: int | None = None  # config.head_dim = times * hidden_size // num_attention_heads, always
+    image: bool = False  # a vision encoder: its rotary embedding turns with 2-D patch coordinates
+    scales: bool = True  # the rotary class applies the rope type (ESM's computes plain RoPE whatever it says)
 
 
-_KINDS: dict[str, _Kind] = {
-    "llama4_text": _Kind(theta=500000.0, head_dim=128, max_positions=131072),
-    "qwen3_vl_text": _Kind(theta=500000.0, head_dim=128, max_positions=128000),
-    "qwen3_vl_moe_text": _Kind(theta=500000.0, max_positions=128000),
-    "qwen3_5_text": _Kind(head_dim=256, max_positions=32768, partial=0.25),
-    "qwen3_5_moe_text": _Kind(head_dim=256, max_positions=32768, partial=0.25),
-    "qwen3_next": _Kind(head_dim=256, max_positions=32768, partial=0.25),
-    "glm4_moe": _Kind(max_positions=131072, partial=0.5),
-    "glm4": _Kind(partial=0.5),
-    "glm": _Kind(partial=0.5),
-    "gemma2": _Kind(head_dim=256, max_positions=8192),
-    "gemma3_text": _Kind(theta=1e6, head_dim=256, max_positions=131072, resolver="gemma3"),
-    "gemma4_text": _Kind(head_dim=256, max_positions=131072, resolver="gemma4"),
-    "olmo3": _Kind(theta=500000.0, max_positions=2048, resolver="olmo3"),
-    "deepseek_v2": _Kind(max_positions=2048, mla=True),
-    "deepseek_v3": _Kind(max_positions=4096, mla=True),
-    "deepseek_v32": _Kind(max_positions=4096, mla=True),
-    "minicpm3": _Kind(max_positions=32768, mla=True),
-    "deepseek_v4": _Kind(head_dim=512, max_positions=1048576, resolver="deepseek_v4"),
-    "exaone4": _Kind(max_positions=2048),
-    "smollm3": _Kind(theta=2000000.0, max_positions=32768),
-    "phi3": _Kind(max_positions=4096, original=4096),
-    "gpt_oss": _Kind(theta=150000.0, head_dim=64, max_positions=131072,
-                     default_rope={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
-                                   "truncate": False, "original_max_position_embeddings": 4096}),
-    "qwen2_5_vl_text": _Kind(theta=1e6, max_positions=32768),
-    "ministral3": _Kind(head_dim=128, max_positions=262144,
-                        default_rope={"type": "yarn", "rope_theta": 1e6, "factor": 16.0,
-                                      "original_max_position_embeddings": 16384, "beta_fast": 32.0, "beta_slow": 1.0,
-                                      "mscale_all_dim": 1.0, "mscale": 1.0, "llama_4_scaling_beta": 0.1}),
-    "mixtral": _Kind(theta=1e6),
-    "cohere": _Kind(theta=500000.0),
-    "bitnet": _Kind(theta=500000.0),
-    "phi": _Kind(partial=0.5),
-    "persimmon": _Kind(partial=0.5),
-    "stablelm": _Kind(partial=0.25),
-    "nemotron": _Kind(partial=0.5),
-    "recurrent_gemma": _Kind(partial=0.5),
-    "gpt_neox": _Kind(neox=0.25),
-    "gpt_neox_japanese": _Kind(neox=1.0),
+@functools.lru_cache(maxsize=1)
+def generated() -> dict[str, Any]:
+    """``model_types.json``: what transformers' config classes assume about positions, per model type, written by
+    ``tests/generate_model_types.py`` from the installed transformers (its version is in ``"transformers"``)."""
+    data: dict[str, Any] = json.loads(Path(__file__).with_name("model_types.json").read_text(encoding="utf-8"))
+    return data
+
+
+#: What the generated data cannot hold, per text model type: code in the config class or the attention module that
+#: no attribute shows. Each entry is needed by a test in tests/test_model_types.py or tests/test_corpus.py.
+_RULES: dict[str, dict[str, Any]] = {
+    # per-layer-type rope built in the class's code (see the module docstring)
+    "gemma3_text": {"resolver": "gemma3"},
+    "olmo3": {"resolver": "olmo3"},
+    "deepseek_v4": {"resolver": "deepseek_v4"},
+    # Gemma 4's head_dim is a per-layer attribute that transformers refuses to read globally
+    "gemma4_text": {"resolver": "gemma4", "head_dim": 256},
+    "gemma4_unified_text": {"resolver": "gemma4", "head_dim": 256},
+    "diffusion_gemma_text": {"resolver": "gemma4", "head_dim": 256},
+    "embedding_gemma2_text": {"resolver": "gemma4", "head_dim": 256},
+    # MLA: the rope rotates qk_rope_head_dim and the attention module multiplies its softmax scale by mscale**2
+    "deepseek_v2": {"mla": True}, "deepseek_v3": {"mla": True}, "deepseek_v32": {"mla": True},
+    "minicpm3": {"mla": True},
+    # a class field that overrides the dict's original length
+    "phi3": {"original": 4096},
+    # GPT-NeoX reads rotary_emb_base / rotary_pct, never rope_theta / partial_rotary_factor
+    "gpt_neox": {"neox": 0.25}, "gpt_neox_japanese": {"neox": 1.0},
+    # vision encoders whose rotary embedding is 2-D over image patches: no sequence positions to report
+    "efficientloftr": {"image": True}, "eomt_dinov3": {"image": True}, "mlcd_vision_model": {"image": True},
+    "sam3_vit_model": {"image": True},
+    # rotate `rotary_dim` features in their own attention code (no rotary class for the generator to probe)
+    "gptj": {"default_partial": True, "known": True}, "codegen": {"default_partial": True, "known": True},
 }
 
-#: Model types whose config classes follow transformers' generic rope rules with Llama's defaults (theta 10000,
-#: plain RoPE over the whole head): no entry of their own in _KINDS is needed.
-LLAMA_LIKE = frozenset({"llama", "mistral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "granite",
-                        "granitemoe", "olmo", "olmo2", "cohere2", "starcoder2", "falcon", "mllama_text_model", "lfm2",
-                        "helium", "arcee", "internlm2", "yi", "baichuan", "exaone", "hunyuan_v1_dense",
-                        "glm_moe_dsa"})
 
-#: Composite model types: the text sub-config's type, and whether a ``model_type`` inside text_config picks the
-#: class (an AutoConfig sub-config) or is ignored (a fixed class).
-_COMPOSITE: dict[str, tuple[str, bool]] = {
-    "llama4": ("llama4_text", False), "qwen3_vl": ("qwen3_vl_text", False),
-    "qwen3_vl_moe": ("qwen3_vl_moe_text", False), "qwen3_5": ("qwen3_5_text", False),
-    "qwen3_5_moe": ("qwen3_5_moe_text", False), "gemma3": ("gemma3_text", False), "gemma4": ("gemma4_text", False),
-    "qwen2_5_vl": ("qwen2_5_vl_text", False), "kimi_k25": ("deepseek_v3", True), "mistral3": ("mistral", True),
-}
+@functools.cache
+def _kind(text_type: str) -> _Kind:
+    """The class facts of a text model type: generated from transformers, then the hand-written :data:`_RULES`."""
+    gen = generated()["text"].get(text_type)
+    fields: dict[str, Any] = {}
+    if gen is not None:
+        rope = gen.get("rope")
+        head = gen.get("head_dim") or {}
+        defaults = dict(gen.get("defaults") or {})
+        theta = gen.get("theta")
+        if theta is None and rope and isinstance(rope.get("full_attention"), Mapping):
+            theta = rope["full_attention"].get("rope_theta")  # per-layer defaults: the full-attention layers'
+        fields = {
+            "theta": float(theta) if theta is not None else 10000.0,
+            "head_dim": head.get("default"),
+            "max_positions": _int_or_none(defaults.get("max_position_embeddings")),
+            "partial": gen.get("partial"),
+            "default_rope": rope if rope and (any(isinstance(v, Mapping) for v in rope.values())
+                                              or rope.get("rope_type", "default") != "default") else None,
+            "default_partial": bool(gen.get("default_partial")),
+            "known": True,
+            "defaults": defaults,
+            "aliases": dict(gen.get("aliases") or {}),
+            "head_dim_times": head.get("times") if head.get("derived") and head.get("times", 1) != 1 else None,
+            "scales": bool(gen.get("scales", True)),
+        }
+    fields.update(_RULES.get(text_type, {}))
+    return _Kind(**fields)
+
+
+#: Remote-code model types (no config class in transformers) read with Llama's rules: theta 10000, plain RoPE over
+#: the whole head.
+LLAMA_LIKE = frozenset({"internlm2", "yi", "baichuan"})
+
+#: Composite classes that move a flat file's text keys into their text_config (Qwen2-VL and Qwen2.5-VL).
+_FLAT_COMPOSITES = frozenset({"qwen2_vl", "qwen2_5_vl"})
 #: Remote-code model types that transformers reads with another class.
 _ALIASES = {"kimi_k2": "deepseek_v3"}
 _LEGACY_LAYER_TYPES = {"mamba": "linear_attention", "attention": "full_attention", "sliding": "sliding_attention",
@@ -186,6 +209,7 @@ class LayerRope:
     params: dict[str, Any]
     layers: list[int] | None = None
     head_dim: int | None = None
+    rope_key: str = ""  # the key of this dict in a per-layer-type rope_parameters ("" for a flat one)
 
 
 @dataclass
@@ -227,15 +251,14 @@ def _int_or_none(value: Any) -> int | None:
 
 
 #: Model types an ``architectures`` entry can name when a (remote-code) config has no model_type of its own.
-_ARCH_TYPES = frozenset(_KINDS) | ALIBI_TYPES | frozenset({
-    "llama", "mistral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "granite", "olmo2", "cohere2",
-    "baichuan", "internlm2", "chatglm", "yi", "falcon", "gptj", "codegen"}) | set(_COMPOSITE)
+def _arch_types() -> frozenset[str]:
+    return frozenset(generated()["models"]) | frozenset(_RULES) | ALIBI_TYPES | LLAMA_LIKE | {"chatglm"}
 _ARCH_SUFFIXES = ("ForCausalLM", "ForConditionalGeneration", "LMHeadModel", "Model")
 
 
 def infer_model_type(cfg: Mapping[str, Any]) -> tuple[str, str] | None:
     """(model type, the architectures entry it came from) for a config without ``model_type``."""
-    names = {t.replace("_", "").replace("-", ""): t for t in _ARCH_TYPES}
+    names = {t.replace("_", "").replace("-", ""): t for t in _arch_types()}
     for arch in cfg.get("architectures") or []:
         if not isinstance(arch, str):
             continue
@@ -253,26 +276,56 @@ def infer_model_type(cfg: Mapping[str, Any]) -> tuple[str, str] | None:
 def text_config(cfg: Mapping[str, Any]) -> tuple[Mapping[str, Any], str, str]:
     """(the text model's config, its model type, where it was found), as ``get_text_config(decoder=True)``.
 
-    A config without ``model_type`` (remote code such as MiniCPM3) is read as the type its ``architectures``
-    names."""
+    The path to the decoder's config comes from the generated data (``text_config``, ``thinker_config.text_config``
+    in Qwen2.5-Omni, ``decoder`` in T5Gemma); a sub-config the file leaves out is the class's defaults. A
+    ``model_type`` inside it picks the class only where the composite class reads it with ``AutoConfig``. A config
+    without ``model_type`` (remote code such as MiniCPM3) is read as the type its ``architectures`` names."""
     model_type = str(cfg.get("model_type") or "")
     if not model_type:
         inferred = infer_model_type(cfg)
         model_type = inferred[0] if inferred else ""
     model_type = _ALIASES.get(model_type, model_type)
-    sub = cfg.get("text_config")
-    if sub is not None and not isinstance(sub, Mapping):
-        raise PosencError(f"text_config must be a JSON object, got {type(sub).__name__}")
-    default_type, honours_inner = _COMPOSITE.get(model_type, ("", True))
-    if isinstance(sub, Mapping):
-        inner = str(sub.get("model_type") or "")
-        text_type = (inner or default_type or model_type) if honours_inner else default_type
-        return sub, _ALIASES.get(text_type, text_type), "text_config"
-    if model_type == "qwen2_5_vl":  # a flat Qwen2.5-VL config: its class moves the text keys into text_config
-        return cfg, "qwen2_5_vl_text", ""
-    if default_type:
-        return {}, default_type, "text_config (absent: class defaults)"
-    return cfg, model_type, ""
+    entry = generated()["models"].get(model_type)
+    path: list[str] = list(entry["path"]) if entry else (["text_config"] if "text_config" in cfg else [])
+    default_type = str(entry["text_type"]) if entry else ""
+    honours_inner = bool(entry["auto"]) if entry else True
+    node: Mapping[str, Any] = cfg
+    for i, key in enumerate(path):
+        sub = node.get(key)
+        if sub is None and model_type in _FLAT_COMPOSITES and i == 0 and "hidden_size" in cfg:
+            return cfg, default_type, ""  # a flat file: the class moves the text keys into text_config
+        if sub is None:
+            where = ".".join(path)
+            return {}, default_type, f"{where} (absent: class defaults)"
+        if not isinstance(sub, Mapping):
+            raise PosencError(f"{'.'.join(path[:i + 1])} must be a JSON object, got {type(sub).__name__}")
+        node = sub
+    if not path:
+        return cfg, _ALIASES.get(default_type or model_type, default_type or model_type), ""
+    inner = str(node.get("model_type") or "")
+    text_type = (inner or default_type or model_type) if honours_inner else default_type
+    return node, _ALIASES.get(text_type, text_type), ".".join(path)
+
+
+def with_class_defaults(text: Mapping[str, Any], kind: _Kind) -> Mapping[str, Any]:
+    """``text`` as the config class holds it: ``attribute_map`` aliases resolved both ways, the class defaults of
+    sizes and windows filled in where the file is silent, and a head dim the class always derives (Zamba2:
+    ``2 * hidden_size // num_attention_heads``) put in its place."""
+    if not kind.defaults and not kind.aliases and kind.head_dim_times is None:
+        return text
+    out = dict(text)
+    for alias, target in kind.aliases.items():
+        if target not in out and alias in out:
+            out[target] = out[alias]
+    for key, value in kind.defaults.items():
+        out.setdefault(key, value)
+    for alias, target in kind.aliases.items():
+        if target in out:
+            out[alias] = out[target]
+    hidden, heads = out.get("hidden_size"), out.get("num_attention_heads")
+    if kind.head_dim_times is not None and isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
+        out["head_dim"] = kind.head_dim_times * hidden // heads
+    return out
 
 
 def _head_dim(text: Mapping[str, Any], kind: _Kind, text_type: str) -> int | None:
@@ -419,11 +472,12 @@ def _layer_types(text: Mapping[str, Any], text_type: str, n: int | None) -> list
         return ["full_attention" if attends(b) else "no_attention" for b in blocks]
     if n is None:
         return None
-    if text_type in ("gemma3_text", "gemma4_text"):
+    resolver = _kind(text_type).resolver
+    if resolver in ("gemma3", "gemma4"):
         pattern = text.get("sliding_window_pattern", text.get("_sliding_window_pattern", 6))
         pattern = pattern if isinstance(pattern, int) and pattern > 0 else 6
         types = ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
-        if text_type == "gemma4_text":
+        if resolver == "gemma4":
             types[-1] = "full_attention"
         return types
     if text_type == "olmo3":
@@ -466,6 +520,9 @@ def _no_rope_reason(text: Mapping[str, Any], text_type: str, layer_type: str) ->
         return "EXAONE 4 full-attention layers skip RoPE when the model has a sliding window (NoPE)"
     if text_type == "lfm2" and layer_type == "conv":
         return "short-convolution blocks: no attention, no RoPE"
+    given = text.get("rope_parameters")
+    if isinstance(given, Mapping) and layer_type in given and given[layer_type] is None:
+        return f"rope_parameters gives {layer_type} layers no rope dict (null): they use no positional encoding"
     if layer_type == "cross_attention":
         return "cross-attention to the image tokens: no RoPE"
     if layer_type == "no_attention":
@@ -481,6 +538,11 @@ def _family_without_rope(cfg: Mapping[str, Any], text: Mapping[str, Any], text_t
     attn = text.get("attn_config")
     if text.get("alibi") is True or text.get("position_embedding_type") == "alibi":
         return "alibi"
+    # BERT-style classes (ESM) build a rotary embedding only when position_embedding_type says "rotary"
+    if text.get("position_embedding_type") == "absolute":
+        return "learned"
+    if text.get("position_embedding_type") in ("relative_key", "relative_key_query"):
+        return "relative_bias"
     if isinstance(attn, Mapping) and "alibi" in attn:
         return "alibi" if attn["alibi"] else None
     if text_type in ALIBI_TYPES:
@@ -491,7 +553,9 @@ def _family_without_rope(cfg: Mapping[str, Any], text: Mapping[str, Any], text_t
         return "sinusoidal"
     if text_type in RELATIVE_BIAS_TYPES:
         return "relative_bias"
-    if not _rope_evidence(text) and text_type not in _KINDS and text_type not in LLAMA_LIKE:
+    if text_type in generated()["models"] or text_type in generated()["text"]:
+        return None  # transformers builds a rotary embedding for this type
+    if not _rope_evidence(text) and not _kind(text_type).known and text_type not in LLAMA_LIKE:
         if text_type in LEARNED_TYPES or text.get("position_embedding_type") == "absolute" or "n_positions" in text:
             return "learned"
         return "unknown"
@@ -502,7 +566,11 @@ def describe(cfg: Mapping[str, Any]) -> ModelPositions:
     """Classify a model config and resolve every rope group as transformers 5.x would build it."""
     model_type = str(cfg.get("model_type", "")) or None
     text, text_type, where = text_config(cfg)
-    kind = _KINDS.get(text_type, _Kind())
+    kind = _kind(text_type)
+    if kind.image:
+        raise PosencError(f"{text_type} is a vision encoder whose rotary embedding turns with 2-D image-patch "
+                          "coordinates; posenc reads the rotary embeddings of sequence models only")
+    text = with_class_defaults(text, kind)
     max_pos = _int_or_none(text.get("max_position_embeddings", text.get("n_positions", text.get("max_seq_len"))))
     if max_pos is None:
         max_pos = kind.max_positions
@@ -531,23 +599,30 @@ def describe(cfg: Mapping[str, Any]) -> ModelPositions:
             notes.append("no model_type posenc knows and no RoPE, ALiBi or position keys"
                          + (f" ({'; '.join(seen)})" if seen else ""))
         return base
-    if text_type not in _KINDS and text_type not in LLAMA_LIKE:
+    if not kind.known and text_type not in LLAMA_LIKE:
         keys = ", ".join(_rope_evidence(text))
         archs = cfg.get("architectures")
         notes.append(f"model_type {text_type or '(none)'!r} has no rule in posenc: read like Llama from {keys}"
                      + (f" (architectures {archs})" if archs else ""))
     head_dim = _head_dim(text, kind, text_type)
     base.head_dim = head_dim
-    base.default_partial = text_type in _DEFAULT_PARTIAL
+    base.default_partial = kind.default_partial
     src = text
-    if text.get("rotary_dim") and head_dim and "partial_rotary_factor" not in text and kind.neox is None:
+    # GPT-J / CodeGen rotate `rotary_dim` features in their attention code; a class transformers builds a rotary
+    # embedding for reads only its rope dict (MiniMax-M3-VL's rotary_dim 64 of 128 is not applied)
+    if (text.get("rotary_dim") and head_dim and "partial_rotary_factor" not in text and kind.neox is None
+            and text_type not in generated()["text"]):
         src = {**text, "partial_rotary_factor": int(text["rotary_dim"]) / head_dim}  # GPT-J style
     layer_types = _layer_types(text, text_type, n_layers)
     per_type, nested = _resolve(src, text_type, kind, max_pos, head_dim)
     base.top_level = {} if nested else per_type[""]
+    if not kind.scales and not nested and per_type[""].get("rope_type", "default") != "default":
+        notes.append(f"{text_type}'s rotary embedding computes plain RoPE whatever the rope dict says: "
+                     f"rope_type {per_type[''].get('rope_type')!r} is not applied")
+        per_type = {"": {"rope_type": "default", "rope_theta": per_type[""]["rope_theta"]}}
+    for name, params in per_type.items():  # every dict the file gives, also one no layer ends up using
+        check_rope_params(params, name or "rope parameters")
     _assign_layers(base, per_type, text, text_type, layer_types, n_layers)
-    for layer in base.layers:
-        check_rope_params(layer.params, "rope parameters" if layer.name == "all layers" else layer.name)
     if kind.mla:
         flat = base.layers[0].params if base.layers else {}
         if flat.get("rope_type", "default") != "default" and flat.get("mscale_all_dim"):
@@ -556,7 +631,7 @@ def describe(cfg: Mapping[str, Any]) -> ModelPositions:
             base.softmax_scale_reason = (f"{text_type} attention multiplies its softmax scale by "
                                          f"mscale(factor {flat['factor']:g}, mscale_all_dim "
                                          f"{flat['mscale_all_dim']:g})^2")
-    if text_type == "gemma4_text":
+    if kind.resolver == "gemma4":
         global_dim = text.get("global_head_dim", 512)
         per_layer = text.get("per_layer_config")
         if isinstance(per_layer, Mapping):  # a re-saved config keeps it per layer index
@@ -582,8 +657,9 @@ def _resolve(text: Mapping[str, Any], text_type: str, kind: _Kind, max_pos: int 
         rp = _rope_dict(text)
         if not rp and kind.default_rope is not None:
             rp = dict(kind.default_rope)
-        if rp and all(isinstance(v, Mapping) for v in rp.values()):  # per layer type, written in the file (v5)
-            return {k: _flat(v, text, kind, text_type, max_pos) for k, v in rp.items()}, True
+        # per layer type, written in the file (v5); a null entry gives that layer type no RoPE (Beam)
+        if rp and all(isinstance(v, Mapping) or v is None for v in rp.values()) and any(rp.values()):
+            return {k: _flat(v, text, kind, text_type, max_pos) for k, v in rp.items() if v is not None}, True
         return {"": _flat(rp, text, kind, text_type, max_pos)}, False
     if kind.resolver == "deepseek_v4":
         return _deepseek_v4(text, kind, max_pos, head_dim), True
@@ -596,7 +672,8 @@ def rope_dicts(cfg: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], bool]
     """The text model's rope dict(s) as transformers 5 stores them in ``rope_parameters`` (what ``convert`` writes):
     ``({"": flat}, False)``, or ``({layer type: dict}, True)`` for classes that build one per layer type."""
     text, text_type, _ = text_config(cfg)
-    kind = _KINDS.get(text_type, _Kind())
+    kind = _kind(text_type)
+    text = with_class_defaults(text, kind)
     max_pos = _int_or_none(text.get("max_position_embeddings")) or kind.max_positions
     return _resolve(text, text_type, kind, max_pos, _head_dim(text, kind, text_type))
 
@@ -622,7 +699,7 @@ def _assign_layers(model: ModelPositions, per_type: dict[str, dict[str, Any]], t
 
     if indices is None:  # no layer count: every rope dict, no layer lists
         for name, params in per_type.items():
-            model.layers.append(LayerRope(name or "all layers", params))
+            model.layers.append(LayerRope(name or "all layers", params, rope_key=name))
         return
     groups: dict[str, list[int]] = {}
     missing: dict[str, list[int]] = {}
@@ -638,7 +715,7 @@ def _assign_layers(model: ModelPositions, per_type: dict[str, dict[str, Any]], t
     for name, params in per_type.items():
         if name in groups:
             label = "all layers" if everyone else (name or "rotary layers")
-            model.layers.append(LayerRope(label, params, groups[name]))
+            model.layers.append(LayerRope(label, params, groups[name], rope_key=name))
     for lt, layers in missing.items():
         reason = _no_rope_reason(text, text_type, lt) or (
             "no_rope_layers marks these layers 0: they attend without positional encoding")

@@ -77,6 +77,7 @@ class GgufFacts:
     yarn_beta_slow: float | None = None
     yarn_log_multiplier: float | None = None
     has_rope_freqs: bool = False
+    block_count: int | None = None
     keys: dict[str, Any] = field(default_factory=dict)  # every rope / context / head key found, for reporting
 
 
@@ -366,6 +367,7 @@ def _facts(fields: dict[str, Any], tensor_names: set[str], label: str) -> GgufFa
         yarn_beta_slow=get("rope.scaling.yarn_beta_slow", float),
         yarn_log_multiplier=get("rope.scaling.yarn_log_multiplier", float),
         has_rope_freqs="rope_freqs.weight" in tensor_names,
+        block_count=get("block_count", int),
         keys=dict(fields),
     )
 
@@ -390,6 +392,8 @@ def gguf_config(facts: GgufFacts) -> dict[str, Any]:
         cfg["num_attention_heads"] = facts.head_count
     if facts.embedding_length is not None:
         cfg["hidden_size"] = facts.embedding_length
+    if facts.block_count is not None:  # else the config class's default layer count would stand in for it
+        cfg["num_hidden_layers"] = facts.block_count
     if facts.rope_dimension_count and head_dim:
         cfg["partial_rotary_factor"] = facts.rope_dimension_count / head_dim
     scaling = facts.scaling_type

@@ -182,11 +182,14 @@ def test_longrope_switches_to_long_factors_above_original(tmp_path: Path) -> Non
 
 
 def test_head_dim_present_vs_derived(tmp_path: Path) -> None:
-    base = {"model_type": "qwen3", "hidden_size": 2048, "num_attention_heads": 32, "max_position_embeddings": 40960,
+    base = {"model_type": "llama", "hidden_size": 2048, "num_attention_heads": 32, "max_position_embeddings": 40960,
             "rope_theta": 1000000.0, "rope_scaling": None}
     derived = inspect_json(write_json(tmp_path, base, "derived.json"))
     assert derived["head_dim"] == 64 and derived["rotary_dim"] == 64
     assert_close(derived["inv_freq"], default_inv(1e6, 64))
+    # Qwen3Config has a class default head_dim of 128: a file without one gets it, not hidden_size // heads
+    qwen3 = inspect_json(write_json(tmp_path, {**base, "model_type": "qwen3"}, "qwen3.json"))
+    assert qwen3["head_dim"] == 128 and qwen3["rotary_dim"] == 128
     explicit = inspect_json(write_json(tmp_path, {**base, "head_dim": 128}, "explicit.json"))
     assert explicit["head_dim"] == 128 and explicit["rotary_dim"] == 128
     assert_close(explicit["inv_freq"], default_inv(1e6, 128))

@@ -1,0 +1,237 @@
+"""Write posenc_cli/model_types.json from the installed transformers: what every config class assumes about positions.
+
+Run by a developer after upgrading transformers (``python tests/generate_model_types.py``); posenc never imports
+transformers at run time, it reads the JSON. ``tests/test_model_types.py`` regenerates the data in memory and fails
+when the committed file is stale for the installed transformers version, and sweeps every model type against
+transformers' own rotary embeddings.
+
+What is extracted, per model type (``models``):
+
+* ``path``: the attributes leading from the top-level config to the decoder's text config
+  (``get_text_config(decoder=True)``): ``[]`` for a plain decoder, ``["text_config"]``, ``["thinker_config",
+  "text_config"]`` (Qwen2.5-Omni), ``["decoder"]`` (T5Gemma); ``auto``: the last step is an ``AutoConfig``
+  sub-config, so a ``model_type`` written inside it picks the class; ``text_type``: the class used when it does not.
+
+and per text config class (``text``, keyed by the class's ``model_type``):
+
+* ``theta``, ``rope`` (the class's default rope dict when it is not plain RoPE), ``partial`` (its default
+  ``partial_rotary_factor``), read off ``ConfigClass().to_dict()`` (what ``save_pretrained`` of a default config
+  writes);
+* ``defaults``: the class defaults of the other attributes the rotary embeddings read (sizes, window, MLA dims, ...),
+  so a file that leaves them out reads as transformers reads it (Qwen2-Audio's text_config names no hidden size);
+* ``aliases``: the class's ``attribute_map`` (``head_dim`` -> ``kv_channels`` in JetMoe);
+* ``head_dim``: how ``config.head_dim`` comes about when the file does not set it: derived from
+  ``hidden_size // num_attention_heads`` times a factor (Zamba2: 2), or a class default;
+* ``default_partial``: whether the rotary class applies ``partial_rotary_factor`` to plain RoPE (probed: the
+  number of frequencies at 0.5 against 1.0);
+* ``rotary``: the rotary embedding class the decoder builds; ``scales``: whether it applies a rope type other than
+  plain RoPE at all (probed with linear x2).
+
+Model types whose decoder has no rotary embedding are listed in ``without_rotary`` with the reason.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import logging
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+OUT = Path(__file__).resolve().parent.parent / "posenc_cli" / "model_types.json"
+
+#: attributes of a text config that posenc's reader takes from the class when a file leaves them out
+DEFAULT_KEYS = (
+    "hidden_size", "num_attention_heads", "num_hidden_layers", "max_position_embeddings", "head_dim",
+    "original_max_position_embeddings", "qk_rope_head_dim", "qk_nope_head_dim", "kv_lora_rank", "rotary_dim",
+    "rotary_pct", "rotary_emb_base", "rope_local_base_freq", "sliding_window", "sliding_window_pattern",
+    "global_head_dim", "kv_channels", "attention_head_dim", "full_attention_interval", "no_rope_layer_interval",
+    "compress_rope_theta", "n_positions", "n_embd", "n_head", "n_layer",
+)
+_SKIP_NAME_PARTS = ("Vision", "Audio", "Encoder", "Patch", "DiT", "Talker", "Code2Wav", "Token2Wav")
+
+
+def _quiet() -> None:
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+
+
+def _rotary_class(text: Any) -> type | None:
+    """The text model's rotary embedding class that builds from this config alone, or None."""
+    module_name = type(text).__module__.replace(".configuration_", ".modeling_")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception:  # noqa: BLE001 - a modeling module that needs an optional package: no rotary to compare
+        return None
+    candidates = [obj for name, obj in vars(module).items()
+                  if inspect.isclass(obj) and name.endswith("RotaryEmbedding") and obj.__module__ == module_name
+                  and not any(w in name for w in _SKIP_NAME_PARTS)]
+    for cls in sorted(candidates, key=lambda c: ("Text" not in c.__name__, c.__name__)):
+        try:
+            rot = cls(text)
+        except Exception:  # noqa: BLE001 - a class that is not this config's (a vision rotary)
+            continue
+        if hasattr(rot, "inv_freq") or getattr(rot, "rope_type", None):
+            return cls
+    return None
+
+
+def inv_freq_groups(rot: Any) -> dict[str, tuple[Any, float]]:
+    """{"": (inv_freq, attention_scaling)} or one entry per layer type, as the rotary module holds them."""
+    rope_type = getattr(rot, "rope_type", None)
+    if isinstance(rope_type, dict) and rope_type:
+        return {lt: (getattr(rot, f"{lt}_inv_freq").numpy(), float(getattr(rot, f"{lt}_attention_scaling")))
+                for lt in rope_type}
+    return {"": (rot.inv_freq.numpy(), float(getattr(rot, "attention_scaling", 1.0)))}
+
+
+def _path_to(root: Any, target: Any) -> list[str] | None:
+    """Attribute names from ``root`` to the sub-config ``target`` (breadth first over ``sub_configs``)."""
+    from transformers import PretrainedConfig
+
+    queue: list[tuple[Any, list[str]]] = [(root, [])]
+    while queue:
+        node, path = queue.pop(0)
+        if node is target:
+            return path
+        for key in getattr(node, "sub_configs", {}) or {}:
+            child = getattr(node, key, None)
+            if isinstance(child, PretrainedConfig):
+                queue.append((child, [*path, key]))
+    return None
+
+
+def _number_of_frequencies(cls: type, rotary: type, **kwargs: Any) -> int | None:
+    try:
+        groups = inv_freq_groups(rotary(cls(**kwargs)))
+    except Exception:  # noqa: BLE001 - the class refuses the probe: no answer
+        return None
+    return int(next(iter(groups.values()))[0].shape[0]) if groups else None
+
+
+def _default_partial(cls: type, rotary: type, rope: dict[str, Any]) -> bool:
+    """Whether plain RoPE in this class honours ``partial_rotary_factor`` (fewer frequencies at 0.5 than at 1)."""
+    if any(isinstance(v, dict) for v in rope.values()):
+        return True  # per-layer dicts carry their own factor, read by every rotary class that takes them
+    counts = []
+    for factor in (1.0, 0.5):
+        params = {**rope, "rope_type": "default", "partial_rotary_factor": factor}
+        counts.append(_number_of_frequencies(cls, rotary, rope_parameters=params, partial_rotary_factor=factor))
+    return counts[0] is not None and counts[1] is not None and counts[1] < counts[0]
+
+
+def _attr(config: Any, name: str) -> Any:
+    try:
+        return getattr(config, name, None)
+    except Exception:  # noqa: BLE001 - a per-layer attribute (Gemma 4's head_dim) has no global value
+        return None
+
+
+def _applies_scaling(cls: type, rotary: type, rope: dict[str, Any]) -> bool:
+    """False when the rotary class takes a linear x2 dict and still computes plain RoPE (ESM's ignores the dict)."""
+    if any(isinstance(v, dict) for v in rope.values()):
+        return True
+    try:
+        plain = inv_freq_groups(rotary(cls(rope_parameters={**rope, "rope_type": "default"})))[""][0]
+        linear = inv_freq_groups(rotary(cls(rope_parameters={**rope, "rope_type": "linear", "factor": 2.0})))[""][0]
+    except Exception:  # noqa: BLE001 - the class refuses linear (Phi-3 takes only longrope): not an ignored dict
+        return True
+    return bool(abs(float(linear[0]) - float(plain[0]) / 2) < 1e-6)
+
+
+def _head_dim_rule(cls: type, base: Any) -> dict[str, Any] | None:
+    """How ``config.head_dim`` comes about when a file leaves it out (and hidden_size / heads are given)."""
+    hidden, heads = _attr(base, "hidden_size"), _attr(base, "num_attention_heads")
+    head_dim = _attr(base, "head_dim")
+    if not isinstance(hidden, int) or not isinstance(heads, int) or not heads:
+        return {"default": head_dim} if isinstance(head_dim, int) else None
+    try:
+        wider = cls(hidden_size=hidden * 2, num_attention_heads=heads)
+    except Exception:  # noqa: BLE001
+        return {"default": head_dim} if isinstance(head_dim, int) else None
+    if not isinstance(head_dim, int) or not head_dim:
+        return None
+    if _attr(wider, "head_dim") != head_dim:
+        times = head_dim * heads // hidden if head_dim * heads % hidden == 0 else None
+        return {"derived": True, "times": times or 1}
+    return {"default": head_dim}
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def generate() -> dict[str, Any]:
+    """The model-type data for the installed transformers."""
+    _quiet()
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING, CONFIG_MAPPING_NAMES
+
+    models: dict[str, Any] = {}
+    texts: dict[str, Any] = {}
+    without: dict[str, str] = {}
+    for model_type in sorted(CONFIG_MAPPING_NAMES):
+        try:
+            cls = CONFIG_MAPPING[model_type]
+            config = cls()
+            text = config.get_text_config(decoder=True)
+        except Exception as exc:  # noqa: BLE001 - a class that cannot build its own default
+            without[model_type] = f"no default config: {type(exc).__name__}"
+            continue
+        rotary = _rotary_class(text)
+        if rotary is None:
+            without[model_type] = "its decoder has no rotary embedding"
+            continue
+        path = _path_to(config, text)
+        if path is None:
+            without[model_type] = "its text config is not reachable through sub_configs"
+            continue
+        owner: Any = config
+        for key in path[:-1]:
+            owner = getattr(owner, key)
+        auto = bool(path) and getattr(getattr(owner, "sub_configs", {}).get(path[-1]), "__name__", "") == "AutoConfig"
+        text_type = str(type(text).model_type or text.model_type)
+        models[model_type] = {"path": path, "auto": auto, "text_type": text_type}
+        if text_type in texts:
+            continue
+        text_cls = type(text)
+        saved = text_cls().to_dict()
+        rope = dict(saved.get("rope_parameters") or {})
+        nested = bool(rope) and all(isinstance(v, dict) for v in rope.values())
+        theta = None if nested else rope.pop("rope_theta", None)
+        partial = None if nested else rope.pop("partial_rotary_factor", saved.get("partial_rotary_factor"))
+        entry: dict[str, Any] = {
+            "theta": theta,
+            "rope": rope if nested or rope.get("rope_type", "default") != "default" or len(rope) > 1 else None,
+            "partial": partial,
+            "defaults": {k: saved[k] for k in DEFAULT_KEYS if saved.get(k) is not None},
+            "aliases": dict(getattr(text_cls, "attribute_map", {}) or {}),
+            "head_dim": _head_dim_rule(text_cls, text_cls()),
+            "default_partial": _default_partial(text_cls, rotary, dict(saved.get("rope_parameters") or {})),
+            "rotary": rotary.__name__,
+            "scales": _applies_scaling(text_cls, rotary, dict(saved.get("rope_parameters") or {})),
+        }
+        rule = entry["head_dim"]
+        if rule and rule.get("derived"):
+            entry["defaults"].pop("head_dim", None)
+            target = entry["aliases"].get("head_dim")
+            if target:
+                entry["defaults"].pop(target, None)
+        texts[text_type] = _jsonable(entry)
+    return {"transformers": transformers.__version__, "models": models, "text": texts,
+            "without_rotary": without}
+
+
+def main() -> int:
+    data = generate()
+    OUT.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {OUT}: {len(data['models'])} model types with RoPE, {len(data['text'])} text classes, "
+          f"{len(data['without_rotary'])} without (transformers {data['transformers']})", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
