@@ -251,6 +251,12 @@ def _int_or_none(value: Any) -> int | None:
 
 
 #: Model types an ``architectures`` entry can name when a (remote-code) config has no model_type of its own.
+def _known_type(model_type: str) -> bool:
+    data = generated()
+    return model_type in data["models"] or model_type in data["text"] or model_type in data["without_rotary"] \
+        or model_type in _RULES
+
+
 def _arch_types() -> frozenset[str]:
     return frozenset(generated()["models"]) | frozenset(_RULES) | ALIBI_TYPES | LLAMA_LIKE | {"chatglm"}
 _ARCH_SUFFIXES = ("ForCausalLM", "ForConditionalGeneration", "LMHeadModel", "Model")
@@ -296,13 +302,15 @@ def text_config(cfg: Mapping[str, Any]) -> tuple[Mapping[str, Any], str, str]:
             return cfg, default_type, ""  # a flat file: the class moves the text keys into text_config
         if sub is None:
             where = ".".join(path)
-            return {}, default_type, f"{where} (absent: class defaults)"
+            return dict(entry.get("absent") or {}) if entry else {}, default_type, f"{where} (absent: class defaults)"
         if not isinstance(sub, Mapping):
             raise PosencError(f"{'.'.join(path[:i + 1])} must be a JSON object, got {type(sub).__name__}")
         node = sub
     if not path:
         return cfg, _ALIASES.get(default_type or model_type, default_type or model_type), ""
-    inner = str(node.get("model_type") or "")
+    inner = _ALIASES.get(str(node.get("model_type") or ""), str(node.get("model_type") or ""))
+    if inner and default_type and not _known_type(inner):
+        inner = ""  # a sub-config type transformers has no class for (EXAONE 4.5's exaone4_5_text): the default
     text_type = (inner or default_type or model_type) if honours_inner else default_type
     return node, _ALIASES.get(text_type, text_type), ".".join(path)
 

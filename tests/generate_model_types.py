@@ -10,7 +10,9 @@ What is extracted, per model type (``models``):
 * ``path``: the attributes leading from the top-level config to the decoder's text config
   (``get_text_config(decoder=True)``): ``[]`` for a plain decoder, ``["text_config"]``, ``["thinker_config",
   "text_config"]`` (Qwen2.5-Omni), ``["decoder"]`` (T5Gemma); ``auto``: the last step is an ``AutoConfig``
-  sub-config, so a ``model_type`` written inside it picks the class; ``text_type``: the class used when it does not.
+  sub-config, so a ``model_type`` written inside it picks the class; ``text_type``: the class used when it does not;
+  ``absent``: what the composite's own default text config sets otherwise than the text class (used when the file
+  has no such sub-config).
 
 and per text config class (``text``, keyed by the class's ``model_type``):
 
@@ -195,6 +197,14 @@ def generate() -> dict[str, Any]:
         auto = bool(path) and getattr(getattr(owner, "sub_configs", {}).get(path[-1]), "__name__", "") == "AutoConfig"
         text_type = str(type(text).model_type or text.model_type)
         models[model_type] = {"path": path, "auto": auto, "text_type": text_type}
+        if path:
+            # what the composite builds when the file has no such sub-config: its own defaults for the text model
+            # (Qwen3-ASR's 28 layers of 2048), not always the text class's
+            mine, plain = text.to_dict(), type(text)().to_dict()
+            absent = {k: mine[k] for k in (*DEFAULT_KEYS, "rope_parameters", "partial_rotary_factor")
+                      if k in mine and mine[k] is not None and mine[k] != plain.get(k)}
+            if absent:
+                models[model_type]["absent"] = _jsonable(absent)
         if text_type in texts:
             continue
         text_cls = type(text)

@@ -94,7 +94,10 @@ def hf_config(cfg: dict[str, Any]) -> Any:
 def hf_rotary(text: Any) -> Any:
     """The text model's own rotary embedding class, built from the config alone (no weights)."""
     module_name = type(text).__module__.replace(".configuration_", ".modeling_")
-    module = importlib.import_module(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError:  # a config class without model code (EXAONE 3.5 runs as remote code)
+        pytest.skip(f"transformers {transformers.__version__} has no model code for {text.model_type!r}")
     candidates = [obj for name, obj in vars(module).items()
                   if inspect.isclass(obj) and name.endswith("RotaryEmbedding") and obj.__module__ == module_name
                   and not any(w in name for w in ("Vision", "Audio", "Encoder", "Patch"))]
