@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from posenc_cli.errors import PosencError
-from posenc_cli.models import rope_dicts, text_config
+from posenc_cli.models import ABSENT, rope_dicts, text_config, with_text
 
 VERSIONS = ("v4", "v5")
 #: Text model types that exist only in transformers 5: their rope settings have no v4 form.
@@ -76,8 +76,8 @@ def convert(cfg: Mapping[str, Any], to: str) -> dict[str, Any]:
     if to not in VERSIONS:
         raise PosencError(f"--to {to!r} is not known; use v4 or v5")
     text, text_type, where = text_config(cfg)
-    if where and where != "text_config":
-        raise PosencError(f"{text_type}: the config has no text_config to convert")
+    if where.endswith(ABSENT):
+        raise PosencError(f"{text_type}: the config has no {where.removesuffix(ABSENT)} to convert")
     if not any(k in text for k in ("rope_theta", "rope_scaling", "rope_parameters", "rope_local_base_freq")):
         raise PosencError("the config sets none of rope_theta, rope_scaling, rope_parameters: nothing to convert "
                           "(GPT-NeoX's rotary_emb_base/rotary_pct read the same in both versions)")
@@ -85,9 +85,7 @@ def convert(cfg: Mapping[str, Any], to: str) -> dict[str, Any]:
         raise PosencError(f"{text_type} exists only in transformers 5; its rope_parameters has no v4 form")
     dicts, nested = rope_dicts(cfg)
     new_text = _to_v5(text, dicts, nested) if to == "v5" else _to_v4(text, text_type, dicts, nested)
-    if where == "text_config":
-        return {**cfg, "text_config": new_text}
-    return new_text
+    return with_text(cfg, where, new_text)
 
 
 def _to_v5(text: Mapping[str, Any], dicts: dict[str, dict[str, Any]], nested: bool) -> dict[str, Any]:
@@ -162,6 +160,4 @@ def with_rope(cfg: Mapping[str, Any], group: str, rope: dict[str, Any], max_posi
         new_text["rotary_emb_base"] = rope["rope_theta"]
         if "partial_rotary_factor" in rope:
             new_text["rotary_pct"] = rope["partial_rotary_factor"]
-    if where == "text_config":
-        return {**cfg, "text_config": new_text}
-    return new_text
+    return with_text(cfg, where, new_text)

@@ -163,16 +163,19 @@ def extend(
 
 def _refuse_unreadable(method: str, facts: ModelFacts, own_type: str, label: str) -> None:
     """Refuse a request whose config the model's own class would reject or misread (tested on the corpus)."""
-    from posenc_cli.models import REMAPS_YARN
+    from posenc_cli.models import accepted_rope_types
 
     if own_type not in set(METHODS.values()):
         raise PosencError(f"{label} uses rope_type {own_type!r}, which posenc does not write: replacing it with "
                           f"{method} would change frequencies the model was trained with (serve its own window, or "
                           "extend it with the tools of its authors)")
-    if facts.model_type in REMAPS_YARN and METHODS[method] not in ("default", "longrope"):
-        raise PosencError(f"{label} is a {facts.model_type} model: transformers' Phi3Config accepts only longrope "
-                          f"(it rejects {METHODS[method]}); use ntk (a larger rope_theta, no scaling dict) or longrope "
-                          "with the model's factor lists")
+    accepts = accepted_rope_types(facts.model_type)
+    rope_type = METHODS[method]
+    if accepts is not None and rope_type != "default" and rope_type not in accepts:
+        way_out = " or longrope with the model's factor lists" if "longrope" in accepts else ""
+        raise PosencError(f"{label} is a {facts.model_type} model: transformers' config class takes "
+                          f"{', '.join(sorted(accepts)) or 'no scaling dict'} (it rejects {rope_type}); use ntk "
+                          f"(a larger rope_theta, no scaling dict){way_out}")
 
 
 def _method_of(rope_type: str, asked: str) -> str:

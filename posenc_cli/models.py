@@ -151,7 +151,7 @@ def _kind(text_type: str) -> _Kind:
             "theta": float(theta) if theta is not None else 10000.0,
             "head_dim": head.get("default"),
             "max_positions": _int_or_none(defaults.get("max_position_embeddings")),
-            "partial": gen.get("partial"),
+            "partial": gen.get("partial") if gen.get("partial") != 1.0 else None,  # 1.0 rotates all: no key
             "default_rope": rope if rope and (any(isinstance(v, Mapping) for v in rope.values())
                                               or rope.get("rope_type", "default") != "default") else None,
             "default_partial": bool(gen.get("default_partial")),
@@ -169,8 +169,6 @@ def _kind(text_type: str) -> _Kind:
 #: the whole head.
 LLAMA_LIKE = frozenset({"internlm2", "yi", "baichuan"})
 
-#: Composite classes that move a flat file's text keys into their text_config (Qwen2-VL and Qwen2.5-VL).
-_FLAT_COMPOSITES = frozenset({"qwen2_vl", "qwen2_5_vl"})
 #: Remote-code model types that transformers reads with another class.
 _ALIASES = {"kimi_k2": "deepseek_v3"}
 _LEGACY_LAYER_TYPES = {"mamba": "linear_attention", "attention": "full_attention", "sliding": "sliding_attention",
@@ -251,6 +249,14 @@ def _int_or_none(value: Any) -> int | None:
 
 
 #: Model types an ``architectures`` entry can name when a (remote-code) config has no model_type of its own.
+def accepted_rope_types(text_type: str) -> frozenset[str] | None:
+    """The rope types the text config class builds a rotary embedding for (Phi-3's rejects all but longrope), as
+    probed from transformers; None when unknown (a remote-code type, a per-layer class)."""
+    gen = generated()["text"].get(text_type)
+    accepts = gen.get("accepts") if gen else None
+    return frozenset(accepts) if accepts is not None else None
+
+
 def _known_type(model_type: str) -> bool:
     data = generated()
     return model_type in data["models"] or model_type in data["text"] or model_type in data["without_rotary"] \
@@ -298,11 +304,11 @@ def text_config(cfg: Mapping[str, Any]) -> tuple[Mapping[str, Any], str, str]:
     node: Mapping[str, Any] = cfg
     for i, key in enumerate(path):
         sub = node.get(key)
-        if sub is None and model_type in _FLAT_COMPOSITES and i == 0 and "hidden_size" in cfg:
+        if sub is None and entry and entry.get("flat") and i == 0:
             return cfg, default_type, ""  # a flat file: the class moves the text keys into text_config
         if sub is None:
             where = ".".join(path)
-            return dict(entry.get("absent") or {}) if entry else {}, default_type, f"{where} (absent: class defaults)"
+            return dict(entry.get("absent") or {}) if entry else {}, default_type, f"{where}{ABSENT}"
         if not isinstance(sub, Mapping):
             raise PosencError(f"{'.'.join(path[:i + 1])} must be a JSON object, got {type(sub).__name__}")
         node = sub
@@ -333,6 +339,25 @@ def with_class_defaults(text: Mapping[str, Any], kind: _Kind) -> Mapping[str, An
     hidden, heads = out.get("hidden_size"), out.get("num_attention_heads")
     if kind.head_dim_times is not None and isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
         out["head_dim"] = kind.head_dim_times * hidden // heads
+    return out
+
+
+ABSENT = " (absent: class defaults)"
+
+
+def with_text(cfg: Mapping[str, Any], where: str, text: dict[str, Any]) -> dict[str, Any]:
+    """``cfg`` with the text model's config (found at ``where``, as :func:`text_config` names it) replaced by
+    ``text``; a sub-config the file leaves out is written where the class looks for it."""
+    path = where.removesuffix(ABSENT).split(".") if where else []
+    if not path:
+        return text
+    out = dict(cfg)
+    node = out
+    for key in path[:-1]:
+        child = node.get(key)
+        node[key] = dict(child) if isinstance(child, Mapping) else {}
+        node = node[key]
+    node[path[-1]] = text
     return out
 
 

@@ -11,6 +11,7 @@ What is extracted, per model type (``models``):
   (``get_text_config(decoder=True)``): ``[]`` for a plain decoder, ``["text_config"]``, ``["thinker_config",
   "text_config"]`` (Qwen2.5-Omni), ``["decoder"]`` (T5Gemma); ``auto``: the last step is an ``AutoConfig``
   sub-config, so a ``model_type`` written inside it picks the class; ``text_type``: the class used when it does not;
+  ``flat``: with no ``text_config`` in the file, the composite reads the text keys from the top level (Qwen2-VL);
   ``absent``: what the composite's own default text config sets otherwise than the text class (used when the file
   has no such sub-config).
 
@@ -26,6 +27,7 @@ and per text config class (``text``, keyed by the class's ``model_type``):
   ``hidden_size // num_attention_heads`` times a factor (Zamba2: 2), or a class default;
 * ``default_partial``: whether the rotary class applies ``partial_rotary_factor`` to plain RoPE (probed: the
   number of frequencies at 0.5 against 1.0);
+* ``accepts``: the rope types the class builds a rotary embedding for (Phi-3's rejects all but longrope);
 * ``rotary``: the rotary embedding class the decoder builds; ``scales``: whether it applies a rope type other than
   plain RoPE at all (probed with linear x2).
 
@@ -58,7 +60,7 @@ _SKIP_NAME_PARTS = ("Vision", "Audio", "Encoder", "Patch", "DiT", "Talker", "Cod
 
 def _quiet() -> None:
     warnings.filterwarnings("ignore")
-    logging.disable(logging.WARNING)
+    logging.disable(logging.CRITICAL)
 
 
 def _rotary_class(text: Any) -> type | None:
@@ -144,6 +146,45 @@ def _applies_scaling(cls: type, rotary: type, rope: dict[str, Any]) -> bool:
     return bool(abs(float(linear[0]) - float(plain[0]) / 2) < 1e-6)
 
 
+#: a dict of each rope type, completed per class (window, factor lists) by :func:`_accepted`
+PROBES: dict[str, dict[str, Any]] = {
+    "linear": {"rope_type": "linear", "factor": 2.0},
+    "dynamic": {"rope_type": "dynamic", "factor": 2.0},
+    "yarn": {"rope_type": "yarn", "factor": 4.0},
+    "longrope": {"rope_type": "longrope"},
+    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0},
+}
+
+
+def _accepted(cls: type, rotary: type, saved: dict[str, Any]) -> list[str] | None:
+    """The rope types the class builds a rotary embedding for (Phi-3's takes only longrope); None for per-layer
+    classes, whose dicts posenc extends one group at a time."""
+    rope = dict(saved.get("rope_parameters") or {})
+    window = saved.get("max_position_embeddings")
+    if any(isinstance(v, dict) for v in rope.values()) or not isinstance(window, int):
+        return None
+    base = {k: v for k, v in rope.items() if k in ("rope_theta", "partial_rotary_factor")}
+    taken = []
+    for name, probe in PROBES.items():
+        # with a head dim of 128 written out too: Mixtral-style classes need it for yarn/dynamic (posenc writes it),
+        # and GLM-4.5's default 42 x 0.5 is an odd dim that only the defaults have
+        for extra in ({"head_dim": 128}, {}):
+            count = _number_of_frequencies(cls, rotary, rope_parameters=rope, **extra)
+            if count is None:
+                continue
+            params = {**base, **probe}
+            if name in ("yarn", "longrope", "llama3"):
+                params["original_max_position_embeddings"] = window
+            if name == "longrope":
+                params["short_factor"] = [1.0] * count
+                params["long_factor"] = [2.0] * count
+            kwargs: dict[str, Any] = {"rope_parameters": params, "max_position_embeddings": window * 4, **extra}
+            if _number_of_frequencies(cls, rotary, **kwargs) is not None:
+                taken.append(name)
+                break
+    return taken
+
+
 def _head_dim_rule(cls: type, base: Any) -> dict[str, Any] | None:
     """How ``config.head_dim`` comes about when a file leaves it out (and hidden_size / heads are given)."""
     hidden, heads = _attr(base, "hidden_size"), _attr(base, "num_attention_heads")
@@ -160,6 +201,18 @@ def _head_dim_rule(cls: type, base: Any) -> dict[str, Any] | None:
         times = head_dim * heads // hidden if head_dim * heads % hidden == 0 else None
         return {"derived": True, "times": times or 1}
     return {"default": head_dim}
+
+
+def _reads_flat_text_keys(cls: type, model_type: str) -> bool:
+    """Whether the composite moves a file's top-level text keys into its text_config when the file has none
+    (Qwen2-VL, Qwen2.5-VL): distinctive top-level values must reach the text config."""
+    try:
+        config = cls.from_dict({"model_type": model_type, "hidden_size": 1234, "num_attention_heads": 2,
+                                "max_position_embeddings": 777, "rope_theta": 4321.0})
+        text = config.get_text_config(decoder=True)
+    except Exception:  # noqa: BLE001 - the class refuses such a file: it does not read it either
+        return False
+    return _attr(text, "hidden_size") == 1234 and _attr(text, "max_position_embeddings") == 777
 
 
 def _jsonable(value: Any) -> Any:
@@ -197,6 +250,8 @@ def generate() -> dict[str, Any]:
         auto = bool(path) and getattr(getattr(owner, "sub_configs", {}).get(path[-1]), "__name__", "") == "AutoConfig"
         text_type = str(type(text).model_type or text.model_type)
         models[model_type] = {"path": path, "auto": auto, "text_type": text_type}
+        if path == ["text_config"] and _reads_flat_text_keys(cls, model_type):
+            models[model_type]["flat"] = True
         if path:
             # what the composite builds when the file has no such sub-config: its own defaults for the text model
             # (Qwen3-ASR's 28 layers of 2048), not always the text class's
@@ -222,6 +277,7 @@ def generate() -> dict[str, Any]:
             "head_dim": _head_dim_rule(text_cls, text_cls()),
             "default_partial": _default_partial(text_cls, rotary, dict(saved.get("rope_parameters") or {})),
             "rotary": rotary.__name__,
+            "accepts": _accepted(text_cls, rotary, saved),
             "scales": _applies_scaling(text_cls, rotary, dict(saved.get("rope_parameters") or {})),
         }
         rule = entry["head_dim"]

@@ -76,7 +76,7 @@ def hf_groups(config_dict: dict[str, Any], model_type: str) -> dict[str, tuple[n
     config = CONFIG_MAPPING[model_type].from_dict(copy.deepcopy(config_dict))
     text = config.get_text_config(decoder=True)
     module = importlib.import_module(type(text).__module__.replace(".configuration_", ".modeling_"))
-    rotary = getattr(module, DATA["text"][DATA["models"][model_type]["text_type"]]["rotary"])
+    rotary = getattr(module, DATA["text"][type(text).model_type or DATA["models"][model_type]["text_type"]]["rotary"])
     return gen.inv_freq_groups(rotary(text))
 
 
@@ -182,3 +182,40 @@ def test_the_data_is_current_for_the_installed_transformers() -> None:
         pytest.skip(f"model_types.json is for transformers {DATA['transformers']}, "
                     f"{transformers.__version__} is installed: run tests/generate_model_types.py")
     assert json.loads(json.dumps(gen.generate())) == DATA
+
+
+CORPUS = sorted(p for p in (gen.OUT.parent.parent / "tests" / "corpus").glob("*.json") if p.name != "SOURCES.json")
+
+
+def _corpus_case(path: Any) -> tuple[dict[str, Any], str] | None:
+    """(config dict, model type) for a corpus file transformers reads with a rotary class of its own."""
+    d: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    model_type = str(d.get("model_type") or "")
+    entry = DATA["models"].get(model_type)
+    if entry is None:
+        return None
+    node: Any = d
+    for key in entry["path"]:
+        node = node.get(key) if isinstance(node, dict) else None
+    return (d, model_type) if isinstance(node, dict) else None
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
+def test_every_corpus_file_with_every_rope_type_reads_like_transformers(path: Any) -> None:
+    """The real configs, each with every rope type its class accepts put in its own rope dict's place."""
+    _quiet()
+    case = _corpus_case(path)
+    if case is None:
+        pytest.skip("no config class with a rotary embedding in transformers, or no sub-config to put a rope in")
+    d, model_type = case
+    refused = []
+    for name, params in ROPE_TYPES.items():
+        try:
+            scaled = with_rope(d, model_type, params)
+            theirs = hf_groups(scaled, model_type)
+        except Exception as exc:  # noqa: BLE001 - the class does not take this rope type: nothing to compare
+            refused.append(f"{name}: {type(exc).__name__}")
+            continue
+        assert_same(posenc_groups(scaled), theirs, name, model_type in REORDERED)
+    if len(refused) == len(ROPE_TYPES):
+        pytest.skip(f"the class takes none of the rope types with this file's other keys ({'; '.join(refused)})")

@@ -315,15 +315,20 @@ def test_other_types_partial_rotary(rope_type: str, partial: float) -> None:
 
 
 def test_odd_rotary_dim() -> None:
-    """Deliberate difference: transformers builds ceil(d/2) frequencies for an odd rotary dim; posenc refuses."""
+    """transformers builds ceil(d/2) frequencies over an odd rotary dim (GLM-4.5's class defaults); so does posenc.
+    Its yarn fails there (a ramp of d // 2 entries), so posenc refuses yarn for an odd dim."""
     from posenc_cli.errors import PosencError
 
     params = {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.4}
     config = neox(64, 2048, params)
     inv, _ = GPTNeoXRotaryEmbedding.compute_default_rope_parameters(config)
     assert inv.shape == (13,)  # int(64 * 0.4) = 25
+    np.testing.assert_allclose(compute(RopeSpec(params, 64, 2048)).inv_freq, inv.numpy(), rtol=RTOL, atol=0)
+    yarn = {**params, "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048}
+    with pytest.raises(RuntimeError):
+        hf_frequencies(neox(64, 8192, yarn))
     with pytest.raises(PosencError, match="even rotary dimension"):
-        compute(RopeSpec(params, 64, 2048))
+        compute(RopeSpec(yarn, 64, 8192))
 
 
 def test_llama_default_ignores_partial_rotary() -> None:

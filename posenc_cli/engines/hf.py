@@ -73,7 +73,7 @@ def patch_config(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str
 def fragment(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str = "") -> dict[str, Any]:
     """The keys of :func:`patch_config`'s result that carry positions (inside ``text_config`` when the model keeps
     them there): what to merge into the model's config.json by hand."""
-    from posenc_cli.models import text_config
+    from posenc_cli.models import ABSENT, text_config
 
     patched = patch_config(config, req, fmt, group)
     text, _, where = text_config(patched)
@@ -85,4 +85,6 @@ def fragment(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str = "
                "max_seq_len")
     out = {k: text[k] for k in keys if k in text}
     out |= {k: text[k] for k in changed if k in text and (k not in before or before[k] != text[k])}
-    return {"text_config": out} if where == "text_config" else out
+    for key in reversed(where.removesuffix(ABSENT).split(".") if where else []):
+        out = {key: out}  # in the file's nesting (text_config, thinker_config.text_config)
+    return out
