@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from posenc_cli import remote_code
 from posenc_cli.attention_factors import yarn_mscale
 from posenc_cli.errors import PosencError
 from posenc_cli.scaling import METHODS
@@ -216,6 +217,7 @@ class ModelPositions:
     default_partial: bool = True  # plain RoPE honours partial_rotary_factor
     softmax_scale: float = 1.0  # attention-module multiplier of the usual 1/sqrt(d) scale
     softmax_scale_reason: str = ""
+    engine: remote_code.EngineReading | None = None  # a remote-code family / engine-only mechanism, engine-read
 
 
 #: Model types whose config class rewrites a ``yarn`` (or ``su``) dict to ``longrope`` before reading it.
@@ -499,7 +501,11 @@ def _family_without_rope(cfg: Mapping[str, Any], text: Mapping[str, Any], text_t
 
 
 def describe(cfg: Mapping[str, Any]) -> ModelPositions:
-    """Classify a model config and resolve every rope group as transformers 5.x would build it."""
+    """Classify a model config and resolve every rope group as transformers 5.x would build it (remote-code families
+    and engine-only mechanisms: as the engine serving them reads them, see :mod:`posenc_cli.remote_code`)."""
+    reading = remote_code.read(cfg)
+    if reading is not None:
+        return _engine_read(reading)
     model_type = str(cfg.get("model_type", "")) or None
     text, text_type, where = text_config(cfg)
     kind = _KINDS.get(text_type, _Kind())
@@ -573,6 +579,17 @@ def describe(cfg: Mapping[str, Any]) -> ModelPositions:
         notes.append(f"Ministral 3 scales queries by 1 + {beta} * ln(1 + floor(pos / original length)) "
                      "outside the rope")
     return base
+
+
+def _engine_read(r: remote_code.EngineReading) -> ModelPositions:
+    model = ModelPositions(r.position_family if r.served else "unknown", r.model_type, r.max_position, r.head_dim,
+                           num_heads=r.num_heads, notes=list(r.notes), text_model_type=r.family,
+                           text_source=r.text_source, num_layers=r.num_layers, engine=r)
+    if model.family == "rope" and r.rope is not None:
+        check_rope_params(r.rope, "rope parameters")
+        model.layers.append(LayerRope("all layers", dict(r.rope), list(range(r.num_layers)) if r.num_layers else None))
+        model.top_level = model.layers[0].params
+    return model
 
 
 def _resolve(text: Mapping[str, Any], text_type: str, kind: _Kind, max_pos: int | None,
