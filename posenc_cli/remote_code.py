@@ -468,6 +468,17 @@ def engine_frequencies(reading: EngineReading, params: Mapping[str, Any] | None 
     return compute(s, max_model_len)
 
 
+def check_refusal(reading: EngineReading, engine: str) -> str | None:
+    """Why ``posenc check`` does not compare ``engine`` for this reading, or None (compare as usual). A message
+    starting "not modelled" means nothing was judged; any other is the engine refusing the model as configured."""
+    if engine in reading.refusal:
+        return reading.refusal[engine]
+    if reading.remote_code:
+        return (f"not modelled: transformers needs trust_remote_code for {reading.family}, so there is no "
+                f"transformers reference to compare {engine} with (posenc inspect shows {reading.numbers_from})")
+    return None
+
+
 def engine_section(reading: EngineReading) -> dict[str, Any]:
     """What ``posenc inspect`` says about the engine reading (JSON-ready)."""
     out: dict[str, Any] = {
