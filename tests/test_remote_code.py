@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from clihelpers import run
+
 from posenc_cli import remote_code
 from posenc_cli.errors import PosencError
 from posenc_cli.inspection import report

@@ -360,12 +360,12 @@ def capture_inv_freq() -> Iterator[list[torch.Tensor]]:
         return recorded
 
     for cls, fn in originals.items():
-        setattr(cls, "_compute_inv_freq", wrap(fn))
+        cls._compute_inv_freq = wrap(fn)
     try:
         yield seen
     finally:
         for cls, fn in originals.items():
-            setattr(cls, "_compute_inv_freq", fn)
+            cls._compute_inv_freq = fn
 
 
 def remote_config(hf_config_dict: dict[str, Any]) -> Any:
