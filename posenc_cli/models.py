@@ -802,9 +802,14 @@ def model_facts(model: ModelPositions, label: str, group: str | None = None,
         text = text_config(cfg)[0]
         v5 = isinstance(text.get("rope_parameters"), Mapping) and not text.get("rope_scaling")
     notes: tuple[str, ...] = ()
+    if model.engine is not None:  # remote code / engine-only mechanism: no transformers parity to claim
+        refusal, note = remote_code.scaling_advice(model.engine)
+        if refusal:
+            raise PosencError(f"{label}: {refusal}")
+        notes += (f"note: {note}",) if note else ()
     if names:
-        notes = (f"note: {label} has per-layer rope ({', '.join(names)}); extending {layer.name}, the others keep "
-                 "their settings",)
+        notes += (f"note: {label} has per-layer rope ({', '.join(names)}); extending {layer.name}, the others keep "
+                  "their settings",)
     return ModelFacts(float(params["rope_theta"]), layer.head_dim or model.head_dim,
                       float(prf) if prf is not None else None, start, params, notes,
                       model.text_source == "text_config", v5, names, layer.name if names else "",

@@ -479,6 +479,27 @@ def check_refusal(reading: EngineReading, engine: str) -> str | None:
     return None
 
 
+#: Families whose engine model code builds its rope without reading rope_scaling / rope_parameters.
+_FIXED_ROPE = {"chatglm": "vLLM's chatglm.py builds a plain rope from rope_ratio alone (theta 10000 * rope_ratio)",
+               "baichuan": "SGLang's baichuan.py passes only rope_theta to get_rope"}
+
+
+def scaling_advice(reading: EngineReading) -> tuple[str | None, str | None]:
+    """(why a scaled config would change nothing, or None; a note for a scaled config) for ``posenc scale`` and
+    ``pick``: transformers' numbers for the scaled file are not what this model's own code or its engine computes."""
+    if reading.family in _FIXED_ROPE:
+        return (f"{reading.family}: {_FIXED_ROPE[reading.family]}; it never reads rope_scaling, so a scaled config "
+                "changes nothing it computes", None)
+    if reading.dual_chunk is not None:
+        return None, (f"dual_chunk_attention_config is set: {VLLM}'s DualChunkRotaryEmbedding reads only rope_theta "
+                      "(no scaling), and vLLM will not start with the key; remove it to serve the scaled rope")
+    if reading.remote_code:
+        where = reading.numbers_from if reading.served else "no engine"
+        return None, (f"{reading.family} is remote code: the scaled keys are what {where} reads; transformers runs the "
+                      "model's own Python file, whose rope posenc has not compared")
+    return None, None
+
+
 def engine_section(reading: EngineReading) -> dict[str, Any]:
     """What ``posenc inspect`` says about the engine reading (JSON-ready)."""
     out: dict[str, Any] = {

@@ -165,6 +165,16 @@ def test_dual_chunk_is_not_read_as_plain_rope_over_the_window() -> None:
     assert verdicts["vllm"] == "will not start" and verdicts["sglang"] == "not modelled"
 
 
+def test_scale_does_not_claim_what_the_model_code_ignores() -> None:
+    """ChatGLM's rope never reads rope_scaling (vLLM's chatglm.py builds it from rope_ratio): scaling is refused;
+    InternLM2's is read by vLLM's internlm2.py, and the output says transformers' side was not compared."""
+    refused = run("scale", "yarn", "--config", str(CORPUS / "chatglm2-6b.json"), "--target", "128k")
+    assert refused.exit_code == 2 and "never reads rope_scaling" in refused.output
+    scaled = run("scale", "yarn", "--config", "-", "--target", "128k", input=json.dumps(INTERNLM2))
+    assert scaled.exit_code == 0, scaled.output
+    assert "internlm2 is remote code" in scaled.stderr and "not compared" in scaled.stderr
+
+
 def test_a_bad_dual_chunk_config_is_a_user_error() -> None:
     bad = copy.deepcopy(QWEN25_1M)
     bad["dual_chunk_attention_config"]["local_size"] = 300000
