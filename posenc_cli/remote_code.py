@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 
 from posenc_cli.attention_factors import longrope_attention_factor
 from posenc_cli.errors import PosencError
-from posenc_cli.scaling import ntk_theta
 
 if TYPE_CHECKING:  # numpy loads only when numbers are computed (``posenc_cli.models`` imports this module)
     import numpy as np
@@ -191,7 +190,7 @@ def _rope_class(rope: Mapping[str, Any]) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 # family readers: (config, text config, where it was found) -> EngineReading
 
-Reader = Callable[[Mapping[str, Any], Mapping[str, Any], str], EngineReading]
+Reader = Callable[[Mapping[str, Any], Mapping[str, Any], str], "EngineReading | None"]  # None: transformers' rules
 
 
 def _chatglm(cfg: Mapping[str, Any], text: Mapping[str, Any], where: str) -> EngineReading:
@@ -290,6 +289,31 @@ def _not_served(family: str, text_key: str) -> Reader:
     return reader
 
 
+def _hunyuan(cfg: Mapping[str, Any], text: Mapping[str, Any], where: str) -> EngineReading | None:
+    """HunYuan V1 with ``alpha`` in its "dynamic" rope_scaling: transformers 5.24's own class
+    (modeling_hunyuan_v1_dense.py:298-305, 342-356) turns it into ``ntk_alpha``, a static base
+    ``rope_theta * alpha ** (d / (d - 2))``; vLLM 0.33.0 serves HunYuanDenseV1/MoEV1ForCausalLM through its
+    Transformers backend (that same code), and its own ``DynamicNTKAlphaRotaryEmbedding`` (get_rope with ``alpha``)
+    computes the same base. Without ``alpha``: None (transformers' generic rules)."""
+    rope = standard_rope(text)
+    if rope["rope_type"] != "dynamic" or not rope.get("alpha"):
+        return None
+    heads, head_dim = _heads_and_dim(text)
+    head_dim = _int(text.get("head_dim")) or head_dim
+    alpha = _number(rope["alpha"], "rope_scaling.alpha")
+    ignored = tuple(k for k in ("factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim") if k in rope)
+    notes = ("HunYuan labels this rope 'dynamic', but a fixed alpha makes it static NTK (transformers: ntk_alpha): "
+             "the base does not grow with the sequence; the other rope_scaling keys are not read",
+             f"{VLLM} serves HunYuan V1 through its Transformers backend (transformers' own code)")
+    return EngineReading("hunyuan", _model_type(cfg), "transformers 5.24",
+                         "transformers/models/hunyuan_v1_dense/modeling_hunyuan_v1_dense.py", text, where, head_dim,
+                         _int(text.get("max_position_embeddings")),
+                         {"rope_type": "ntk_alpha", "rope_theta": rope["rope_theta"], "alpha": alpha},
+                         remote_code=False, rope_class="HunYuanDenseV1RotaryEmbedding, ntk_alpha",
+                         num_layers=_layers(text),
+                         num_heads=heads, notes=notes, ignored=ignored)
+
+
 _INTERNVL_LLM = {"InternLM2ForCausalLM": "internlm2"}
 
 
@@ -303,6 +327,7 @@ def _internvl_chat(cfg: Mapping[str, Any], text: Mapping[str, Any], where: str) 
     archs = llm.get("architectures") or []
     inner = _INTERNVL_LLM.get(str(archs[0]) if archs else "", "")
     reading = (FAMILIES[inner] if inner else _llama_like("internvl_chat", "internvl.py"))(cfg, llm, "llm_config")
+    assert reading is not None  # these readers always read
     note = (f"InternVL chat: vision + language model; text model read from llm_config "
             f"(architectures {list(archs)}) as {VLLM}'s internvl.py builds it")
     return EngineReading("internvl_chat", _model_type(cfg), VLLM, _VLLM_MODELS + "internvl.py -> " + reading.source,
@@ -327,12 +352,15 @@ FAMILIES: dict[str, Reader] = {
     "baichuan": _baichuan,
     "llava_llama": _not_served("llava_llama", "text_config"),
     "vila": _not_served("vila", "llm_cfg"),
+    "hunyuan_v1_dense": _hunyuan,
+    "hunyuan_v1_moe": _hunyuan,
 }
 _ARCHITECTURES = {
     "ChatGLMModel": "chatglm", "ChatGLMForConditionalGeneration": "chatglm", "InternLM2ForCausalLM": "internlm2",
     "MiniCPMForCausalLM": "minicpm", "InternVLChatModel": "internvl_chat", "QWenLMHeadModel": "qwen",
     "BaichuanForCausalLM": "baichuan", "BaiChuanForCausalLM": "baichuan", "LlavaLlamaForCausalLM": "llava_llama",
-    "LlavaLlamaModel": "vila",
+    "LlavaLlamaModel": "vila", "HunYuanDenseV1ForCausalLM": "hunyuan_v1_dense",
+    "HunYuanMoEV1ForCausalLM": "hunyuan_v1_moe",
 }
 
 
@@ -428,7 +456,7 @@ def engine_frequencies(reading: EngineReading, params: Mapping[str, Any] | None 
     * ``RotaryEmbedding`` / ``DualChunkRotaryEmbedding``: ``1 / theta ** (arange(0, d, 2) / d)``;
     * ``DynamicNTKScalingRotaryEmbedding``: static, the base computed once from ``max_position`` over
       ``max_trained_positions`` (default the same, so as shipped it is ``rope_theta``);
-    * ``DynamicNTKAlphaRotaryEmbedding``: ``theta * alpha ** (d / (d - 2))`` (static NTK with factor alpha);
+    * ``DynamicNTKAlphaRotaryEmbedding``: ``theta * alpha ** (d / (d - 2))`` (frequencies' ``ntk_alpha``);
     * ``Phi3LongRoPEScaledRotaryEmbedding``: the long factors for every sequence once ``max_model_len`` passes the
       original length; magnitude ``sqrt(1 + ln(s) / ln(original))``, ``s = max_position / original`` (or
       ``short_mscale`` / ``long_mscale``);
@@ -440,16 +468,14 @@ def engine_frequencies(reading: EngineReading, params: Mapping[str, Any] | None 
     p = s.params
     rope_type = s.rope_type
     d = s.rotary_dim
+    if rope_type == "dynamic" and "alpha" in p:  # get_rope: DynamicNTKAlphaRotaryEmbedding, transformers' ntk_alpha
+        return compute(spec(reading, {**p, "rope_type": "ntk_alpha"}), None)
     if rope_type == "dynamic":
-        if "alpha" in p:
-            base = ntk_theta(s.theta, float(p["alpha"]), d)
-            how = f"theta x alpha^(d/(d-2)), alpha {float(p['alpha']):g}"
-        elif "factor" in p:
-            trained = int(p.get("max_trained_positions", s.max_position_embeddings))
-            base = dynamic_base(s.theta, float(p["factor"]), s.max_position_embeddings, trained, d)
-            how = f"static: from max_position {s.max_position_embeddings:,} over max_trained_positions {trained:,}"
-        else:
+        if "factor" not in p:
             raise PosencError("dynamic rope scaling must contain either 'alpha' or 'factor' (vLLM's get_rope)")
+        trained = int(p.get("max_trained_positions", s.max_position_embeddings))
+        base = dynamic_base(s.theta, float(p["factor"]), s.max_position_embeddings, trained, d)
+        how = f"static: from max_position {s.max_position_embeddings:,} over max_trained_positions {trained:,}"
         inv = default_inv_freq(base, d)
         band = "kept" if base == s.theta else "rebased"
         return Frequencies(inv, 1.0, default_inv_freq(s.theta, d), [band] * inv.size,

@@ -77,6 +77,13 @@ QWEN_V1 = {  # Qwen/Qwen-7B-Chat
 BAICHUAN2_7B = {"model_type": "baichuan", "architectures": ["BaichuanForCausalLM"], "hidden_size": 4096,
                 "num_attention_heads": 32, "num_hidden_layers": 32, "max_position_embeddings": 4096}
 BAICHUAN2_13B = {**BAICHUAN2_7B, "hidden_size": 5120, "num_attention_heads": 40, "num_hidden_layers": 40}
+HUNYUAN_7B = {  # tencent/Hunyuan-7B-Instruct shape: "dynamic" rope_scaling with alpha (transformers' own class)
+    "model_type": "hunyuan_v1_dense", "architectures": ["HunYuanDenseV1ForCausalLM"], "hidden_size": 4096,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32, "head_dim": 128,
+    "max_position_embeddings": 262144, "rope_theta": 10000.0,
+    "rope_scaling": {"alpha": 1000.0, "beta_fast": 32, "beta_slow": 1, "factor": 1.0, "mscale": 1.0,
+                     "mscale_all_dim": 1.0, "type": "dynamic"},
+}
 QWEN25_1M = {  # Qwen/Qwen2.5-7B-Instruct-1M (two layers and a small vocab: the rope does not depend on them)
     "model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "hidden_size": 3584, "num_attention_heads": 28,
     "num_key_value_heads": 4, "num_hidden_layers": 2, "intermediate_size": 18944, "vocab_size": 1024,
@@ -175,6 +182,22 @@ def test_scale_does_not_claim_what_the_model_code_ignores() -> None:
     assert "internlm2 is remote code" in scaled.stderr and "not compared" in scaled.stderr
 
 
+def test_hunyuan_alpha_is_transformers_ntk_alpha() -> None:
+    """transformers 5.24's HunYuanDenseV1RotaryEmbedding turns "dynamic" + alpha into ntk_alpha (a static base)."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.hunyuan_v1_dense import modeling_hunyuan_v1_dense as hy
+
+    model = describe(HUNYUAN_7B)
+    assert model.engine is not None and not model.engine.remote_code
+    config = transformers.HunYuanDenseV1Config(**{k: v for k, v in copy.deepcopy(HUNYUAN_7B).items()
+                                                  if k != "model_type"})
+    rotary = hy.HunYuanDenseV1RotaryEmbedding(config)
+    assert rotary.rope_type == "ntk_alpha"
+    ours = report(model)
+    np.testing.assert_allclose(ours["inv_freq"], rotary.inv_freq.double().numpy(), rtol=INV_RTOL, atol=0)
+    assert describe({**HUNYUAN_7B, "rope_scaling": None}).engine is None  # no alpha: transformers' generic rules
+
+
 def test_a_bad_dual_chunk_config_is_a_user_error() -> None:
     bad = copy.deepcopy(QWEN25_1M)
     bad["dual_chunk_attention_config"]["local_size"] = 300000
@@ -245,6 +268,23 @@ def test_sglang_families_match_vllms_rotary_class(name: str) -> None:
 
 
 @needs_vllm
+def test_hunyuan_alpha_matches_vllms_dynamic_ntk_alpha_class() -> None:
+    """vLLM's get_rope builds DynamicNTKAlphaRotaryEmbedding for a "dynamic" dict with alpha (rotary_embedding/
+    __init__.py:212-223): the same base."""
+    r = describe(HUNYUAN_7B).engine
+    assert r is not None
+    params = {"rope_type": "dynamic", "alpha": 1000.0, "rope_theta": 10000.0}
+    with vllm_harness.capture_inv_freq() as seen:
+        cos, sin, extra = vllm_harness.vllm_rope(params, head_dim=128, rotary_dim=128, max_position=4096)
+    assert extra["cls"] == "DynamicNTKAlphaRotaryEmbedding"
+    ours = remote_code.engine_frequencies(r)
+    theirs = seen[-1].double().numpy()
+    np.testing.assert_allclose(ours.inv_freq, theirs, rtol=INV_RTOL, atol=0)
+    diff = float(np.abs(ours.inv_freq.astype(np.float64) - theirs).max())
+    _cos_sin_close(cos, sin, np.arange(cos.shape[0]), ours.inv_freq, 1.0, diff, "hunyuan")
+
+
+@needs_vllm
 def test_dual_chunk_tables_match_vllm() -> None:
     """DualChunkRotaryEmbedding's five cos/sin tables are cos/sin of posenc's position tables times its inv_freq."""
     model = describe(QWEN25_1M)
@@ -308,6 +348,9 @@ def test_vllm_registry_serves_what_posenc_says() -> None:
     for arch in ("LlavaLlamaForCausalLM", "LlavaLlamaModel"):
         assert arch not in served, arch
     for arch, family in remote_code._ARCHITECTURES.items():
+        if arch.startswith("HunYuan"):  # served through vLLM's Transformers backend: see the HunYuan tests
+            assert arch in served
+            continue
         served_by_vllm = describe({"architectures": [arch], "hidden_size": 4096, "num_attention_heads": 32,
                                    "max_position_embeddings": 4096, "original_rope": True,
                                    "llm_config": {"architectures": ["InternLM2ForCausalLM"], "hidden_size": 64,
