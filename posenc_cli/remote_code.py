@@ -228,6 +228,12 @@ def _llama_like(family: str, source: str, default_max: int = 8192) -> Reader:
         rope = standard_rope(text)
         max_position = _int(text.get("max_position_embeddings")) or default_max
         notes = ["vLLM loads this config class from the model's own Python file: it needs --trust-remote-code too"]
+        if rope["rope_type"] == "dynamic" and "factor" in rope:
+            notes.append(f"dynamic NTK in {VLLM} is static: the base is computed once from max_position over "
+                         "max_trained_positions (as shipped: rope_theta, plain RoPE), its table has max_position rows, "
+                         "yet vLLM accepts --max-model-len up to max_position x factor; transformers grows the base "
+                         f"past max_position per sequence; {SGLANG} uses one table of max_position x factor rows "
+                         "with the base transformers reaches at that length")
         return EngineReading(family, _model_type(cfg), VLLM, _VLLM_MODELS + source, text, where, head_dim,
                              max_position, rope, rope_class=_rope_class(rope), num_layers=_layers(text),
                              num_heads=heads, notes=tuple(notes))
@@ -310,8 +316,9 @@ def _hunyuan(cfg: Mapping[str, Any], text: Mapping[str, Any], where: str) -> Eng
                          _int(text.get("max_position_embeddings")),
                          {"rope_type": "ntk_alpha", "rope_theta": rope["rope_theta"], "alpha": alpha},
                          remote_code=False, rope_class="HunYuanDenseV1RotaryEmbedding, ntk_alpha",
-                         num_layers=_layers(text),
-                         num_heads=heads, notes=notes, ignored=ignored)
+                         num_layers=_layers(text), num_heads=heads, notes=notes, ignored=ignored,
+                         refusal={"llama.cpp": "not modelled: posenc has no model of what llama.cpp's converter "
+                                               "writes for HunYuan's ntk_alpha"})
 
 
 _INTERNVL_LLM = {"InternLM2ForCausalLM": "internlm2"}
