@@ -322,6 +322,9 @@ def _hunyuan(cfg: Mapping[str, Any], text: Mapping[str, Any], where: str) -> Eng
 
 
 _INTERNVL_LLM = {"InternLM2ForCausalLM": "internlm2"}
+#: language models of transformers' own types: their vLLM class reads the standard keys (qwen2.py:268, llama.py:266)
+_INTERNVL_NATIVE_LLM = {"Qwen2ForCausalLM": ("qwen2", "qwen2.py", 32768),
+                        "LlamaForCausalLM": ("llama", "llama.py", 8192)}
 
 
 def _internvl_chat(cfg: Mapping[str, Any], text: Mapping[str, Any], where: str) -> EngineReading:
@@ -332,8 +335,11 @@ def _internvl_chat(cfg: Mapping[str, Any], text: Mapping[str, Any], where: str) 
     if not isinstance(llm, Mapping):
         raise PosencError("internvl_chat config has no llm_config object (the language model's config)")
     archs = llm.get("architectures") or []
-    inner = _INTERNVL_LLM.get(str(archs[0]) if archs else "", "")
-    reading = (FAMILIES[inner] if inner else _llama_like("internvl_chat", "internvl.py"))(cfg, llm, "llm_config")
+    arch = str(archs[0]) if archs else ""
+    inner = _INTERNVL_LLM.get(arch, "")
+    family, source, default_max = _INTERNVL_NATIVE_LLM.get(arch, ("internvl_chat", "internvl.py", 8192))
+    reader = FAMILIES[inner] if inner else _llama_like(family, source, default_max)
+    reading = reader(cfg, llm, "llm_config")
     assert reading is not None  # these readers always read
     note = (f"InternVL chat: vision + language model; text model read from llm_config "
             f"(architectures {list(archs)}) as {VLLM}'s internvl.py builds it")
