@@ -69,6 +69,13 @@ INTERNVL_CHAT = {  # OpenGVLab/InternVL2-8B shape: the language model in llm_con
     "llm_config": {**INTERNLM2, "hidden_size": 4096, "num_attention_heads": 32, "rope_scaling": {"type": "dynamic",
                                                                                                 "factor": 3.0}},
 }
+INTERNVL_CHAT_QWEN2 = {  # OpenGVLab/InternVL2_5-8B-MPO-style: a Qwen2 language model in llm_config
+    "model_type": "internvl_chat", "architectures": ["InternVLChatModel"],
+    "llm_config": {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "hidden_size": 3584,
+                   "num_attention_heads": 28, "num_key_value_heads": 4, "num_hidden_layers": 2,
+                   "intermediate_size": 18944, "vocab_size": 1024, "max_position_embeddings": 32768,
+                   "rope_theta": 1000000.0},
+}
 QWEN_V1 = {  # Qwen/Qwen-7B-Chat
     "model_type": "qwen", "architectures": ["QWenLMHeadModel"], "hidden_size": 4096, "num_attention_heads": 32,
     "num_hidden_layers": 32, "kv_channels": 128, "max_position_embeddings": 8192, "seq_length": 8192,
@@ -94,7 +101,7 @@ QWEN25_1M = {  # Qwen/Qwen2.5-7B-Instruct-1M (two layers and a small vocab: the 
 
 VLLM_FAMILIES = {"chatglm2-6b": CHATGLM2, "glm-4-9b-chat": GLM4_CHAT, "chatglm-original-rope-false": CHATGLM_NEOX,
                  "internlm2-chat-1.8b": INTERNLM2, "minicpm4": MINICPM4, "minicpm4-long": MINICPM4_LONG,
-                 "internvl-chat-internlm2": INTERNVL_CHAT}
+                 "internvl-chat-internlm2": INTERNVL_CHAT, "internvl-chat-qwen2": INTERNVL_CHAT_QWEN2}
 SGLANG_FAMILIES = {"qwen-7b-chat": QWEN_V1, "baichuan2-7b": BAICHUAN2_7B}
 
 

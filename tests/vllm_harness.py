@@ -418,6 +418,12 @@ def vllm_family_call(hf_config_dict: dict[str, Any]) -> dict[str, Any]:
                 "max_position": getattr(c, "max_position_embeddings", 8192),
                 "rope_parameters": copy.deepcopy(c.rope_parameters), "is_neox_style": True,
                 "source": f"{model_type}.py"}
+    if model_type in ("qwen2", "llama"):
+        # qwen2.py:249-275 / llama.py:266: transformers' own config class (vLLM's ModelConfig), the whole head
+        c = vllm_model_config(hf_config_dict).hf_text_config
+        return {"head_size": getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
+                "max_position": c.max_position_embeddings, "rope_parameters": copy.deepcopy(c.rope_parameters),
+                "is_neox_style": True, "source": f"{model_type}.py"}
     if model_type == "internvl_chat":
         # internvl.py:617-622: the language model of llm_config, by its architecture
         return {**vllm_family_call(hf_config_dict["llm_config"]), "source": "internvl.py -> llm_config"}
