@@ -119,6 +119,11 @@ class EngineReading:
         return f"{self.engine}'s {self.source}" if self.served else "no engine (not served)"
 
     @property
+    def pair_layout(self) -> str:
+        """``encodings.apply_rope``'s name for the layout: ``half`` (neox) or ``interleaved`` (GPT-J)."""
+        return "half" if self.is_neox_style else "interleaved"
+
+    @property
     def layout(self) -> str:
         return ("half-split pairs (is_neox_style=True)" if self.is_neox_style
                 else "interleaved pairs (is_neox_style=False, GPT-J layout)")

@@ -255,6 +255,35 @@ def test_family_matches_vllm(name: str) -> None:
 
 
 @needs_vllm
+@pytest.mark.parametrize("name", ["chatglm2-6b", "chatglm-original-rope-false"])
+def test_chatglm_rotation_layout_matches_vllms_forward(name: str) -> None:
+    """q and k rotated by vLLM's own forward (forward_native: interleaved pairs when original_rope is true, over the
+    first half of each head) equal posenc's apply_rope with the reading's layout and inv_freq. Tolerance atol 5e-5:
+    both rotate float32 values of magnitude <= ~5 with float32 cos/sin that differ by ~1e-6 (see the docstring)."""
+    from posenc_cli.encodings import apply_rope
+
+    cfg = VLLM_FAMILIES[name]
+    model = describe(cfg)
+    r = model.engine
+    assert r is not None
+    _, _, extra = vllm_harness.vllm_family_rope(cfg, max_model_len=r.max_position)
+    generator = torch.Generator().manual_seed(0)
+    head = int(r.head_dim or 0)
+    positions = torch.tensor([0, 1, 2, 7, 100, 1000, 4095])
+    q = torch.randn(len(positions), 2, head, generator=generator)
+    k = torch.randn(len(positions), 1, head, generator=generator)
+    q_out, k_out = vllm_harness.vllm_apply_rope(extra, positions, q, k)
+    inv = remote_code.engine_frequencies(r, model.layers[0].params).inv_freq
+    for ours_in, theirs in ((q, q_out), (k, k_out)):
+        x = ours_in.numpy().transpose(1, 0, 2)  # (heads, seq, dim)
+        rotated = apply_rope(x, positions.numpy(), inv_freq=inv, layout=r.pair_layout)  # type: ignore[arg-type]
+        np.testing.assert_allclose(rotated.transpose(1, 0, 2), theirs.numpy(), rtol=0, atol=5e-5)
+        other = "half" if r.pair_layout == "interleaved" else "interleaved"
+        wrong = apply_rope(x, positions.numpy(), inv_freq=inv, layout=other)  # type: ignore[arg-type]
+        assert np.abs(wrong.transpose(1, 0, 2) - theirs.numpy()).max() > 1e-2  # the layout is what decides
+
+
+@needs_vllm
 @pytest.mark.parametrize("name", list(SGLANG_FAMILIES))
 def test_sglang_families_match_vllms_rotary_class(name: str) -> None:
     """Qwen v1 and Baichuan 2 7B: vLLM 0.33.0 has no model class any more; SGLang 0.5.23's (qwen.py:124-130,
