@@ -15,14 +15,19 @@ an engine's *own* model code computes, and it says which file the numbers come f
   numbers come from SGLang's model code; SGLang's default and dynamic rotary classes are a fork of vLLM's.
 * LLaVA-llama and VILA have no model class in vLLM 0.33.0 or SGLang 0.5.23: posenc names the family, and reports no
   engine numbers.
+* HunYuan V1 (``hunyuan_v1_dense`` / ``hunyuan_v1_moe``) is transformers' own type, listed here for its rope: a
+  "dynamic" ``rope_scaling`` with ``alpha`` is static NTK (transformers' ``ntk_alpha``; vLLM serves it through its
+  Transformers backend, and its own ``DynamicNTKAlphaRotaryEmbedding`` computes the same base).
 
 Engine-only mechanism: ``dual_chunk_attention_config`` (Qwen2.5-1M). transformers ignores it (plain RoPE over the
 whole window); vLLM 0.33.0's ``get_rope`` builds a ``DualChunkRotaryEmbedding``, whose queries and keys see
 positions folded into chunks of ``chunk_size - local_size``, but vLLM 0.33.0 has no dual-chunk attention backend any
 more: ``Attention`` hands ``layer_idx`` and ``dual_chunk_attention_config`` to the backend's implementation class,
 and none of the dense ones (FlashAttention, FlashInfer, Triton, CPU) takes them, so the model does not build until the
-key is removed (``--hf-overrides '{"dual_chunk_attention_config": null}'``, then it is plain RoPE). SGLang 0.5.23
-serves it with its ``dual_chunk_flash_attn`` backend.
+key is removed (``--hf-overrides '{"dual_chunk_attention_config": null}'``, then it is plain RoPE). SGLang 0.5.23 is
+in the same state: its ``get_rope`` builds the same class (``layers/rotary_embedding/factory.py``), whose query comes
+out five tables wide, and nothing under ``srt/layers/attention`` reads ``dual_chunk_attention_config`` any more (its
+``dual_chunk_flash_attn`` backend is gone); posenc does not model what its attention then does.
 
 The registry :data:`FAMILIES` is keyed by model type; :func:`read` picks the reader (a config without ``model_type``
 is matched by its ``architectures``). Each reader returns an :class:`EngineReading`; :func:`engine_frequencies`
@@ -422,12 +427,13 @@ def _dual_chunk(cfg: Mapping[str, Any], text: Mapping[str, Any], where: str) -> 
              f"{VLLM} builds that rope (dual_chunk_rope.py) but has no dual-chunk attention backend: its dense "
              "attention implementations take no layer_idx / dual_chunk_attention_config, so the model does not "
              "build; --hf-overrides '{\"dual_chunk_attention_config\": null}' serves it as plain RoPE. "
-             f"{SGLANG} serves it (dual_chunk_flash_attn backend)")
+             f"{SGLANG} builds the same rope but has no dual-chunk attention backend either")
     refusal = {"vllm": ("dual_chunk_attention_config: vLLM 0.33.0's attention backends take no dual-chunk "
                         "arguments (TypeError when the attention layers are built); serve with --hf-overrides "
                         "'{\"dual_chunk_attention_config\": null}' for plain RoPE"),
-               "sglang": ("not modelled: SGLang runs dual chunk attention (chunked positions); posenc does not "
-                          "compare chunked positions with transformers' plain RoPE")}
+               "sglang": ("not modelled: SGLang 0.5.23 builds DualChunkRotaryEmbedding (a query five tables wide) "
+                          "but has no dual-chunk attention backend; posenc does not model what its attention does "
+                          "with it")}
     return EngineReading("dual_chunk", _model_type(cfg), VLLM, _DUAL_CHUNK_SOURCE, text, where, head_dim,
                          max_position, rope, rope_class="DualChunkRotaryEmbedding", num_layers=_layers(text),
                          num_heads=heads, dual_chunk=dual, remote_code=False, notes=notes, ignored=ignored,
