@@ -550,6 +550,17 @@ def scaling_advice(reading: EngineReading) -> tuple[str | None, str | None]:
     return None, None
 
 
+def v5_refusal(cfg: Mapping[str, Any]) -> str | None:
+    """Why a transformers 5 ``rope_parameters`` file would break a remote-code model, or None. The remote config
+    classes were written for transformers 4: they take ``rope_scaling`` (and ``rope_theta``) as arguments and their
+    modeling files read ``config.rope_scaling``, so moving the scaling to ``rope_parameters`` drops it there."""
+    reading = read(cfg)
+    if reading is None or not reading.remote_code:
+        return None
+    return (f"{reading.family} is remote code written for transformers 4: its own config class and modeling file read "
+            "rope_scaling, so a v5 rope_parameters file would lose the scaling there; write v4 keys")
+
+
 def engine_section(reading: EngineReading) -> dict[str, Any]:
     """What ``posenc inspect`` says about the engine reading (JSON-ready)."""
     out: dict[str, Any] = {

@@ -208,6 +208,13 @@ def test_hunyuan_alpha_is_transformers_ntk_alpha() -> None:
     assert verdicts == {"vllm": "same", "sglang": "same", "llama.cpp": "not modelled"}
 
 
+def test_v5_keys_are_refused_for_remote_code() -> None:
+    """The remote config classes take rope_scaling (transformers 4): a v5 rope_parameters file would drop it there."""
+    refused = run("convert", "-", "--to", "v5", input=json.dumps(INTERNLM2))
+    assert refused.exit_code == 2 and "written for transformers 4" in refused.output
+    assert run("convert", "-", "--to", "v4", input=json.dumps(INTERNLM2)).exit_code == 0
+
+
 def test_a_bad_dual_chunk_config_is_a_user_error() -> None:
     bad = copy.deepcopy(QWEN25_1M)
     bad["dual_chunk_attention_config"]["local_size"] = 300000
