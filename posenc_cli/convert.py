@@ -18,6 +18,7 @@ from typing import Any
 
 from posenc_cli.errors import PosencError
 from posenc_cli.models import ABSENT, rope_dicts, text_config, with_text
+from posenc_cli.remote_code import v5_refusal
 
 VERSIONS = ("v4", "v5")
 #: Text model types that exist only in transformers 5: their rope settings have no v4 form.
@@ -83,6 +84,8 @@ def convert(cfg: Mapping[str, Any], to: str) -> dict[str, Any]:
                           "(GPT-NeoX's rotary_emb_base/rotary_pct read the same in both versions)")
     if to == "v4" and text_type in V5_ONLY:
         raise PosencError(f"{text_type} exists only in transformers 5; its rope_parameters has no v4 form")
+    if to == "v5" and (refusal := v5_refusal(cfg)):
+        raise PosencError(refusal)
     dicts, nested = rope_dicts(cfg)
     new_text = _to_v5(text, dicts, nested) if to == "v5" else _to_v4(text, text_type, dicts, nested)
     return with_text(cfg, where, new_text)
@@ -137,6 +140,8 @@ def with_rope(cfg: Mapping[str, Any], group: str, rope: dict[str, Any], max_posi
     """
     if to not in VERSIONS:
         raise PosencError(f"--to {to!r} is not known; use v4 or v5")
+    if to == "v5" and (refusal := v5_refusal(cfg)):
+        raise PosencError(refusal)
     text, text_type, where = text_config(cfg)
     dicts, nested = rope_dicts(cfg)
     key = group if nested else ""

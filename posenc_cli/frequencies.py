@@ -139,6 +139,17 @@ def _dynamic(spec: RopeSpec, seq_len: int | None) -> Frequencies:
                        {"effective_theta": base, "seq_len": max(length, spec.max_position_embeddings)})
 
 
+def _ntk_alpha(spec: RopeSpec, seq_len: int | None) -> Frequencies:
+    """NTK with a fixed ``alpha`` (HunYuan's "dynamic" with ``alpha``; transformers names it ``ntk_alpha``, vLLM's
+    class is ``DynamicNTKAlphaRotaryEmbedding``): base ``rope_theta * alpha ** (d / (d - 2))``, static."""
+    from posenc_cli.scaling import ntk_theta
+
+    dim = spec.rotary_dim
+    base = ntk_theta(spec.theta, float(spec.params["alpha"]), dim)
+    inv = default_inv_freq(base, dim)
+    return Frequencies(inv, 1.0, default_inv_freq(spec.theta, dim), ["rebased"] * inv.size, {"effective_theta": base})
+
+
 def yarn_correction_range(
     beta_fast: float, beta_slow: float, dim: int, base: float, original: int, truncate: bool
 ) -> tuple[float, float]:
@@ -244,6 +255,7 @@ ROPE_FUNCTIONS: dict[str, Callable[[RopeSpec, int | None], Frequencies]] = {
     "longrope": _longrope,
     "llama3": _llama3,
     "proportional": _proportional,
+    "ntk_alpha": _ntk_alpha,
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from posenc_cli import remote_code
 from posenc_cli.errors import PosencError
 from posenc_cli.frequencies import RopeSpec, compute
 from posenc_cli.models import LayerRope, ModelPositions, windows
@@ -29,11 +30,17 @@ _WINDOW_FREE = frozenset({"default", "linear", "proportional"})
 
 
 def layer_report(model: ModelPositions, layer: LayerRope, seq_len: int | None) -> dict[str, Any]:
-    """Numbers for one rope group, at sequence length ``seq_len`` (None: as the model starts)."""
+    """Numbers for one rope group, at sequence length ``seq_len`` (None: as the model starts). A remote-code family
+    or engine-only mechanism (``model.engine``) gets the numbers of the engine that serves it."""
     spec = spec_for(model, layer)
-    freqs = compute(spec, seq_len, top_level=model.top_level)
+    if model.engine is not None:
+        freqs = remote_code.engine_frequencies(model.engine, layer.params, seq_len)
+    else:
+        freqs = compute(spec, seq_len, top_level=model.top_level)
     wl = freqs.wavelengths
     window, original, basis = windows(layer.params, spec.max_position_embeddings)
+    if model.engine is not None and spec.rope_type == "dynamic":  # vLLM's dynamic NTK is static: a fixed table
+        window, basis = spec.max_position_embeddings, "the engine's static table has max_position rows"
     reference = original or window or spec.max_position_embeddings
     out: dict[str, Any] = {
         "layer": layer.name,
@@ -59,6 +66,8 @@ def layer_report(model: ModelPositions, layer: LayerRope, seq_len: int | None) -
     }
     if spec.rope_type in ("yarn", "llama3"):
         out["bands"] = {b: freqs.bands.count(b) for b in dict.fromkeys(freqs.bands)}
+    if model.engine is not None:
+        out["numbers_from"] = model.engine.numbers_from
     return out
 
 
@@ -76,6 +85,8 @@ def report(model: ModelPositions, seq_len: int | None = None) -> dict[str, Any]:
         "softmax_scale_reason": model.softmax_scale_reason, "notes": model.notes,
         "no_rope": [{"name": g.name, "layers": g.layers, "reason": g.reason} for g in model.no_rope],
     }
+    if model.engine is not None:
+        base["engine_reading"] = remote_code.engine_section(model.engine)
     if model.family == "rope":
         layers = [layer_report(model, layer, seq_len) for layer in model.layers]
         if not layers:

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from posenc_cli import remote_code
 from posenc_cli.attention_factors import yarn_mscale
 from posenc_cli.errors import PosencError
 from posenc_cli.scaling import METHODS
@@ -238,6 +239,7 @@ class ModelPositions:
     default_partial: bool = True  # plain RoPE honours partial_rotary_factor
     softmax_scale: float = 1.0  # attention-module multiplier of the usual 1/sqrt(d) scale
     softmax_scale_reason: str = ""
+    engine: remote_code.EngineReading | None = None  # a remote-code family / engine-only mechanism, engine-read
 
 
 #: Model types whose config class rewrites a ``yarn`` (or ``su``) dict to ``longrope`` before reading it.
@@ -596,7 +598,11 @@ def _family_without_rope(cfg: Mapping[str, Any], text: Mapping[str, Any], text_t
 
 
 def describe(cfg: Mapping[str, Any]) -> ModelPositions:
-    """Classify a model config and resolve every rope group as transformers 5.x would build it."""
+    """Classify a model config and resolve every rope group as transformers 5.x would build it (remote-code families
+    and engine-only mechanisms: as the engine serving them reads them, see :mod:`posenc_cli.remote_code`)."""
+    reading = remote_code.read(cfg)
+    if reading is not None:
+        return _engine_read(reading)
     model_type = str(cfg.get("model_type", "")) or None
     text, text_type, where = text_config(cfg)
     kind = _kind(text_type)
@@ -681,6 +687,17 @@ def describe(cfg: Mapping[str, Any]) -> ModelPositions:
         notes.append(f"Ministral 3 scales queries by 1 + {beta} * ln(1 + floor(pos / original length)) "
                      "outside the rope")
     return base
+
+
+def _engine_read(r: remote_code.EngineReading) -> ModelPositions:
+    model = ModelPositions(r.position_family if r.served else "unknown", r.model_type, r.max_position, r.head_dim,
+                           num_heads=r.num_heads, notes=list(r.notes), text_model_type=r.family,
+                           text_source=r.text_source, num_layers=r.num_layers, engine=r)
+    if model.family == "rope" and r.rope is not None:
+        check_rope_params(r.rope, "rope parameters")
+        model.layers.append(LayerRope("all layers", dict(r.rope), list(range(r.num_layers)) if r.num_layers else None))
+        model.top_level = model.layers[0].params
+    return model
 
 
 def _resolve(text: Mapping[str, Any], text_type: str, kind: _Kind, max_pos: int | None,
@@ -895,9 +912,14 @@ def model_facts(model: ModelPositions, label: str, group: str | None = None,
         text = text_config(cfg)[0]
         v5 = isinstance(text.get("rope_parameters"), Mapping) and not text.get("rope_scaling")
     notes: tuple[str, ...] = ()
+    if model.engine is not None:  # remote code / engine-only mechanism: no transformers parity to claim
+        refusal, note = remote_code.scaling_advice(model.engine)
+        if refusal:
+            raise PosencError(f"{label}: {refusal}")
+        notes += (f"note: {note}",) if note else ()
     if names:
-        notes = (f"note: {label} has per-layer rope ({', '.join(names)}); extending {layer.name}, the others keep "
-                 "their settings",)
+        notes += (f"note: {label} has per-layer rope ({', '.join(names)}); extending {layer.name}, the others keep "
+                  "their settings",)
     return ModelFacts(float(params["rope_theta"]), layer.head_dim or model.head_dim,
                       float(prf) if prf is not None else None, start, params, notes,
                       model.text_source == "text_config", v5, names, layer.name if names else "",

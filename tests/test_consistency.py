@@ -55,6 +55,8 @@ def _facts(path: Path) -> tuple[dict[str, Any], ModelFacts] | None:
     model = describe(cfg)
     if model.family != "rope" or not model.layers or model.max_position_embeddings is None:
         return None
+    if model.engine is not None and model.engine.remote_code:  # no transformers reading: see test_remote_code.py
+        return None
     return cfg, model_facts(model, path.name, cfg=cfg)
 
 

@@ -15,6 +15,12 @@ vLLM (``pip install --no-deps vllm==0.33.0`` plus the small dependencies in :dat
 * :func:`vllm_rope_from_hf_config` does both: the ModelConfig, then ``get_rope`` with what the model reads from
   the resulting HF config.
 
+Remote-code families and dual chunk attention (``posenc_cli/remote_code.py``): :func:`vllm_family_rope` builds the
+rope of ChatGLM, InternLM2, MiniCPM and InternVL chat with the ``get_rope`` arguments their vLLM model classes pass
+(:func:`vllm_family_call`; remote-code config classes are stood in for by :func:`remote_config`), and
+:func:`vllm_dual_chunk_rope` builds Qwen2's ``DualChunkRotaryEmbedding`` on CPU; :func:`capture_inv_freq` records
+the inverse frequencies vLLM's classes compute.
+
 SGLang (``pip install --no-deps sglang==0.5.23``): :func:`sglang_rope` runs ``sglang.srt.layers.rotary_embedding``
 in a subprocess, because SGLang's import chain needs the real ``triton`` package (about 1 GB; a fake module in
 ``sys.modules`` breaks ``torch._dynamo``) and IPython, and patches transformers on import. Point
@@ -40,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import types
+import unittest.mock
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -337,6 +344,156 @@ def vllm_rope_from_hf_config(hf_config_dict: dict[str, Any], hf_overrides: dict[
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# vLLM: remote-code families and dual chunk attention (posenc_cli/remote_code.py)
+
+
+@contextlib.contextmanager
+def capture_inv_freq() -> Iterator[list[torch.Tensor]]:
+    """Record every inverse-frequency tensor vLLM's rotary classes compute while building (``_compute_inv_freq`` of
+    the base class, LongRoPE and the dual-chunk class): the engine's own float32 values, before any cos/sin."""
+    from vllm.model_executor.layers.rotary_embedding import base, dual_chunk_rope, phi3_long_rope_scaled_rope
+
+    seen: list[torch.Tensor] = []
+    classes = (base.RotaryEmbeddingBase, phi3_long_rope_scaled_rope.Phi3LongRoPEScaledRotaryEmbedding,
+               dual_chunk_rope.DualChunkRotaryEmbedding)
+    originals = {cls: cls.__dict__["_compute_inv_freq"] for cls in classes}
+
+    def wrap(fn: Any) -> Any:
+        def recorded(self: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
+            out: torch.Tensor = fn(self, *args, **kwargs)
+            seen.append(out.detach().clone())
+            return out
+        return recorded
+
+    for cls, fn in originals.items():
+        cls._compute_inv_freq = wrap(fn)
+    try:
+        yield seen
+    finally:
+        for cls, fn in originals.items():
+            cls._compute_inv_freq = fn
+
+
+def remote_config(hf_config_dict: dict[str, Any]) -> Any:
+    """A remote-code config as vLLM's model code sees it, without the model's Python file: a ``PretrainedConfig``
+    subclass that, like the remote classes (``InternLM2Config``, ``MiniCPMConfig``), sets every key as an attribute
+    before ``PretrainedConfig.__init__`` (which standardises ``rope_scaling`` into ``rope_parameters``), then vLLM's
+    own ``patch_rope_parameters`` (what ``vllm.transformers_utils.config.get_config`` runs on every config). The
+    remote class's own defaults for keys the file leaves out are not applied (the test configs set them)."""
+    _vllm()
+    from transformers import PretrainedConfig
+    from vllm.transformers_utils.config import patch_rope_parameters
+
+    class RemoteConfig(PretrainedConfig):
+        model_type = str(hf_config_dict.get("model_type") or "remote")
+
+        def __init__(self, **kwargs: Any) -> None:
+            for key, value in kwargs.items():
+                if key not in ("architectures", "model_type"):
+                    setattr(self, key, value)
+            super().__init__(architectures=kwargs.get("architectures"))
+
+    with _quiet():
+        config = RemoteConfig(**copy.deepcopy(hf_config_dict))
+        patch_rope_parameters(config)
+    return config
+
+
+def vllm_family_call(hf_config_dict: dict[str, Any]) -> dict[str, Any]:
+    """The ``get_rope`` arguments vLLM 0.33.0's model class of a remote-code family passes, from the config vLLM
+    builds (``head_size``, ``max_position``, ``rope_parameters``, ``is_neox_style``; ``source``: file:lines)."""
+    model_type = hf_config_dict.get("model_type")
+    if model_type == "chatglm":
+        # vllm/model_executor/models/chatglm.py:75, 98-114 (GLMAttention), vLLM's own ChatGLMConfig
+        c = vllm_model_config(hf_config_dict).hf_config
+        return {"head_size": c.hidden_size // c.num_attention_heads,
+                "max_position": getattr(c, "seq_length", 8192),
+                "rope_parameters": {"rope_type": "default", "rope_theta": 10000 * getattr(c, "rope_ratio", 1.0),
+                                    "partial_rotary_factor": 0.5},
+                "is_neox_style": not c.original_rope, "source": "chatglm.py:75,98-114"}
+    if model_type in ("internlm2", "minicpm"):
+        # internlm2.py:119, 143-147, 205-211; minicpm.py:264, 287-291, 329-343
+        c = remote_config(hf_config_dict)
+        return {"head_size": c.hidden_size // c.num_attention_heads,
+                "max_position": getattr(c, "max_position_embeddings", 8192),
+                "rope_parameters": copy.deepcopy(c.rope_parameters), "is_neox_style": True,
+                "source": f"{model_type}.py"}
+    if model_type in ("qwen2", "llama"):
+        # qwen2.py:249-275 / llama.py:266: transformers' own config class (vLLM's ModelConfig), the whole head
+        c = vllm_model_config(hf_config_dict).hf_text_config
+        return {"head_size": getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
+                "max_position": c.max_position_embeddings, "rope_parameters": copy.deepcopy(c.rope_parameters),
+                "is_neox_style": True, "source": f"{model_type}.py"}
+    if model_type == "internvl_chat":
+        # internvl.py:617-622: the language model of llm_config, by its architecture
+        return {**vllm_family_call(hf_config_dict["llm_config"]), "source": "internvl.py -> llm_config"}
+    raise ValueError(f"no vLLM 0.33.0 model class for {model_type!r} in this harness")
+
+
+def vllm_family_rope(hf_config_dict: dict[str, Any], *, max_model_len: int | None = None,
+                     dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+    """vLLM 0.33.0's rotary embedding for a remote-code family, built with the arguments its model class passes
+    (:func:`vllm_family_call`). Same return as :func:`vllm_rope`, plus ``extra["engine_inv_freq"]`` (the inverse
+    frequencies the class computed, captured before any cos/sin) and ``extra["call"]``."""
+    call = vllm_family_call(hf_config_dict)
+    params = call["rope_parameters"]
+    head = call["head_size"]
+    rotary = int(head * params.get("partial_rotary_factor", 1.0))
+    with capture_inv_freq() as seen:
+        cos, sin, extra = vllm_rope(params, head_dim=head, rotary_dim=rotary, max_position=call["max_position"],
+                                    is_neox_style=call["is_neox_style"], dtype=dtype, max_model_len=max_model_len)
+    # LongRoPE computes the short table, then the long one; the module uses one of them (use_long_rope)
+    used = seen[-2] if extra.get("use_long_rope") is False else seen[-1]
+    extra.update(engine_inv_freq=used, call=call)
+    return cos, sin, extra
+
+
+def vllm_dual_chunk_rope(hf_config_dict: dict[str, Any]) -> dict[str, Any]:
+    """vLLM 0.33.0's ``get_rope`` as Qwen2 calls it with ``dual_chunk_attention_config`` (qwen2.py:179-184,
+    249-275): a real ``ModelConfig`` for the config, then ``get_rope(head_dim, max_position=max_position_embeddings,
+    rope_parameters=config.rope_parameters, dual_chunk_attention_config=...)``.
+
+    ``DualChunkRotaryEmbedding.__init__`` asks for the current CUDA device and moves its tables there; on CPU the
+    harness answers device 0 and keeps the tables on the CPU (everything else is vLLM's code). Returns the module,
+    its five cos/sin tables (``q``, ``qc``, ``k``, ``qc_no_clamp``, ``q_inter``) and the captured inv_freq."""
+    v = _vllm()
+    from vllm.model_executor.layers.rotary_embedding import dual_chunk_rope
+
+    config = vllm_model_config(hf_config_dict).hf_text_config
+    head = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    cls = dual_chunk_rope.DualChunkRotaryEmbedding
+    original = cls.__dict__["_compute_cos_sin_cache"]
+
+    def on_cpu(self: Any) -> Any:
+        self.device = torch.device("cpu")
+        return original(self)
+
+    with _quiet():
+        vllm_config = v.VllmConfig()
+    v.rotary_embedding._ROPE_DICT.clear()
+    cls._compute_cos_sin_cache = on_cpu  # type: ignore[method-assign]
+    try:
+        with (_quiet(), capture_inv_freq() as seen, v.set_current_vllm_config(vllm_config),
+              unittest.mock.patch.object(torch.accelerator, "current_device_index", return_value=0)):
+            rope = v.rotary_embedding.get_rope(head, max_position=config.max_position_embeddings,
+                                               rope_parameters=config.rope_parameters,
+                                               dual_chunk_attention_config=config.dual_chunk_attention_config)
+    finally:
+        cls._compute_cos_sin_cache = original  # type: ignore[method-assign]
+        v.rotary_embedding._ROPE_DICT.clear()
+    tables = {name: getattr(rope, f"cos_sin_{name}_cache") for name in ("q", "qc", "k", "qc_no_clamp", "q_inter")}
+    return {"module": rope, "cls": type(rope).__name__, "tables": tables, "inv_freq": seen[-1], "head_size": head,
+            "dual_chunk_attention_config": dict(config.dual_chunk_attention_config)}
+
+
+def vllm_source(relative: str) -> str:
+    """The text of a file of the installed vLLM package (``model_executor/...``)."""
+    spec = importlib.util.find_spec("vllm")
+    assert spec is not None and spec.submodule_search_locations
+    return (Path(next(iter(spec.submodule_search_locations))) / relative).read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # SGLang (in a subprocess: see the module docstring)
 
 
@@ -470,6 +627,7 @@ if __name__ == "__main__" and sys.argv[1:2] == ["--sglang-worker"]:
 __all__ = [
     "VLLM_EXTRA_DEPS", "VLLM_EXTRA_DEPS_NO_DEPS", "VLLM_VERSION", "SGLANG_VERSION",
     "vllm_available", "vllm_version", "vllm_rope", "vllm_apply_rope", "vllm_model_config",
-    "vllm_config_after_overrides", "vllm_rope_from_hf_config",
+    "vllm_config_after_overrides", "vllm_rope_from_hf_config", "capture_inv_freq", "remote_config",
+    "vllm_family_call", "vllm_family_rope", "vllm_dual_chunk_rope", "vllm_source",
     "sglang_available", "sglang_rope", "sglang_rope_many",
 ]

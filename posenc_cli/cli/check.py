@@ -72,6 +72,12 @@ def _render(report: Any, label: str) -> None:
         sys.stdout.write(f"posenc check: {label} (model_type {report.model_type})\n{report.summary()}\n")
         return
     out = [f"posenc check: {label} (model_type {report.model_type}) at max_model_len {report.max_model_len:,}"]
+    if report.reference is None:  # remote code: no transformers numbers, nothing compared
+        for v in report.verdicts:
+            why = (v.run.refusal or "").removeprefix(NOT_MODELLED).lstrip(": ")
+            out.append(f"{v.run.engine} {v.run.version}: {v.verdict}: {why}")
+        sys.stdout.write("\n".join([*out, report.summary()]) + "\n")
+        return
     if report.short_len:
         out.append(f"length-dependent rope: also compared at {report.short_len:,} positions")
     out += [f"transformers {report.reference.version}: {w}" for w in report.reference.warnings]

@@ -81,6 +81,8 @@ def _render(r: dict[str, Any]) -> None:
     layers = f"   layers: {r['num_layers']}" if r.get("num_layers") else ""
     out = [f"model_type: {r.get('model_type')}   family: {r['family']}{layers}"]
     out += [f"note: {n}" for n in r.get("notes", [])]
+    if "engine_reading" in r:
+        out += _engine_lines(r["engine_reading"])
     if r["family"] != "rope":
         if r.get("alibi_slopes"):
             out.append(f"slopes ({r['num_heads']} heads): " + ", ".join(f"{s:.6g}" for s in r["alibi_slopes"]))
@@ -126,6 +128,27 @@ def _render(r: dict[str, Any]) -> None:
         out.append(f"gguf: architecture {g['architecture']}; rope_freqs tensor: "
                    f"{'present' if g['has_rope_freqs'] else 'absent'}")
     sys.stdout.write("\n".join(out) + "\n")
+
+
+def _engine_lines(e: dict[str, Any]) -> list[str]:
+    """How a remote-code family / engine-only mechanism was read: by which engine's code, and what it will not do."""
+    out = []
+    if e["transformers_needs_remote_code"]:
+        out.append(f"transformers: needs trust_remote_code for {e['family']} (posenc does not run the model's own "
+                   "code; no transformers numbers)")
+    if e["engine"]:
+        out.append(f"numbers from: {e['numbers_from']} ({e['rope_class']}; {e['layout']}; "
+                   f"max_position {e['max_position']:,})" if e["rope_class"] else f"numbers from: {e['numbers_from']}")
+    if e["ignored_keys"]:
+        out.append(f"not read by the engine: {', '.join(e['ignored_keys'])}")
+    out += [f"{engine} will not serve it as configured: {why}" for engine, why in e["will_not_serve"].items()]
+    dc = e.get("dual_chunk")
+    if dc:
+        q = dc["query_positions"]
+        out.append(f"dual chunk rope: chunk_len {dc['chunk_len']:,}; keys at {dc['key_positions']}; queries at "
+                   f"{q['intra']} (intra), {q['successive']} (successive), {q['inter']} (inter); largest rotated "
+                   f"position {dc['largest_rotated_position']:,}")
+    return out
 
 
 def _render_lint(problems: list[dict[str, str]], oldest: dict[str, str] | None) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from posenc_cli import remote_code
 from posenc_cli.engines import llamacpp, sglang, transformers, vllm
 from posenc_cli.engines.runs import VERDICTS, EngineRun, EngineVerdict, compare
 from posenc_cli.errors import ExitCode, PosencError
@@ -41,10 +42,11 @@ class CheckReport:
     verdicts: list[EngineVerdict]
     short_len: int | None = None  # where length-dependent rope was compared too
     no_rope: str | None = None  # the model's position family when it has no RoPE
+    no_reference: str | None = None  # why transformers' numbers are missing (remote code): nothing was compared
 
     @property
     def passed(self) -> bool:
-        return all(v.verdict == "same" for v in self.verdicts)
+        return self.no_reference is None and all(v.verdict == "same" for v in self.verdicts)
 
     def exit_code(self) -> ExitCode:
         """0 all same; 1 one differs or will not start (a check ran and failed); 3 otherwise when one was not
@@ -52,7 +54,7 @@ class CheckReport:
         groups = self.by_verdict()
         if groups["differs"] or groups["will not start"]:
             return ExitCode.CHECK_FAILED
-        if groups["not modelled"]:
+        if groups["not modelled"] or self.no_reference:
             return ExitCode.COULD_NOT_RUN
         return ExitCode.OK
 
@@ -70,6 +72,9 @@ class CheckReport:
                     "(nothing differs)")
         groups = self.by_verdict()
         n = len(self.verdicts)
+        if self.no_reference:
+            parts = [f"nothing compared: {self.no_reference}"]
+            return "; ".join(parts + [f"{verdict}: {', '.join(names)}" for verdict, names in groups.items() if names])
         if self.passed:
             return f"all {n} engines compute what transformers computes" if n != 1 else \
                 "the engine computes what transformers computes"
@@ -81,6 +86,7 @@ class CheckReport:
         ref = self.reference
         return {"passed": self.passed, "summary": self.summary(), "model_type": self.model_type,
                 "max_model_len": self.max_model_len, "short_len": self.short_len, "no_rope": self.no_rope,
+                "no_reference": self.no_reference,
                 "verdicts": self.by_verdict(),
                 "transformers": None if ref is None else {
                     "version": ref.version, "warnings": ref.warnings,
@@ -116,12 +122,18 @@ def check(model: ModelPositions, cfg: dict[str, Any], engines: list[str], max_mo
         raise PosencError(f"engine {unknown[0]!r} is not known; use some of: {', '.join(ENGINE_NAMES)}")
     if model.family != "rope" or not model.layers:
         return CheckReport(model.model_type, max_model_len, None, [], no_rope=model.family)
+    if model.engine is not None and model.engine.remote_code:
+        return _without_reference(model, engines, max_model_len)
     reference = transformers.run(model, cfg, max_model_len)
     short = _length_dependent(model)
     short = short if short is not None and short < max_model_len else None
     verdicts = []
     for name in engines:
         if name == "hf":
+            continue
+        refusal = remote_code.check_refusal(model.engine, name) if model.engine is not None else None
+        if refusal is not None:  # an engine-only mechanism the engine model does not cover, or will not serve
+            verdicts.append(EngineVerdict(EngineRun(name, _VERSIONS[name], max_model_len, [], [], refusal=refusal), []))
             continue
         run = known[name](model, cfg, max_model_len, None)
         named = {"MODEL": model_name}
@@ -140,3 +152,18 @@ def check(model: ModelPositions, cfg: dict[str, Any], engines: list[str], max_mo
                 long_v.same = long_v.same and short_v.same
         verdicts.append(verdict)
     return CheckReport(model.model_type, max_model_len, reference, verdicts, short)
+
+
+_VERSIONS = {"vllm": vllm.VERSION, "sglang": sglang.VERSION, "llama.cpp": llamacpp.VERSION}
+
+
+def _without_reference(model: ModelPositions, engines: list[str], max_model_len: int) -> CheckReport:
+    """A remote-code family: transformers runs the model's own code, which posenc does not, so there is no reference
+    and no engine is compared (each says why; ``posenc inspect`` has the engine's own numbers)."""
+    assert model.engine is not None
+    verdicts = [EngineVerdict(EngineRun(name, _VERSIONS[name], max_model_len, [], [],
+                                        refusal=remote_code.check_refusal(model.engine, name)), [])
+                for name in engines if name != "hf"]
+    why = (f"transformers needs trust_remote_code for {model.engine.family}; posenc does not run the model's own "
+           "code, so it has no transformers numbers to compare with")
+    return CheckReport(model.model_type, max_model_len, None, verdicts, no_reference=why)
