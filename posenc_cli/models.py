@@ -259,6 +259,10 @@ def accepted_rope_types(text_type: str) -> frozenset[str] | None:
     return frozenset(accepts) if accepts is not None else None
 
 
+#: generated reason for a model type transformers builds no rotary embedding for (tests/generate_model_types.py)
+NO_ROTARY = "its decoder has no rotary embedding"
+
+
 def _known_type(model_type: str) -> bool:
     data = generated()
     return model_type in data["models"] or model_type in data["text"] or model_type in data["without_rotary"] \
@@ -594,6 +598,8 @@ def _family_without_rope(cfg: Mapping[str, Any], text: Mapping[str, Any], text_t
         if text_type in LEARNED_TYPES or text.get("position_embedding_type") == "absolute" or "n_positions" in text:
             return "learned"
         return "unknown"
+    if generated()["without_rotary"].get(text_type) == NO_ROTARY and not _kind(text_type).known:
+        return "unknown"  # a vision or audio encoder, or positions in code posenc has no rule for
     return None
 
 
@@ -633,6 +639,10 @@ def describe(cfg: Mapping[str, Any]) -> ModelPositions:
             base.no_rope.append(NoRopeGroup("all layers", list(range(n_layers)) if n_layers else None, reason))
             if evidence:
                 notes.append(f"the config sets {', '.join(evidence)}, but {text_type} never applies RoPE")
+        elif family == "unknown" and generated()["without_rotary"].get(text_type) == NO_ROTARY:
+            notes.append(f"transformers {generated()['transformers']} builds no rotary embedding for {text_type} from "
+                         "its config (a vision or audio encoder, or positions its attention code computes): posenc "
+                         "does not read it")
         elif family == "unknown":
             seen = [f"{k}={cfg[k]!r}" for k in ("architectures", "auto_map") if k in cfg]
             notes.append("no model_type posenc knows and no RoPE, ALiBi or position keys"

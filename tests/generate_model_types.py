@@ -92,6 +92,24 @@ def inv_freq_groups(rot: Any) -> dict[str, tuple[Any, float]]:
     return {"": (rot.inv_freq.numpy(), float(getattr(rot, "attention_scaling", 1.0)))}
 
 
+#: the reasons in ``without_rotary`` that posenc reads as "transformers runs this model without a rotary embedding
+#: built from its config" (as opposed to: it has no model code here, or needs a package it lacks)
+NO_ROTARY = "its decoder has no rotary embedding"
+
+
+def _why_no_rotary(text: Any) -> str:
+    module_name = type(text).__module__.replace(".configuration_", ".modeling_")
+    try:
+        importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            return "no model code in transformers (a config class only: the model runs as remote code)"
+        return f"its model code needs {exc.name}, which is not installed"
+    except Exception as exc:  # noqa: BLE001
+        return f"its model code does not import: {type(exc).__name__}"
+    return NO_ROTARY
+
+
 def _path_to(root: Any, target: Any) -> list[str] | None:
     """Attribute names from ``root`` to the sub-config ``target`` (breadth first over ``sub_configs``)."""
     from transformers import PretrainedConfig
@@ -238,7 +256,7 @@ def generate() -> dict[str, Any]:
             continue
         rotary = _rotary_class(text)
         if rotary is None:
-            without[model_type] = "its decoder has no rotary embedding"
+            without[model_type] = _why_no_rotary(text)
             continue
         path = _path_to(config, text)
         if path is None:

@@ -219,3 +219,46 @@ def test_every_corpus_file_with_every_rope_type_reads_like_transformers(path: An
         assert_same(posenc_groups(scaled), theirs, name, model_type in REORDERED)
     if len(refused) == len(ROPE_TYPES):
         pytest.skip(f"the class takes none of the rope types with this file's other keys ({'; '.join(refused)})")
+
+
+README = gen.OUT.parent.parent / "README.md"
+
+
+def coverage_table() -> str:
+    """The README's coverage table, computed: every model type transformers has, by what posenc does with it."""
+    _quiet()
+    from posenc_cli.remote_code import FAMILIES
+
+    rows: dict[str, int] = {}
+    for model_type in sorted(set(DATA["models"]) | set(DATA["without_rotary"])):
+        if model_type in DATA["models"]:
+            row = "refused: 2-D rotary over image patches" if model_type in NOT_READ else \
+                "RoPE, numbers equal to transformers' rotary buffers (the sweep)"
+        else:
+            try:
+                family = describe(default_dict(model_type)).family
+            except Exception:  # noqa: BLE001 - the class cannot build its own default config
+                family = "no default config"
+            row = {"rope": "RoPE from a hand-written rule (GPT-J, CodeGen), or read like Llama with a note saying "
+                           "so (config-only classes, paths the generator cannot walk)",
+                   "unknown": "not read: no rotary embedding built from the config (vision/audio encoders, "
+                              "positions in other code)",
+                   "none": "no positions (state-space and hybrid models), reported as such",
+                   "no default config": "not read: the class cannot build its own default config"}.get(
+                family, f"{family.replace('_', ' ')} positions, reported as such")
+        rows[row] = rows.get(row, 0) + 1
+    remote = sorted(f for f in FAMILIES if f not in DATA["models"])
+    unserved = [f for f in remote if f in ("llava_llama", "vila")]  # test_remote_code proves they get no numbers
+    served = [f for f in remote if f not in unserved]
+    lines = [f"| transformers {DATA['transformers']}: {len(DATA['models']) + len(DATA['without_rotary'])} model types "
+             "| count |", "| --- | ---: |"]
+    lines += [f"| {row} | {count} |" for row, count in sorted(rows.items(), key=lambda kv: (-kv[1], kv[0]))]
+    lines += ["| **remote code** (no class in transformers) | |",
+              f"| numbers from vLLM 0.33 / SGLang 0.5.23 model code ({', '.join(served)}) | {len(served)} |",
+              f"| named, no numbers: no engine has a model class ({', '.join(unserved)}) | {len(unserved)} |"]
+    return "\n".join(lines)
+
+
+def test_the_readme_coverage_table_is_the_data() -> None:
+    table = coverage_table()
+    assert table in README.read_text(encoding="utf-8"), f"README's coverage table should read:\n{table}"
