@@ -36,12 +36,14 @@ Model types whose decoder has no rotary embedding are listed in ``without_rotary
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import json
 import logging
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +60,16 @@ DEFAULT_KEYS = (
 _SKIP_NAME_PARTS = ("Vision", "Audio", "Encoder", "Patch", "DiT", "Talker", "Code2Wav", "Token2Wav")
 
 
-def _quiet() -> None:
-    warnings.filterwarnings("ignore")
-    logging.disable(logging.CRITICAL)
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """transformers' warnings and log lines silenced while probing, and put back afterwards."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.disable(logging.CRITICAL)
+        try:
+            yield
+        finally:
+            logging.disable(logging.NOTSET)
 
 
 def _rotary_class(text: Any) -> type | None:
@@ -239,7 +248,11 @@ def _jsonable(value: Any) -> Any:
 
 def generate() -> dict[str, Any]:
     """The model-type data for the installed transformers."""
-    _quiet()
+    with quiet():
+        return _generate()
+
+
+def _generate() -> dict[str, Any]:
     import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING, CONFIG_MAPPING_NAMES
 

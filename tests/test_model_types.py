@@ -15,9 +15,8 @@ from __future__ import annotations
 import copy
 import importlib
 import json
-import logging
 import math
-import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -60,9 +59,11 @@ ROPE_TYPES: dict[str, dict[str, Any]] = {
 }
 
 
-def _quiet() -> None:
-    warnings.filterwarnings("ignore")
-    logging.getLogger("transformers").setLevel(logging.ERROR)
+@pytest.fixture(autouse=True)
+def _quiet() -> Iterator[None]:
+    """transformers' warnings and log lines (unknown keys, defaults) silenced for these tests only."""
+    with gen.quiet():
+        yield
 
 
 def _node(d: dict[str, Any], path: list[str]) -> dict[str, Any]:
@@ -144,14 +145,12 @@ def with_rope(config_dict: dict[str, Any], model_type: str, params: dict[str, An
 
 
 def default_dict(model_type: str) -> dict[str, Any]:
-    _quiet()
     saved: dict[str, Any] = json.loads(json.dumps(CONFIG_MAPPING[model_type]().to_dict(), default=str))
     return saved
 
 
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_every_model_type_reads_like_transformers(model_type: str) -> None:
-    _quiet()
     d = default_dict(model_type)
     if model_type in NOT_READ:
         with pytest.raises(PosencError, match=NOT_READ[model_type]):
@@ -203,7 +202,6 @@ def _corpus_case(path: Any) -> tuple[dict[str, Any], str] | None:
 @pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
 def test_every_corpus_file_with_every_rope_type_reads_like_transformers(path: Any) -> None:
     """The real configs, each with every rope type its class accepts put in its own rope dict's place."""
-    _quiet()
     case = _corpus_case(path)
     if case is None:
         pytest.skip("no config class with a rotary embedding in transformers, or no sub-config to put a rope in")
@@ -226,7 +224,6 @@ README = gen.OUT.parent.parent / "README.md"
 
 def coverage_table() -> str:
     """The README's coverage table, computed: every model type transformers has, by what posenc does with it."""
-    _quiet()
     from posenc_cli.remote_code import FAMILIES
 
     rows: dict[str, int] = {}
