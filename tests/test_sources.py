@@ -194,20 +194,28 @@ def write_gguf(gguf: Any, path: Path, arch: str = "llama", *, ctx: int | None = 
     return path
 
 
-def test_gguf_llama3(gguf: Any, tmp_path: Path) -> None:
+def test_gguf_rope_freqs_not_llama3(gguf: Any, tmp_path: Path) -> None:
+    """A rope_freqs table the llama3 formula cannot make (1 .. 8 evenly spaced): its values are read and it is
+    shown as the division llama.cpp does (LongRoPE with that one table, magnitude 1)."""
+    import numpy as np
+
     path = write_gguf(gguf, tmp_path / "llama.gguf", rope_freqs=64)
     src = read_source(str(path))
     assert (src.kind, src.label, src.path) == ("gguf", str(path), str(path))
     facts = src.gguf
+    table = [float(x) for x in np.linspace(1.0, 8.0, 64, dtype=np.float32)]
     assert facts == GgufFacts(
         architecture="llama", context_length=131072, rope_freq_base=500000.0, rope_dimension_count=128,
         embedding_length=4096, head_count=32, has_rope_freqs=True,
         keys={"general.architecture": "llama", "llama.context_length": 131072, "llama.rope.freq_base": 500000.0,
               "llama.rope.dimension_count": 128, "llama.embedding_length": 4096, "llama.attention.head_count": 32},
+        rope_freqs=table,
     )
     assert src.config == {"model_type": "llama", "max_position_embeddings": 131072, "rope_theta": 500000.0,
                           "head_dim": 128, "num_attention_heads": 32, "hidden_size": 4096,
-                          "partial_rotary_factor": 1.0}
+                          "partial_rotary_factor": 1.0,
+                          "rope_scaling": {"rope_type": "longrope", "long_factor": table, "short_factor": table,
+                                           "attention_factor": 1.0, "original_max_position_embeddings": 131072}}
 
 
 def test_gguf_yarn(gguf: Any, tmp_path: Path) -> None:
