@@ -47,6 +47,60 @@ class Flags:
     argv: list[str]
     warnings: list[str] = field(default_factory=list)
     attention_factor: float | None = None  # the cos/sin magnitude these flags give (YaRN)
+    softmax_scale: float | None = None  # the softmax multiplier these flags give (deepseek2 YaRN), else the model's
+
+
+#: GGUF architectures whose llama.cpp code rebuilds YaRN's mscale pair from rope.scaling.yarn_log_multiplier
+DEEPSEEK_ARCHS = ("deepseek2",)
+
+
+def deepseek2_yarn(factor: float, attn_factor: float, mscale_all_dim: float | None) -> tuple[float, float]:
+    """(cos/sin magnitude, softmax multiplier) llama.cpp's deepseek2 computes in YaRN mode.
+
+    ``attn_factor``: the GGUF's ``rope.scaling.attn_factor`` (1 when absent); ``mscale_all_dim``: its
+    ``yarn_log_multiplier`` / 0.1 (None or 0 when absent). llama-context.cpp sets ``yarn_attn_factor`` to
+    ``mscale(s, m) / mscale(s, m_all) / (1 + 0.1 ln s) * attn_factor`` with ``m = m_all`` unless ``m_all`` is 1
+    (then 1), or to ``attn_factor`` with no multiplier; ggml's rope multiplies by ``1 + 0.1 ln s`` again; and
+    deepseek2.cpp scales the softmax by ``(yarn_attn_factor (1 + 0.1 ln s) (1 + 0.1 m_all ln s))^2``.
+    """
+    grow = yarn_mscale(factor)
+    if mscale_all_dim:
+        m = mscale_all_dim if mscale_all_dim != 1.0 else 1.0
+        cparams = yarn_mscale(factor, m) / yarn_mscale(factor, mscale_all_dim) / grow * attn_factor
+    else:
+        cparams = attn_factor
+    magnitude = cparams * grow
+    softmax = (magnitude * yarn_mscale(factor, mscale_all_dim or 0.0)) ** 2
+    return magnitude, softmax
+
+
+def _deepseek2_yarn(out: Flags, params: Mapping[str, Any], converted: Mapping[str, Any], factor: float,
+                    arch: str) -> None:
+    """deepseek2: the overrides (if any) that give transformers' magnitude and softmax scale; no override when the
+    GGUF's yarn_log_multiplier already gives them (DeepSeek V2/V3 as shipped, and a new factor for them)."""
+    wanted = yarn_attention_factor(params, factor)
+    m_all = params.get("mscale_all_dim")
+    wanted_softmax = yarn_mscale(factor, float(m_all)) ** 2 if m_all else 1.0
+    file_m_all = float(converted.get("mscale_all_dim") or 0.0)
+    file_raf = float(converted.get("attention_factor") or 1.0)  # the converter writes attention_factor as attn_factor
+    # with a yarn_log_multiplier the GGUF's rope.scaling.attn_factor is the magnitude, and mscale(s, m_all) is
+    # sqrt(softmax) / magnitude; without one, the magnitude is attn_factor (1 + 0.1 ln s)
+    needed = math.sqrt(wanted_softmax) / wanted
+    m_needed = (needed - 1.0) / (0.1 * math.log(factor)) if factor > 1 else math.nan
+    if math.isfinite(m_needed) and m_needed > 1e-12:
+        m_used = m_needed
+        if not math.isclose(m_needed, file_m_all, rel_tol=1e-6):
+            out.argv += ["--override-kv", f"{arch}.rope.scaling.yarn_log_multiplier=float:{0.1 * m_needed!r}"]
+    else:
+        m_used = file_m_all  # no log multiplier gives it: keep the file's, and say what results
+    raf = wanted if m_used else wanted / yarn_mscale(factor)
+    if not math.isclose(raf, file_raf, rel_tol=1e-9):
+        out.argv += ["--override-kv", f"{arch}.rope.scaling.attn_factor=float:{raf!r}"]
+    out.attention_factor, out.softmax_scale = deepseek2_yarn(factor, raf, m_used)
+    if not (math.isclose(out.attention_factor, wanted, rel_tol=1e-9)
+            and math.isclose(out.softmax_scale, wanted_softmax, rel_tol=1e-9)):
+        out.warnings.append(f"{arch}: llama.cpp ties the softmax scale to the cos/sin magnitude; transformers' "
+                            f"magnitude {wanted:.6g} with softmax x{wanted_softmax:.6g} cannot be given")
 
 
 def arch_name(model_type: str | None) -> str:
@@ -55,12 +109,14 @@ def arch_name(model_type: str | None) -> str:
 
 
 def flags(params: Mapping[str, Any], *, max_model_len: int, arch: str, in_gguf: bool,
-          truncate: bool | None = None) -> Flags:
+          truncate: bool | None = None, gguf_params: Mapping[str, Any] | None = None) -> Flags:
     """The llama.cpp flags for one rope dict (transformers 5 form, ``rope_theta`` inside).
 
     ``in_gguf``: the model's own rope, already written into its GGUF by conversion (llama3 and LongRoPE then need
     no flag); otherwise a new scaling given on the command line. ``truncate``: YaRN's setting as transformers reads
-    it (None: the dict's own, default true).
+    it (None: the dict's own, default true). ``arch``: the GGUF architecture (``ARCH`` when not known).
+    ``gguf_params``: the rope dict the GGUF was converted from (default ``params``), whose ``mscale_all_dim`` a
+    deepseek2 GGUF holds as ``rope.scaling.yarn_log_multiplier``.
     """
     rope_type = params.get("rope_type", "default")
     theta = format_number(float(params["rope_theta"]))
@@ -78,12 +134,17 @@ def flags(params: Mapping[str, Any], *, max_model_len: int, arch: str, in_gguf: 
                      "--yarn-beta-fast", format_number(float(params.get("beta_fast") or 32)),
                      "--yarn-beta-slow", format_number(float(params.get("beta_slow") or 1)), *ctx])
         wanted = yarn_attention_factor(params, factor)
-        default = yarn_mscale(factor)
-        # DeepSeek GGUFs carry mscale_all_dim as yarn_log_multiplier and llama.cpp rebuilds the mscale pair from it
-        rebuilt = in_gguf and arch == "deepseek2"
-        if not rebuilt and not math.isclose(wanted, default, rel_tol=1e-12):
-            out.argv += ["--override-kv", f"{arch}.rope.scaling.attn_factor=float:{wanted / default!r}"]
-        out.attention_factor = wanted
+        if arch in DEEPSEEK_ARCHS:
+            _deepseek2_yarn(out, params, gguf_params if gguf_params is not None else params, factor, arch)
+        else:
+            default = yarn_mscale(factor)
+            if not math.isclose(wanted, default, rel_tol=1e-12):
+                out.argv += ["--override-kv", f"{arch}.rope.scaling.attn_factor=float:{wanted / default!r}"]
+                if arch == "ARCH":
+                    out.warnings.append("for a deepseek2 GGUF (DeepSeek V2/V3, Kimi K2) these flags are wrong: "
+                                        "llama.cpp derives its attention factor from the GGUF's "
+                                        "rope.scaling.yarn_log_multiplier; pass --config to get that model's flags")
+            out.attention_factor = wanted
         if (params.get("truncate", True) if truncate is None else truncate) is False:
             out.warnings.append("llama.cpp always rounds YaRN's correction range (truncate=true); this config has "
                                 "truncate=false")
@@ -104,6 +165,25 @@ def flags(params: Mapping[str, Any], *, max_model_len: int, arch: str, in_gguf: 
         raise NoEquivalent("llama3 scaling has no llama.cpp flag: it is baked into the GGUF's rope_freqs tensor by "
                            "convert_hf_to_gguf.py; patch config.json with --format hf and convert")
     raise NoEquivalent(f"rope_type {rope_type!r} has no llama.cpp flag")
+
+
+def stacking(native: Mapping[str, Any], new: Mapping[str, Any], *, gguf: bool) -> str | None:
+    """Why these flags would stack on a ``rope_freqs`` tensor, or None: the model's own rope (``native``) is llama3,
+    which convert_hf_to_gguf.py writes as a ``rope_freqs`` tensor that llama.cpp applies under any rope flag, and
+    the new rope (``new``) is not llama3. ``gguf``: the file itself was given (so the tensor is there)."""
+    if native.get("rope_type") != "llama3" or new.get("rope_type", "default") == "llama3":
+        return None
+    where = "this GGUF has" if gguf else "a GGUF converted from this config (convert_hf_to_gguf.py) has"
+    return (f"{where} a rope_freqs tensor holding the llama3 factors, which llama.cpp divides every frequency by "
+            f"under any --rope-scaling flag: on that file these flags compute {new.get('rope_type', 'default')} of "
+            "the llama3-scaled frequencies, not what transformers computes (on a converted tiny Llama 3.1 twin the "
+            f"logits moved by {STACKED_LOGIT_DIFF} relative); convert a config patched with `posenc scale ... "
+            "--format hf -o DIR/config.json` instead: its GGUF has no rope_freqs tensor and these flags are right "
+            "for it")
+
+
+#: measured by tests/test_engine_llamacpp_converted.py (YaRN x4 flags on a converted Llama 3.1 twin)
+STACKED_LOGIT_DIFF = "0.6-0.9"
 
 
 def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
@@ -137,7 +217,7 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
     else:
         freqs = compute(spec, max_model_len, top_level=model.top_level)
         group = GroupRun(layer.name, freqs.inv_freq, freqs.attention_factor)
-    group.softmax_scale = model.softmax_scale
+    group.softmax_scale = f.softmax_scale if f.softmax_scale is not None else model.softmax_scale
     warnings = list(f.warnings)
     if rope_type in ("linear", "yarn") and arch_name(model.text_model_type) == "llama":
         warnings.append("a Llama 3.x GGUF's rope_freqs tensor applies on top of these flags: check the GGUF with "
