@@ -74,28 +74,29 @@ def deepseek2_yarn(factor: float, attn_factor: float, mscale_all_dim: float | No
     return magnitude, softmax
 
 
-def _deepseek2_yarn(out: Flags, params: Mapping[str, Any], converted: Mapping[str, Any], factor: float,
-                    arch: str) -> None:
-    """deepseek2: the overrides (if any) that give transformers' magnitude and softmax scale; no override when the
-    GGUF's yarn_log_multiplier already gives them (DeepSeek V2/V3 as shipped, and a new factor for them)."""
+def _deepseek2_yarn(out: Flags, params: Mapping[str, Any], factor: float, arch: str) -> None:
+    """deepseek2: the overrides that give transformers' magnitude and softmax scale on any GGUF of the model.
+
+    llama.cpp ties both to two GGUF keys (:func:`deepseek2_yarn`): the magnitude is ``rope.scaling.attn_factor``
+    and the softmax multiplier ``(attn_factor mscale(s, m_all))^2`` with ``m_all`` = ``yarn_log_multiplier`` / 0.1.
+    The converter writes ``yarn_log_multiplier`` from the config's mscale_all_dim, which a request can change, so it
+    is always given (``--override-kv``), and ``attn_factor`` whenever it is not llama.cpp's 1: the same flags are
+    then right on the GGUF of the shipped config and on one of the patched config, and ``posenc check`` of the
+    patched config prints them too. No ``attn_factor`` override for DeepSeek V2/V3 as shipped, and none for a new
+    factor for them (issue 18: the override posenc printed before moved the logits by 0.6-0.7).
+    """
     wanted = yarn_attention_factor(params, factor)
     m_all = params.get("mscale_all_dim")
     wanted_softmax = yarn_mscale(factor, float(m_all)) ** 2 if m_all else 1.0
-    file_m_all = float(converted.get("mscale_all_dim") or 0.0)
-    file_raf = float(converted.get("attention_factor") or 1.0)  # the converter writes attention_factor as attn_factor
-    # with a yarn_log_multiplier the GGUF's rope.scaling.attn_factor is the magnitude, and mscale(s, m_all) is
-    # sqrt(softmax) / magnitude; without one, the magnitude is attn_factor (1 + 0.1 ln s)
+    # with a yarn_log_multiplier the magnitude is attn_factor, and mscale(s, m_all) is sqrt(softmax) / magnitude;
+    # without one (m_all 0) the magnitude is attn_factor (1 + 0.1 ln s)
     needed = math.sqrt(wanted_softmax) / wanted
     m_needed = (needed - 1.0) / (0.1 * math.log(factor)) if factor > 1 else math.nan
-    if math.isfinite(m_needed) and m_needed > 1e-12:
-        m_used = m_needed
-        if not math.isclose(m_needed, file_m_all, rel_tol=1e-6):
-            out.argv += ["--override-kv", f"{arch}.rope.scaling.yarn_log_multiplier=float:{0.1 * m_needed!r}"]
-    else:
-        m_used = file_m_all  # no log multiplier gives it: keep the file's, and say what results
+    m_used = m_needed if math.isfinite(m_needed) and m_needed > 1e-12 else 0.0
+    out.argv += ["--override-kv", f"{arch}.rope.scaling.yarn_log_multiplier=float:{float(0.1 * m_used)!r}"]
     raf = wanted if m_used else wanted / yarn_mscale(factor)
-    if not math.isclose(raf, file_raf, rel_tol=1e-9):
-        out.argv += ["--override-kv", f"{arch}.rope.scaling.attn_factor=float:{raf!r}"]
+    if not math.isclose(raf, 1.0, rel_tol=1e-12):
+        out.argv += ["--override-kv", f"{arch}.rope.scaling.attn_factor=float:{float(raf)!r}"]
     out.attention_factor, out.softmax_scale = deepseek2_yarn(factor, raf, m_used)
     if not (math.isclose(out.attention_factor, wanted, rel_tol=1e-9)
             and math.isclose(out.softmax_scale, wanted_softmax, rel_tol=1e-9)):
@@ -109,14 +110,12 @@ def arch_name(model_type: str | None) -> str:
 
 
 def flags(params: Mapping[str, Any], *, max_model_len: int, arch: str, in_gguf: bool,
-          truncate: bool | None = None, gguf_params: Mapping[str, Any] | None = None) -> Flags:
+          truncate: bool | None = None) -> Flags:
     """The llama.cpp flags for one rope dict (transformers 5 form, ``rope_theta`` inside).
 
     ``in_gguf``: the model's own rope, already written into its GGUF by conversion (llama3 and LongRoPE then need
     no flag); otherwise a new scaling given on the command line. ``truncate``: YaRN's setting as transformers reads
     it (None: the dict's own, default true). ``arch``: the GGUF architecture (``ARCH`` when not known).
-    ``gguf_params``: the rope dict the GGUF was converted from (default ``params``), whose ``mscale_all_dim`` a
-    deepseek2 GGUF holds as ``rope.scaling.yarn_log_multiplier``.
     """
     rope_type = params.get("rope_type", "default")
     theta = format_number(float(params["rope_theta"]))
@@ -135,7 +134,7 @@ def flags(params: Mapping[str, Any], *, max_model_len: int, arch: str, in_gguf: 
                      "--yarn-beta-slow", format_number(float(params.get("beta_slow") or 1)), *ctx])
         wanted = yarn_attention_factor(params, factor)
         if arch in DEEPSEEK_ARCHS:
-            _deepseek2_yarn(out, params, gguf_params if gguf_params is not None else params, factor, arch)
+            _deepseek2_yarn(out, params, factor, arch)
         else:
             default = yarn_mscale(factor)
             if not math.isclose(wanted, default, rel_tol=1e-12):

@@ -63,8 +63,7 @@ def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bo
         stacked = llamacpp.stacking(native, group, gguf=gguf)
         if stacked is not None and gguf:
             raise llamacpp.NoEquivalent(stacked)
-        f = llamacpp.flags(group, max_model_len=req.target, arch=arch, in_gguf=False,
-                           gguf_params=native if native.get("rope_type") == "yarn" else {})
+        f = llamacpp.flags(group, max_model_len=req.target, arch=arch, in_gguf=False)
         argv = f.argv if fmt == "llama.cpp" else llamacpp.python_server_argv(f.argv, model)
         caveats = list(f.warnings) + ([stacked] if stacked else [])
         if any(isinstance(v, dict) for v in rope.values()):  # one dict per layer type (Gemma 3)
