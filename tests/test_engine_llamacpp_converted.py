@@ -11,11 +11,13 @@ token ids by llama.cpp (llama-cpp-python, float32 KV cache) and transformers (fl
   converted from the shipped config, against transformers on the config ``posenc scale --format hf`` patches; and
   ``posenc check`` of that patched config prints the same flags.
 
-Tolerance: ``TOL`` = 1e-3, relative (per position ``|llama.cpp - transformers| / |transformers|`` over the
-vocabulary, the largest from position 1). Measured: 0.8e-4 to 3e-4 on the shipped twins (float32 rounding of the
-angles and different summation orders, amplified by attention made sharp on purpose); 1e-3 is 3x the largest.
-A wrong rope setting moves them by far more: ``MISMATCH`` = 0.05 relative (50 x TOL); the two bugs of issue 18
-measured 0.6 to 0.9 (``STACKED``, ``OLD_DEEPSEEK`` below record what was measured when they were found).
+Tolerance: ``TOL`` = 2e-3, relative (per position, ``|llama.cpp - transformers| / |transformers|`` in L2 over the
+vocabulary; the largest from position 1). Measured on two weight seeds per twin: 0.8e-4 to 2.5e-4 for the shipped
+configs, 0.8e-4 to 7.3e-4 for the scale flags (the largest: DeepSeek V3 at factor 80); float32 rounding of the
+angles and different summation orders, amplified by attention made sharp on purpose. 2e-3 is 2.7x the largest.
+A wrong rope setting moves them by far more: ``MISMATCH`` = 0.05 relative (25 x TOL); the two bugs of issue 18
+measured 0.35-0.55 (YaRN flags stacked on a Llama 3.1 GGUF's rope_freqs) and 1.5-1.6 (the attn_factor override
+posenc printed for DeepSeek V2-Lite/V3).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ pytestmark = [pytest.mark.numeric,
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus"
-TOL = 1e-3
+TOL = 2e-3
 MISMATCH = 0.05
 N_TOKENS = 512
 MAX_CTX = 32768  # a larger --ctx-size only sizes the KV cache for YaRN/linear/none (see llama_kwargs)
