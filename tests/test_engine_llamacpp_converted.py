@@ -29,9 +29,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from clihelpers import ok, run, write_json
-
-pytestmark = pytest.mark.numeric
+from clihelpers import ok, run
 
 pytest.importorskip("llama_cpp")
 pytest.importorskip("transformers")
