@@ -428,8 +428,9 @@ def gguf_config(facts: GgufFacts) -> dict[str, Any]:
     return cfg
 
 
-DEEPSEEK_ARCHS = ("deepseek2",)
-DEFAULT_GGUF_CONTEXT = 4096  # llama.cpp archs that rebuild YaRN's mscale pair from yarn_log_multiplier
+DEEPSEEK_ARCHS = ("deepseek2",)  # llama.cpp archs that rebuild YaRN's mscale pair from yarn_log_multiplier
+BETA_ARCHS = ("grok", "mistral3")  # the archs whose llama.cpp code reads rope.scaling.yarn_beta_fast/slow
+DEFAULT_GGUF_CONTEXT = 4096
 
 
 def _gguf_rope(facts: GgufFacts, theta: float, rotary_dim: int | None) -> dict[str, Any] | None:
@@ -475,10 +476,11 @@ def _gguf_rope(facts: GgufFacts, theta: float, rotary_dim: int | None) -> dict[s
                 rope["attention_factor"] = raf
         elif raf is not None:
             rope["attention_factor"] = raf * (0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0)
-        if facts.yarn_beta_fast is not None:
-            rope["beta_fast"] = facts.yarn_beta_fast
-        if facts.yarn_beta_slow is not None:
-            rope["beta_slow"] = facts.yarn_beta_slow
+        if facts.architecture in BETA_ARCHS:  # the others run 32 and 1 whatever the file says
+            if facts.yarn_beta_fast is not None:
+                rope["beta_fast"] = facts.yarn_beta_fast
+            if facts.yarn_beta_slow is not None:
+                rope["beta_slow"] = facts.yarn_beta_slow
     return rope
 
 
@@ -494,18 +496,20 @@ def llama_cpp_meaning(facts: GgufFacts) -> list[str]:
     notes: list[str] = []
     arch = facts.architecture
     if facts.rope_freqs is not None:
-        values = ", ".join(f"{v:.6g}" for v in facts.rope_freqs[:4])
-        more = f", ... ({len(facts.rope_freqs)} values)" if len(facts.rope_freqs) > 4 else ""
-        notes.append(f"rope_freqs tensor [{values}{more}]: llama.cpp divides each pair's frequency by its factor, on "
-                     "top of any --rope-scaling flag")
+        notes.append("rope_freqs: llama.cpp divides each pair's frequency by its factor, under any --rope-scaling "
+                     "flag too (new scaling flags stack on it)")
     if facts.rope_factors_long is not None or facts.rope_factors_short is not None:
         notes.append("rope_factors_long/short tensors: llama.cpp uses the long factors when the context per sequence "
                      f"(--ctx-size) exceeds {facts.original_context_length or 'the original length'}, else the "
                      "short ones, for the whole run (transformers switches per sequence length)")
     if facts.scaling_type == "yarn":
         notes.append("YaRN's truncate is not stored: llama.cpp always rounds the correction range (truncate=true)")
-        if facts.yarn_beta_fast is None or facts.yarn_beta_slow is None:
-            notes.append("no yarn_beta_fast/slow keys: llama.cpp uses 32 and 1 unless --yarn-beta-fast/-slow")
+        if arch not in BETA_ARCHS:
+            stored = [f"{k} {v:g}" for k, v in (("yarn_beta_fast", facts.yarn_beta_fast),
+                                                 ("yarn_beta_slow", facts.yarn_beta_slow)) if v is not None]
+            ignored = f" (the file's {' and '.join(stored)} is not read)" if stored else ""
+            notes.append(f"{arch}: llama.cpp reads no yarn_beta keys{ignored}: beta_fast 32 and beta_slow 1 "
+                         "unless --yarn-beta-fast/--yarn-beta-slow (only grok and mistral3 read the keys)")
         if arch in DEEPSEEK_ARCHS:
             if facts.yarn_log_multiplier:
                 notes.append(f"{arch}: rope.scaling.yarn_log_multiplier {facts.yarn_log_multiplier:g} is 0.1 x "
@@ -528,6 +532,9 @@ def describe_source(src: Source) -> ModelPositions:
     if src.gguf is not None:
         model.default_partial = True  # llama.cpp rotates rope.dimension_count features, whatever the architecture
         model.notes.append("read from GGUF metadata with llama.cpp's meaning (rope.dimension_count features rotate)")
+        if src.gguf.architecture in DEEPSEEK_ARCHS:
+            model.notes.append(f"GGUF architecture {src.gguf.architecture} read as transformers' deepseek_v3 (MLA: "
+                               "rope.dimension_count is qk_rope_head_dim)")
         rope = src.config.get("rope_scaling") or {}
         if src.gguf.rope_freqs is not None and rope.get("rope_type") == "llama3":
             model.notes.append("rope_freqs tensor read as llama3 factors (low_freq_factor taken as 1; the tensor "
@@ -535,5 +542,4 @@ def describe_source(src: Source) -> ModelPositions:
         elif src.gguf.rope_freqs is not None and rope.get("rope_type") == "longrope":
             model.notes.append("rope_freqs tensor is not the llama3 formula: shown as LongRoPE with that one table "
                                "and attention factor 1, which computes the same division")
-        model.notes += [f"llama.cpp: {note}" for note in llama_cpp_meaning(src.gguf)]
     return model

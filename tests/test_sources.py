@@ -232,10 +232,21 @@ def test_gguf_yarn(gguf: Any, tmp_path: Path) -> None:
     assert read_source(str(path)).config == {
         "model_type": "qwen2", "max_position_embeddings": 131072, "rope_theta": 1000000.0, "head_dim": 128,
         "num_attention_heads": 28, "hidden_size": 3584, "partial_rotary_factor": 1.0,
-        # llama.cpp multiplies the GGUF's attn_factor by 0.1 ln(factor) + 1 in YaRN mode
+        # llama.cpp multiplies the GGUF's attn_factor by 0.1 ln(factor) + 1 in YaRN mode; its qwen2 code reads no
+        # beta keys (32 and 1 unless flags say otherwise, transformers' defaults too)
         "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768,
-                         "attention_factor": 0.1 * (0.1 * math.log(4.0) + 1), "beta_fast": 32.0, "beta_slow": 1.0},
+                         "attention_factor": 0.1 * (0.1 * math.log(4.0) + 1)},
     }
+
+
+def test_gguf_yarn_betas_count_only_where_llama_cpp_reads_them(gguf: Any, tmp_path: Path) -> None:
+    scaling = {"type": "yarn", "factor": 4.0, "orig": 32768, "beta_fast": 8.0, "beta_slow": 2.0}
+    for arch, read in (("qwen2", False), ("mistral3", True)):
+        path = write_gguf(gguf, tmp_path / f"{arch}.gguf", arch, theta=1e6, embd=3584, heads=28, scaling=scaling)
+        rope = read_source(str(path)).config["rope_scaling"]
+        assert ("beta_fast" in rope, "beta_slow" in rope) == (read, read), arch
+        if read:
+            assert (rope["beta_fast"], rope["beta_slow"]) == (8.0, 2.0)
 
 
 def test_gguf_linear_partial_rotary_and_key_length(gguf: Any, tmp_path: Path) -> None:
