@@ -507,7 +507,8 @@ def llama_cpp_meaning(facts: GgufFacts) -> list[str]:
         if arch not in BETA_ARCHS:
             stored = [f"{k} {v:g}" for k, v in (("yarn_beta_fast", facts.yarn_beta_fast),
                                                  ("yarn_beta_slow", facts.yarn_beta_slow)) if v is not None]
-            ignored = f" (the file's {' and '.join(stored)} is not read)" if stored else ""
+            verb = "are" if len(stored) > 1 else "is"
+            ignored = f" (the file's {' and '.join(stored)} {verb} not read)" if stored else ""
             notes.append(f"{arch}: llama.cpp reads no yarn_beta keys{ignored}: beta_fast 32 and beta_slow 1 "
                          "unless --yarn-beta-fast/--yarn-beta-slow (only grok and mistral3 read the keys)")
         if arch in DEEPSEEK_ARCHS:
