@@ -79,6 +79,9 @@ class GgufFacts:
     has_rope_freqs: bool = False
     keys: dict[str, Any] = field(default_factory=dict)  # every rope / context / head key found, for reporting
     freq_base_swa: float | None = None
+    block_count: int | None = None
+    sliding_window: int | None = None
+    swa_pattern: Any = None  # attention.sliding_window_pattern: a period, or one bool per layer
     rope_freqs: list[float] | None = None  # the rope_freqs tensor's values (llama3 factors, per pair)
     rope_factors_long: list[float] | None = None  # LongRoPE's tables, as tensors
     rope_factors_short: list[float] | None = None
@@ -286,7 +289,8 @@ def _gguf_source(path: Path, label: str) -> Source:
 
 
 _REPORTED = ("context_length", "embedding_length", "attention.head_count", "attention.head_count_kv",
-             "attention.key_length", "attention.value_length")
+             "attention.key_length", "attention.value_length", "block_count", "attention.sliding_window",
+             "attention.sliding_window_pattern")
 _REPORTED_SUFFIXES = tuple("." + key for key in _REPORTED)
 
 
@@ -386,6 +390,9 @@ def _facts(fields: dict[str, Any], tensor_names: set[str], label: str) -> GgufFa
         has_rope_freqs="rope_freqs.weight" in tensor_names,
         keys=dict(fields),
         freq_base_swa=get("rope.freq_base_swa", float),
+        block_count=get("block_count", int),
+        sliding_window=get("attention.sliding_window", int),
+        swa_pattern=fields.get(f"{arch}.attention.sliding_window_pattern"),
     )
 
 
@@ -420,7 +427,11 @@ def gguf_config(facts: GgufFacts) -> dict[str, Any]:
         cfg["num_attention_heads"] = facts.head_count
     if facts.embedding_length is not None:
         cfg["hidden_size"] = facts.embedding_length
-    if facts.freq_base_swa is not None:
+    if facts.block_count is not None:
+        cfg["num_hidden_layers"] = facts.block_count
+    if facts.architecture in GEMMA3_ARCHS:
+        _gemma3_layers(facts, cfg)
+    elif facts.freq_base_swa is not None:
         cfg["rope_local_base_freq"] = facts.freq_base_swa
     rope = _gguf_rope(facts, theta, facts.rope_dimension_count or head_dim)
     if rope is not None:
@@ -431,6 +442,28 @@ def gguf_config(facts: GgufFacts) -> dict[str, Any]:
 DEEPSEEK_ARCHS = ("deepseek2",)  # llama.cpp archs that rebuild YaRN's mscale pair from yarn_log_multiplier
 BETA_ARCHS = ("grok", "mistral3")  # the archs whose llama.cpp code reads rope.scaling.yarn_beta_fast/slow
 DEFAULT_GGUF_CONTEXT = 4096
+GEMMA3_ARCHS = ("gemma3",)  # read as transformers' gemma3_text: sliding layers turn with rope.freq_base_swa
+
+
+def _gemma3_layers(facts: GgufFacts, cfg: dict[str, Any]) -> None:
+    """llama.cpp's gemma3 (models/gemma3.cpp): with a sliding window, layers follow
+    ``attention.sliding_window_pattern`` (one bool per layer, or a period; default 6, the last of each period full
+    attention) and sliding layers use ``rope.freq_base_swa``; without one, every layer is full attention."""
+    cfg["model_type"] = "gemma3_text"
+    n = facts.block_count
+    if not facts.sliding_window or not n:
+        if n:
+            cfg["layer_types"] = ["full_attention"] * n
+        return
+    cfg["sliding_window"] = facts.sliding_window
+    pattern = facts.swa_pattern
+    if isinstance(pattern, list) and len(pattern) == n:
+        swa = [bool(p) for p in pattern]
+    else:
+        period = pattern if isinstance(pattern, int) and not isinstance(pattern, bool) and pattern > 0 else 6
+        swa = [il % period < period - 1 for il in range(n)]
+    cfg["layer_types"] = ["sliding_attention" if s else "full_attention" for s in swa]
+    cfg["rope_local_base_freq"] = facts.freq_base_swa if facts.freq_base_swa is not None else cfg["rope_theta"]
 
 
 def _gguf_rope(facts: GgufFacts, theta: float, rotary_dim: int | None) -> dict[str, Any] | None:
@@ -452,8 +485,17 @@ def _gguf_rope(facts: GgufFacts, theta: float, rotary_dim: int | None) -> dict[s
                                     "short_factor": facts.rope_factors_short}
         if facts.original_context_length is not None:
             longrope["original_max_position_embeddings"] = facts.original_context_length
-        # llama.cpp's magnitude is rope.scaling.attn_factor (1 when absent), whatever the lengths
-        longrope["attention_factor"] = facts.attn_factor if facts.attn_factor is not None else 1.0
+        # llama.cpp's magnitude is rope.scaling.attn_factor (1 when absent), whatever the lengths; the converter
+        # writes LongRoPE's own sqrt(1 + ln(s) / ln(original)) as float32: that value, when the key is it
+        magnitude = facts.attn_factor if facts.attn_factor is not None else 1.0
+        if facts.context_length and facts.original_context_length:
+            from posenc_cli.attention_factors import longrope_attention_factor
+            from posenc_cli.gguf_header import shortest_float32
+
+            own = longrope_attention_factor({}, facts.context_length / facts.original_context_length,
+                                            facts.original_context_length)
+            magnitude = own if shortest_float32(own) == magnitude else magnitude
+        longrope["attention_factor"] = magnitude
         return longrope
     scaling = facts.scaling_type
     if scaling is None and facts.scaling_factor not in (None, 0.0, 1.0):

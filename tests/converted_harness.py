@@ -135,6 +135,11 @@ def save_twin(twin: dict[str, Any], folder: Path, seed: int = 0) -> Path:
                 param.copy_(scale * torch.randn(param.shape, generator=gen))
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder, safe_serialization=True)
+    if model_type.startswith("gemma"):
+        # the Gemma converter cuts the embedding to the tokenizer's size (tokenizer.json's vocab and added tokens):
+        # a stub of the whole vocabulary keeps every row
+        stub = {"model": {"vocab": {f"t{i}": i for i in range(int(cfg["vocab_size"]))}}, "added_tokens": []}
+        (folder / "tokenizer.json").write_text(json.dumps(stub))
     return folder
 
 

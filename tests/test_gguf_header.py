@@ -59,7 +59,9 @@ def reader_facts(path: Path, label: str = "f") -> GgufFacts:
             rest = name[len(arch) + 1:]
             if rest.startswith("rope.") or rest in ("context_length", "embedding_length", "attention.head_count",
                                                     "attention.head_count_kv", "attention.key_length",
-                                                    "attention.value_length"):
+                                                    "attention.value_length", "block_count",
+                                                    "attention.sliding_window",
+                                                    "attention.sliding_window_pattern"):
                 fields[name] = value(reader_field)
     facts = _facts(_metadata(fields, label), {t.name for t in reader.tensors}, label)
     # the rope tables' values, as GGUFReader decodes the tensor data
@@ -244,9 +246,9 @@ def test_an_8b_tokenizer_is_seeked_over_not_decoded(tmp_path: Path) -> None:
     facts.rope_freqs = [1.0] * 64
     assert facts == GgufFacts(
         architecture="llama", context_length=131072, rope_freq_base=500000.0, rope_dimension_count=128,
-        embedding_length=4096, head_count=32, has_rope_freqs=True, rope_freqs=[1.0] * 64,
+        embedding_length=4096, head_count=32, has_rope_freqs=True, rope_freqs=[1.0] * 64, block_count=32,
         keys={"general.architecture": "llama", "llama.context_length": 131072, "llama.embedding_length": 4096,
-              "llama.attention.head_count": 32, "llama.attention.head_count_kv": 8, "llama.rope.freq_base": 500000.0,
+              "llama.block_count": 32, "llama.attention.head_count": 32, "llama.attention.head_count_kv": 8, "llama.rope.freq_base": 500000.0,
               "llama.rope.dimension_count": 128})
     assert read_gguf(path) == facts
     # the budget: each string's 8-byte length, plus 4 KiB for the header, the scalars and the tensor-info records;
