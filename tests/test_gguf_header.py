@@ -248,8 +248,8 @@ def test_an_8b_tokenizer_is_seeked_over_not_decoded(tmp_path: Path) -> None:
         architecture="llama", context_length=131072, rope_freq_base=500000.0, rope_dimension_count=128,
         embedding_length=4096, head_count=32, has_rope_freqs=True, rope_freqs=[1.0] * 64, block_count=32,
         keys={"general.architecture": "llama", "llama.context_length": 131072, "llama.embedding_length": 4096,
-              "llama.block_count": 32, "llama.attention.head_count": 32, "llama.attention.head_count_kv": 8, "llama.rope.freq_base": 500000.0,
-              "llama.rope.dimension_count": 128})
+              "llama.block_count": 32, "llama.attention.head_count": 32, "llama.attention.head_count_kv": 8,
+              "llama.rope.freq_base": 500000.0, "llama.rope.dimension_count": 128})
     assert read_gguf(path) == facts
     # the budget: each string's 8-byte length, plus 4 KiB for the header, the scalars and the tensor-info records;
     # the scores and token types (1 MB) are one seek each, the string bytes are never read, nor is tensor data but
