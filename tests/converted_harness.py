@@ -89,8 +89,8 @@ def tiny_twin(config: dict[str, Any], **changes: Any) -> dict[str, Any]:
         # (llama.cpp reads the key for every deepseek2 but the 27-layer Lite)
         twin.update({"hidden_size": 64, "kv_lora_rank": 32, "q_lora_rank": 32, "num_nextn_predict_layers": 0,
                      "qk_nope_head_dim": 16, "v_head_dim": 16, "first_k_dense_replace": 2, "n_routed_experts": 4,
-                     "num_experts_per_tok": 2, "moe_intermediate_size": 16, "n_shared_experts": 1, "n_group": 1, "topk_group": 1,
-                     "num_key_value_heads": 2})
+                     "num_experts_per_tok": 2, "moe_intermediate_size": 16, "n_shared_experts": 1, "n_group": 1,
+                     "topk_group": 1, "num_key_value_heads": 2})
         twin.pop("head_dim", None)
     else:
         twin["head_dim"] = head_dim
