@@ -20,8 +20,10 @@ truncated or corrupt file is one :class:`PosencError`. Read: ``general.architect
 llama.cpp's ``n_head()`` does), ``attention.key_length``, ``rope.freq_base``, ``rope.dimension_count``,
 ``rope.scaling.type``, ``rope.scaling.factor`` (older files: ``rope.scale_linear``),
 ``rope.scaling.original_context_length``, ``rope.scaling.attn_factor``, ``rope.scaling.yarn_beta_fast``,
-``rope.scaling.yarn_beta_slow``, ``rope.scaling.yarn_log_multiplier``, and whether a ``rope_freqs.weight`` tensor
-exists (llama3-style factors that convert_hf_to_gguf.py bakes into the file; the metadata then names no scaling).
+``rope.scaling.yarn_beta_slow``, ``rope.scaling.yarn_log_multiplier``, ``rope.freq_base_swa``, ``block_count``,
+``attention.sliding_window(_pattern)``, every other ``rope.*`` key (reported), and the VALUES of the small rope
+tensors ``rope_freqs.weight`` (llama3 factors that convert_hf_to_gguf.py bakes into the file; the metadata then
+names no scaling) and ``rope_factors_long/short.weight`` (LongRoPE), read by seeking to just those bytes.
 GGUF stores floats as float32; they are reported as the shortest decimal that rounds to the same float32 (``0.1``,
 not ``0.10000000149011612``), which is what the converter was given in nearly every case.
 
@@ -29,9 +31,16 @@ The synthesized config carries llama.cpp's meaning, not transformers' defaults f
 ``rope.freq_base`` is 10000; ``rope.dimension_count`` features rotate in every architecture (so the partial rotary
 factor is always written, and :func:`describe_source` makes plain RoPE honour it); a scaling factor with no
 ``rope.scaling.type`` means linear scaling; in YaRN mode llama.cpp multiplies ``rope.scaling.attn_factor`` by
-``0.1 ln(factor) + 1``, so that product is written as ``attention_factor``.
+``0.1 ln(factor) + 1``, so that product is written as ``attention_factor``; the YaRN beta keys count only for the
+architectures whose llama.cpp code reads them (grok, mistral3). ``rope_freqs`` becomes the llama3 parameters that
+give its factors (:mod:`posenc_cli.gguf_rope`; another table: LongRoPE with that one table and magnitude 1),
+``rope_factors_long/short`` a LongRoPE dict with the ``attn_factor`` key as its magnitude, deepseek2 transformers'
+deepseek_v3 with llama.cpp's mscale rule, gemma3 gemma3_text with llama.cpp's sliding pattern and
+``rope.freq_base_swa``. :func:`llama_cpp_meaning` lists what llama.cpp does that a config would say otherwise and
+what the file cannot hold (YaRN's truncate, DeepSeek's mscale).
 
-Stdlib only: huggingface_hub is imported inside the functions that read a Hub id; a GGUF needs no package at all.
+Stdlib only: huggingface_hub is imported inside the functions that read a Hub id; a GGUF needs no package at all,
+and numpy is loaded only to match a ``rope_freqs`` tensor against transformers' llama3 arithmetic.
 """
 
 from __future__ import annotations

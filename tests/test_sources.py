@@ -549,3 +549,26 @@ def test_importing_sources_loads_neither_huggingface_hub_nor_gguf_nor_numpy() ->
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == []
+
+
+# ---------------------------------------------------------------------- GGUFs made by llama.cpp's own converter
+
+
+def test_a_converted_llama31_gguf_reads_as_its_config() -> None:
+    """docs/examples/llama-3.1-twin.gguf was written by convert_hf_to_gguf.py (docs/examples/convert_twins.py) from
+    a tiny twin of Llama 3.1 8B Instruct: its rope_freqs tensor reads back as the config's llama3 parameters."""
+    src = read_source(str(ROOT / "docs" / "examples" / "llama-3.1-twin.gguf"))
+    corpus = json.loads((ROOT / "tests" / "corpus" / "llama-3.1-8b-instruct.json").read_text())
+    assert src.gguf is not None and src.gguf.rope_freqs is not None and len(src.gguf.rope_freqs) == 64
+    assert src.config["rope_scaling"] == corpus["rope_scaling"]
+    assert (src.config["rope_theta"], src.config["max_position_embeddings"]) == (
+        corpus["rope_theta"], corpus["max_position_embeddings"])
+
+
+def test_a_converted_deepseek_gguf_reads_with_llama_cpps_mscale_rule() -> None:
+    src = read_source(str(ROOT / "docs" / "examples" / "deepseek-v2-lite-twin.gguf"))
+    assert src.gguf is not None and src.gguf.architecture == "deepseek2"
+    rope = src.config["rope_scaling"]
+    # the converter stores 0.1 x mscale_all_dim (0.707); llama.cpp takes mscale = mscale_all_dim
+    assert (rope["rope_type"], rope["factor"], rope["mscale_all_dim"], rope["mscale"]) == ("yarn", 40.0, 0.707, 0.707)
+    assert src.config["model_type"] == "deepseek_v3" and src.config["qk_rope_head_dim"] == 64

@@ -9,9 +9,14 @@ posenc gives (``common/arg.cpp``, ``src/llama-context.cpp``, ``ggml`` ``rope_yar
 * In YaRN mode llama.cpp overwrites ``--yarn-attn-factor`` and uses ``(0.1 ln s + 1)`` times the GGUF's
   ``rope.scaling.attn_factor``: another attention factor A is set with
   ``--override-kv ARCH.rope.scaling.attn_factor=float:A/(0.1 ln s + 1)``.
+* deepseek2 (DeepSeek V2/V3, Kimi K2) is different (``llama-context.cpp``, ``models/deepseek2.cpp``): the magnitude
+  is ``rope.scaling.attn_factor`` itself and the softmax is scaled by ``(attn_factor mscale(s, m_all))^2``, with
+  ``m_all`` the GGUF's ``yarn_log_multiplier`` / 0.1 (:func:`deepseek2_yarn`); the flags give the log multiplier
+  explicitly and ``attn_factor`` only when it is not 1 (:func:`_deepseek2_yarn`).
 * What conversion bakes into the GGUF has no flag: llama3 scaling (the ``rope_freqs`` tensor, which also applies
-  on top of any flag) and LongRoPE (``rope_factors_long``/``_short``, chosen once per context by ``--ctx-size``).
-  A model that already has them runs them from its GGUF; a new llama3 or LongRoPE scaling cannot be given by flags.
+  on top of any flag: :func:`stacking` says when flags would stack on it) and LongRoPE (``rope_factors_long``/
+  ``_short``, chosen once per context by ``--ctx-size``). A model that already has them runs them from its GGUF; a
+  new llama3 or LongRoPE scaling cannot be given by flags.
   There is no dynamic NTK: a converted dynamic model runs plain RoPE.
 
 :func:`flags` is stdlib (``posenc scale --format llama.cpp`` renders it without numpy); :func:`run` computes.
