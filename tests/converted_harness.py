@@ -161,8 +161,9 @@ def hf_logits(folder: Path, tokens: np.ndarray | list[int], overrides: dict[str,
 
     raw = json.loads((folder / "config.json").read_text())
     raw.update(overrides or {})
-    if overrides and "rope_parameters" in overrides:
+    if raw.get("rope_parameters") is not None and overrides and overrides.get("rope_parameters") is not None:
         raw.pop("rope_scaling", None)
+    raw = {k: v for k, v in raw.items() if v is not None or k not in ("rope_parameters", "rope_theta")}
     model_type = raw.pop("model_type")
     config = AutoConfig.for_model(model_type, **{k: v for k, v in raw.items() if k != "architectures"})
     config._attn_implementation = "eager"

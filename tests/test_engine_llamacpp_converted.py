@@ -158,8 +158,10 @@ def scaled(folder: Path, tmp: Path, *request: str) -> tuple[list[str], dict[str,
 
 
 def rope_keys(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The rope keys of a patched config, as overrides for the saved one: a key the patch dropped (static NTK drops
+    rope_scaling) is None, so the shipped value does not stay."""
     keys = ("rope_scaling", "rope_parameters", "rope_theta", "max_position_embeddings")
-    return {k: cfg[k] for k in keys if k in cfg}
+    return {k: cfg.get(k) for k in keys}
 
 
 # ------------------------------------------------------------------------------------------------ shipped configs
@@ -213,7 +215,12 @@ def test_gemma3_check_says_not_modelled_and_llama_cpp_does_compute_the_same(twin
     ("deepseek-v2-lite", ("yarn", "--target", "320k", "--attention-factor", "1.1")),
     ("qwen2.5-yarn", ("yarn", "--target", "256k")),
     ("qwen2.5-yarn", ("yarn", "--target", "256k", "--attention-factor", "1.0")),
-], ids=["deepseek-v3", "deepseek-v2-lite", "deepseek-v2-lite-attention-factor", "qwen2.5", "qwen2.5-attention-1"])
+    ("qwen2.5-yarn", ("linear", "--target", "256k")),
+    ("qwen2.5-yarn", ("ntk", "--target", "256k")),
+    ("deepseek-v3", ("linear", "--target", "320k")),
+    ("deepseek-v2-lite", ("ntk", "--target", "320k")),
+], ids=["deepseek-v3", "deepseek-v2-lite", "deepseek-v2-lite-attention-factor", "qwen2.5", "qwen2.5-attention-1",
+        "qwen2.5-linear", "qwen2.5-ntk", "deepseek-v3-linear", "deepseek-v2-lite-ntk"])
 def test_scale_flags_on_the_converted_gguf_compute_what_transformers_does(twins: Any, tmp_path: Path, name: str,
                                                                          request_args: tuple[str, ...]) -> None:
     folder, gguf = twins[name]

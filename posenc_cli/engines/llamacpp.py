@@ -80,6 +80,21 @@ def deepseek2_yarn(factor: float, attn_factor: float, mscale_all_dim: float | No
     return magnitude, softmax
 
 
+def _deepseek2_linear(out: Flags, params: Mapping[str, Any], factor: float, arch: str) -> None:
+    """deepseek2 with linear scaling: models/deepseek2.cpp scales the softmax by
+    ``(attn_factor (1 + 0.1 ln s) (1 + 0.1 m_all ln s))^2`` whatever the scaling type (the cos/sin magnitude is
+    ``attn_factor``: no YaRN), where transformers' is ``mscale(s, mscale_all_dim)^2`` (1 without mscale_all_dim).
+    The ``yarn_log_multiplier`` override that makes them equal (negative: it cancels the ``1 + 0.1 ln s``) is given;
+    measured, without it a converted DeepSeek V3 twin's logits moved by 1.35 relative."""
+    m_all = params.get("mscale_all_dim")
+    wanted_softmax = yarn_mscale(factor, float(m_all)) ** 2 if m_all else 1.0
+    grow = yarn_mscale(factor)
+    m = (math.sqrt(wanted_softmax) / grow - 1.0) / (0.1 * math.log(factor))
+    out.argv += ["--override-kv", f"{arch}.rope.scaling.yarn_log_multiplier=float:{shortest_float32(0.1 * m)!r}"]
+    out.attention_factor = 1.0
+    out.softmax_scale = (grow * (1.0 + 0.1 * m * math.log(factor))) ** 2  # llama.cpp: float32 of the same
+
+
 def _deepseek2_yarn(out: Flags, params: Mapping[str, Any], factor: float, arch: str) -> None:
     """deepseek2: the overrides that give transformers' magnitude and softmax scale on any GGUF of the model.
 
@@ -130,8 +145,11 @@ def flags(params: Mapping[str, Any], *, max_model_len: int, arch: str, in_gguf: 
     if rope_type == "default":
         return Flags(["--rope-scaling", "none", "--rope-freq-base", theta, *ctx])
     if rope_type == "linear":
-        return Flags(["--rope-scaling", "linear", "--rope-scale", format_number(float(params["factor"])),
-                      "--rope-freq-base", theta, *ctx])
+        out = Flags(["--rope-scaling", "linear", "--rope-scale", format_number(float(params["factor"])),
+                     "--rope-freq-base", theta, *ctx])
+        if arch in DEEPSEEK_ARCHS and float(params["factor"]) > 1:
+            _deepseek2_linear(out, params, float(params["factor"]), arch)
+        return out
     if rope_type == "yarn":
         original = int(params["original_max_position_embeddings"])
         factor = float(params["factor"])
