@@ -66,6 +66,7 @@ def deepseek_v2_lite() -> dict[str, Any]:
 
 TWINS = {
     "llama-3.1": lambda: tiny_twin(corpus("llama-3.1-8b-instruct")),
+    "llama-3.2": lambda: tiny_twin(corpus("llama-3.2-1b-instruct")),
     "deepseek-v3": lambda: tiny_twin(corpus("deepseek-v3")),
     "deepseek-v2-lite": lambda: tiny_twin(deepseek_v2_lite()),
     "qwen2.5-yarn": lambda: tiny_twin(json.loads((ROOT / "docs" / "examples" /
