@@ -324,6 +324,16 @@ def read_gguf(path: str | os.PathLike[str], label: str | None = None) -> GgufFac
             raise PosencError(f"{label}: GGUF tensor {name} holds {values}; posenc reads F32 or F16 rope tables of "
                               "at most 4096 entries")
         tables[name] = values
+    rotary = facts.rope_dimension_count or facts.key_length or (
+        facts.embedding_length // facts.head_count if facts.embedding_length and facts.head_count else None)
+    for name, values in tables.items():
+        bad = next((v for v in values if not (math.isfinite(v) and v > 0)), None)
+        if bad is not None:
+            raise PosencError(f"{label}: GGUF tensor {name} holds {bad!r}; llama.cpp divides each pair's frequency "
+                              "by these factors, which must be positive numbers")
+        if rotary and len(values) != rotary // 2:
+            raise PosencError(f"{label}: GGUF tensor {name} has {len(values)} values; llama.cpp needs one per "
+                              f"rotating pair ({rotary // 2} for rope.dimension_count {rotary})")
     facts.rope_freqs = tables.get("rope_freqs.weight")
     facts.rope_factors_long = tables.get("rope_factors_long.weight")
     facts.rope_factors_short = tables.get("rope_factors_short.weight")

@@ -9,6 +9,7 @@ decoded" is a byte count, not a timing. Robustness: every cut point and corrupte
 from __future__ import annotations
 
 import io
+import re
 import struct
 from pathlib import Path
 from typing import IO, Any
@@ -450,7 +451,9 @@ def test_the_small_file_reads(tmp_path: Path) -> None:
         4096, 500000.0, 8, True)
     assert (facts.keys["llama.rope.empty"], facts.keys["llama.rope.strings"]) == ([], ["x", ""])
     (tmp_path / "small.gguf").write_bytes(SMALL)
-    assert read_gguf(tmp_path / "small.gguf", "h") == reader_facts(tmp_path / "small.gguf", "h")
+    # its rope_freqs tensor is zero bytes: factors llama.cpp would divide by zero with, refused in one line
+    with pytest.raises(PosencError, match="rope_freqs.weight holds 0.0; llama.cpp divides"):
+        read_gguf(tmp_path / "small.gguf", "h")
 
 
 # ------------------------------------------------------------------------------------------ rope tensor values
@@ -477,6 +480,18 @@ def test_a_rope_tensor_past_the_end_of_the_file_is_one_error() -> None:
     huge = padded(build([ARCH], [tensor("rope_freqs.weight", (2**40,), 0, 0)]), b"")
     with pytest.raises(PosencError, match="truncated"):
         parse_header(io.BytesIO(huge), len(huge), "h", _maybe_reported, ROPE_TENSORS)
+
+
+def test_a_rope_table_of_the_wrong_length_or_with_bad_factors_is_one_error(tmp_path: Path) -> None:
+    dims = kv("llama.rope.dimension_count", 4, struct.pack("<I", 8))  # 4 rotating pairs
+    for values, reason in (((1.0, 2.0, 3.0), "has 3 values; llama.cpp needs one per rotating pair (4"),
+                           ((1.0, 2.0, float("nan"), 4.0), "holds nan"),
+                           ((1.0, -2.0, 3.0, 4.0), "holds -2.0")):
+        data = padded(build([ARCH, dims], [tensor("rope_freqs.weight", (len(values),), 0, 0)]),
+                      struct.pack(f"<{len(values)}f", *values))
+        (tmp_path / "bad.gguf").write_bytes(data)
+        with pytest.raises(PosencError, match=re.escape(reason)):
+            read_gguf(tmp_path / "bad.gguf", "bad")
 
 
 def test_a_rope_tensor_too_long_or_quantized_is_skipped_and_read_gguf_refuses_it(tmp_path: Path) -> None:
