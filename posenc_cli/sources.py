@@ -487,18 +487,17 @@ def _gemma3_layers(facts: GgufFacts, cfg: dict[str, Any]) -> None:
 
 def _gguf_rope(facts: GgufFacts, theta: float, rotary_dim: int | None) -> dict[str, Any] | None:
     """The rope_scaling dict that computes what llama.cpp computes from the file (None: plain RoPE)."""
-    if facts.rope_freqs is not None and rotary_dim:
-        from posenc_cli.gguf_rope import llama3_params
+    if facts.rope_freqs is not None and rotary_dim and any(v != 1.0 for v in facts.rope_freqs):
+        from posenc_cli.gguf_rope import llama3_params  # numpy: only for a table that scales
 
         params = llama3_params(facts.rope_freqs, theta, rotary_dim)
         if params is not None:
             out: dict[str, Any] = {"rope_type": "llama3", **params}
             return out
-        if any(v != 1.0 for v in facts.rope_freqs):
-            # not the llama3 formula: the same division, written as LongRoPE with one table and magnitude 1
-            return {"rope_type": "longrope", "long_factor": facts.rope_freqs, "short_factor": facts.rope_freqs,
-                    "attention_factor": 1.0,
-                    "original_max_position_embeddings": facts.context_length or DEFAULT_GGUF_CONTEXT}
+        # not the llama3 formula: the same division, written as LongRoPE with one table and magnitude 1
+        return {"rope_type": "longrope", "long_factor": facts.rope_freqs, "short_factor": facts.rope_freqs,
+                "attention_factor": 1.0,
+                "original_max_position_embeddings": facts.context_length or DEFAULT_GGUF_CONTEXT}
     if facts.rope_factors_long is not None and facts.rope_factors_short is not None:
         longrope: dict[str, Any] = {"rope_type": "longrope", "long_factor": facts.rope_factors_long,
                                     "short_factor": facts.rope_factors_short}
