@@ -842,3 +842,21 @@ def test_llama3_model_yarn_flags_warn_that_rope_freqs_stacks_and_its_gguf_is_ref
     native = ok(run("scale", "llama3", "--target", "256k", "--config", str(EXAMPLES / "llama-3.1-twin.gguf"),
                     "--format", "hf"))
     assert native.stdout
+
+
+def test_llama_cpp_python_gets_every_override_after_one_flag() -> None:
+    """llama-cpp-python's server reads --kv_overrides as one nargs="*" option: a repeated flag would keep only the
+    last override (checked here with the server's own argument parser when it is installed)."""
+    result = ok(run("scale", "yarn", "--target", "320k", "--attention-factor", "1.1", "--config",
+                    str(EXAMPLES / "deepseek-v2-lite-twin.gguf"), "--format", "llama-cpp-python"))
+    argv = shlex.split(result.stdout)
+    assert argv.count("--kv_overrides") == 1
+    cli = pytest.importorskip("llama_cpp.server.cli")
+    settings = pytest.importorskip("llama_cpp.server.settings")
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    cli.add_args_from_model(parser, settings.ModelSettings)
+    parsed = parser.parse_args(argv[3:])
+    assert [o.split("=")[0] for o in parsed.kv_overrides] == [
+        "deepseek2.rope.scaling.yarn_log_multiplier", "deepseek2.rope.scaling.attn_factor"]

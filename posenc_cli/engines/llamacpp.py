@@ -270,9 +270,15 @@ PYTHON_SERVER_FLAGS: dict[str, tuple[str, Callable[[str], str]]] = {
 def python_server_argv(argv: list[str], model: str = "MODEL") -> list[str]:
     """llama-server flags from :func:`flags` as a ``python -m llama_cpp.server`` command (llama-cpp-python)."""
     out = ["python", "-m", "llama_cpp.server", "--model", model]
+    overrides: list[str] = []
     pairs = iter(argv)
     for flag in pairs:
         value = next(pairs)
         name, convert = PYTHON_SERVER_FLAGS[flag]
-        out += [name, convert(value)]
-    return out
+        if flag == "--override-kv":
+            overrides.append(convert(value))
+        else:
+            out += [name, convert(value)]
+    # the server's list settings are one argparse option with nargs="*": a second --kv_overrides would replace the
+    # first, so every override follows one flag
+    return out + (["--kv_overrides", *overrides] if overrides else [])
