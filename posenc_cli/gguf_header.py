@@ -19,7 +19,11 @@ other way to find its end), never the string bytes; an array of numbers is one s
 and 280k merges costs about 3 MB of length reads and no decoding, where ``gguf.GGUFReader`` builds a numpy view per
 element. Of the tensor-info records the names are decoded; shapes, types and offsets are read only to check that
 each tensor's data lies inside the file (a download cut short in the data is reported like one cut in the header).
-Tensor data is never read.
+Tensor data is read only for the small tensors a caller names (``tensors``): rope factor tables such as
+``rope_freqs.weight`` (llama3 factors) and ``rope_factors_long/short.weight`` (LongRoPE), a few hundred bytes each.
+Such a tensor is decoded when it is F32 or F16 with at most :data:`ARRAY_MAX` elements (else a :class:`Skipped`
+marker), after its extent has been checked against the file size like every other tensor's; the read is one seek
+and one read of exactly its bytes, so the cost does not grow with the file.
 
 Values are what ``gguf.GGUFReader``'s ``ReaderField.contents()`` gives, except float32 values (scalars and array
 elements), which come back as the shortest decimal that rounds to the same float32 (``0.1``, not
@@ -33,7 +37,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -96,6 +100,7 @@ class GgufHeader:
     tensor_names: list[str] = field(default_factory=list)
     alignment: int = DEFAULT_ALIGNMENT
     data_offset: int = 0  # where the tensor data starts
+    tensors: dict[str, list[float] | Skipped] = field(default_factory=dict)  # values of the tensors asked for
 
 
 def shortest_float32(value: float) -> float:
@@ -114,24 +119,33 @@ def shortest_float32(value: float) -> float:
     return value
 
 
-def read_header(path: str | os.PathLike[str], label: str, wanted: Callable[[str], bool]) -> GgufHeader:
-    """Read the GGUF header of the file at ``path`` (see the module docstring); errors are one PosencError."""
+def read_header(path: str | os.PathLike[str], label: str, wanted: Callable[[str], bool],
+                tensors: Collection[str] = ()) -> GgufHeader:
+    """Read the GGUF header of the file at ``path`` (see the module docstring), and the values of the small
+    tensors named in ``tensors`` that the file holds; errors are one PosencError."""
     try:
         with open(path, "rb") as fh:
-            return parse_header(fh, os.fstat(fh.fileno()).st_size, label, wanted)
+            return parse_header(fh, os.fstat(fh.fileno()).st_size, label, wanted, tensors)
     except OSError as exc:
         raise PosencError(f"{label}: cannot read it ({exc.strerror or exc.__class__.__name__})") from None
 
 
-def parse_header(fh: IO[bytes], size: int, label: str, wanted: Callable[[str], bool]) -> GgufHeader:
+def parse_header(fh: IO[bytes], size: int, label: str, wanted: Callable[[str], bool],
+                 tensors: Collection[str] = ()) -> GgufHeader:
     """:func:`read_header` on an open binary file of ``size`` bytes, positioned at its start."""
-    return _Parser(fh, size, label).header(wanted)
+    parser = _Parser(fh, size, label)
+    out = parser.header(wanted)
+    for name in tensors:
+        if name in parser.extents:
+            out.tensors[name] = parser.tensor_values(out.data_offset, name)
+    return out
 
 
 class _Parser:
     def __init__(self, fh: IO[bytes], size: int, label: str) -> None:
         self.fh, self.size, self.label = fh, size, label
         self.pos = 0  # the parser's own position: fh.tell() costs a call per element
+        self.extents: dict[str, tuple[int, tuple[int, ...], int, int]] = {}  # name: type, dims, offset, bytes
 
     # ------------------------------------------------------------------ errors and bounds
 
@@ -251,7 +265,22 @@ class _Parser:
         if dims and dims[0] % per_block:
             raise self.fail(f"tensor {name}: its first dimension {dims[0]} is not a multiple of its type's "
                             f"block of {per_block}")
+        self.extents[name] = (ggml_type, tuple(dims), offset, elements // per_block * block_bytes)
         return name, offset, elements // per_block * block_bytes
+
+    def tensor_values(self, data_offset: int, name: str) -> list[float] | Skipped:
+        """The values of the small F32/F16 tensor ``name`` (its extent was checked by :meth:`header`)."""
+        ggml_type, dims, offset, nbytes = self.extents[name]
+        elements = 1
+        for d in dims:
+            elements *= d
+        kind = {0: "f", 1: "e"}.get(ggml_type)
+        if kind is None or elements > ARRAY_MAX:
+            return Skipped(f"ggml type {ggml_type} tensor" if kind is None else "float32", elements)
+        self.pos = data_offset + offset
+        self.fh.seek(self.pos)
+        raw = self.read(nbytes, f"the data of tensor {name}")
+        return [float(v) for v in struct.unpack(f"<{elements}{kind}", raw)]
 
     # ------------------------------------------------------------------ values
 

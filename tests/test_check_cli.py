@@ -47,8 +47,11 @@ def test_deepseek_v3_is_the_same_everywhere_with_its_softmax_scale() -> None:
     for e in r["engines"]:
         assert e["verdict"] == "same"
         assert e["groups"][0]["softmax_scale"] == pytest.approx([1.8738542, 1.8738542], rel=1e-6)
-    # the converted GGUF rebuilds DeepSeek's mscale pair itself: no attention-factor override
-    assert "--override-kv" not in engine(r, "llama.cpp")["invocation"]
+    # llama.cpp's deepseek2 rebuilds DeepSeek's mscale pair from yarn_log_multiplier (0.1 mscale_all_dim, given
+    # explicitly so the flags are right on any GGUF of the model): no attention-factor override
+    argv = engine(r, "llama.cpp")["invocation"]
+    overrides = [argv[i + 1] for i, a in enumerate(argv) if a == "--override-kv"]
+    assert overrides == ["deepseek2.rope.scaling.yarn_log_multiplier=float:0.1"]
 
 
 def test_qwen_yarn_config_is_the_same_everywhere() -> None:

@@ -9,6 +9,7 @@ decoded" is a byte count, not a timing. Robustness: every cut point and corrupte
 from __future__ import annotations
 
 import io
+import re
 import struct
 from pathlib import Path
 from typing import IO, Any
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 from posenc_cli import gguf_header
 from posenc_cli.errors import PosencError
 from posenc_cli.gguf_header import parse_header, shortest_float32
-from posenc_cli.sources import GgufFacts, _facts, _maybe_reported, _metadata, read_gguf, read_source
+from posenc_cli.sources import ROPE_TENSORS, GgufFacts, _facts, _maybe_reported, _metadata, read_gguf, read_source
 
 gguf = pytest.importorskip("gguf")
 np = pytest.importorskip("numpy")
@@ -59,9 +60,18 @@ def reader_facts(path: Path, label: str = "f") -> GgufFacts:
             rest = name[len(arch) + 1:]
             if rest.startswith("rope.") or rest in ("context_length", "embedding_length", "attention.head_count",
                                                     "attention.head_count_kv", "attention.key_length",
-                                                    "attention.value_length"):
+                                                    "attention.value_length", "block_count",
+                                                    "attention.sliding_window",
+                                                    "attention.sliding_window_pattern"):
                 fields[name] = value(reader_field)
-    return _facts(_metadata(fields, label), {t.name for t in reader.tensors}, label)
+    facts = _facts(_metadata(fields, label), {t.name for t in reader.tensors}, label)
+    # the rope tables' values, as GGUFReader decodes the tensor data
+    tables = {t.name: [float(x) for x in np.asarray(t.data, dtype=np.float32).ravel()] for t in reader.tensors
+              if t.name in ROPE_TENSORS}
+    facts.rope_freqs = tables.get("rope_freqs.weight")
+    facts.rope_factors_long = tables.get("rope_factors_long.weight")
+    facts.rope_factors_short = tables.get("rope_factors_short.weight")
+    return facts
 
 
 def finish(writer: Any) -> None:
@@ -231,20 +241,23 @@ def test_an_8b_tokenizer_is_seeked_over_not_decoded(tmp_path: Path) -> None:
     path = big_tokenizer(tmp_path / "big.gguf")
     data = path.read_bytes()
     counting = CountingFile(data)  # unbuffered: every byte counted is one the parser asked for
-    header = parse_header(counting, len(data), "big", _maybe_reported)  # type: ignore[arg-type]
+    header = parse_header(counting, len(data), "big", _maybe_reported, ROPE_TENSORS)  # type: ignore[arg-type]
     facts = _facts(_metadata(header.fields, "big"), set(header.tensor_names), "big")
+    assert header.tensors == {"rope_freqs.weight": [1.0] * 64}
+    facts.rope_freqs = [1.0] * 64
     assert facts == GgufFacts(
         architecture="llama", context_length=131072, rope_freq_base=500000.0, rope_dimension_count=128,
-        embedding_length=4096, head_count=32, has_rope_freqs=True,
+        embedding_length=4096, head_count=32, has_rope_freqs=True, rope_freqs=[1.0] * 64, block_count=32,
         keys={"general.architecture": "llama", "llama.context_length": 131072, "llama.embedding_length": 4096,
-              "llama.attention.head_count": 32, "llama.attention.head_count_kv": 8, "llama.rope.freq_base": 500000.0,
-              "llama.rope.dimension_count": 128})
+              "llama.block_count": 32, "llama.attention.head_count": 32, "llama.attention.head_count_kv": 8,
+              "llama.rope.freq_base": 500000.0, "llama.rope.dimension_count": 128})
     assert read_gguf(path) == facts
     # the budget: each string's 8-byte length, plus 4 KiB for the header, the scalars and the tensor-info records;
-    # the scores and token types (1 MB) are one seek each, the string bytes are never read, nor is tensor data
-    budget = (N_TOKENS + N_MERGES) * 8 + 4096
+    # the scores and token types (1 MB) are one seek each, the string bytes are never read, nor is tensor data but
+    # the 256 bytes of rope_freqs (the first tensor)
+    budget = (N_TOKENS + N_MERGES) * 8 + 4096 + 64 * 4
     assert counting.bytes_read <= budget, counting.bytes_read
-    assert counting.furthest <= header.data_offset
+    assert counting.furthest <= header.data_offset + 64 * 4
     # and the budget would catch decoding: the string arrays alone are far larger
     strings = sum(8 + len(f"Ġtok{i}".encode()) for i in range(N_TOKENS))
     strings += sum(8 + len(f"Ġa{i} b{i}".encode()) for i in range(N_MERGES))
@@ -438,4 +451,56 @@ def test_the_small_file_reads(tmp_path: Path) -> None:
         4096, 500000.0, 8, True)
     assert (facts.keys["llama.rope.empty"], facts.keys["llama.rope.strings"]) == ([], ["x", ""])
     (tmp_path / "small.gguf").write_bytes(SMALL)
-    assert read_gguf(tmp_path / "small.gguf", "h") == reader_facts(tmp_path / "small.gguf", "h")
+    # its rope_freqs tensor is zero bytes: factors llama.cpp would divide by zero with, refused in one line
+    with pytest.raises(PosencError, match="rope_freqs.weight holds 0.0; llama.cpp divides"):
+        read_gguf(tmp_path / "small.gguf", "h")
+
+
+# ------------------------------------------------------------------------------------------ rope tensor values
+
+
+def padded(data: bytes, tail: bytes) -> bytes:
+    return data + b"\0" * (-len(data) % 32) + tail
+
+
+def test_a_named_f32_tensor_is_read_and_only_it() -> None:
+    head = build([ARCH], [tensor("big.weight", (8,), 0, 0), tensor("rope_freqs.weight", (4,), 0, 32)])
+    data = padded(head, struct.pack("<8f", *range(8)) + struct.pack("<4f", 1.0, 2.0, 0.5, 8.0))
+    header = parse_header(io.BytesIO(data), len(data), "h", _maybe_reported, ROPE_TENSORS)
+    assert header.tensors == {"rope_freqs.weight": [1.0, 2.0, 0.5, 8.0]}
+    f16 = padded(build([ARCH], [tensor("rope_freqs.weight", (4,), 1, 0)]), struct.pack("<4e", 1.0, 2.0, 0.5, 8.0))
+    assert parse_header(io.BytesIO(f16), len(f16), "h", _maybe_reported, ROPE_TENSORS).tensors == {
+        "rope_freqs.weight": [1.0, 2.0, 0.5, 8.0]}
+
+
+def test_a_rope_tensor_past_the_end_of_the_file_is_one_error() -> None:
+    data = padded(build([ARCH], [tensor("rope_freqs.weight", (4,), 0, 0)]), struct.pack("<3f", 1.0, 2.0, 3.0))
+    with pytest.raises(PosencError, match="truncated.*the data of tensor rope_freqs.weight"):
+        parse_header(io.BytesIO(data), len(data), "h", _maybe_reported, ROPE_TENSORS)
+    huge = padded(build([ARCH], [tensor("rope_freqs.weight", (2**40,), 0, 0)]), b"")
+    with pytest.raises(PosencError, match="truncated"):
+        parse_header(io.BytesIO(huge), len(huge), "h", _maybe_reported, ROPE_TENSORS)
+
+
+def test_a_rope_table_of_the_wrong_length_or_with_bad_factors_is_one_error(tmp_path: Path) -> None:
+    dims = kv("llama.rope.dimension_count", 4, struct.pack("<I", 8))  # 4 rotating pairs
+    for values, reason in (((1.0, 2.0, 3.0), "has 3 values; llama.cpp needs one per rotating pair (4"),
+                           ((1.0, 2.0, float("nan"), 4.0), "holds nan"),
+                           ((1.0, -2.0, 3.0, 4.0), "holds -2.0")):
+        data = padded(build([ARCH, dims], [tensor("rope_freqs.weight", (len(values),), 0, 0)]),
+                      struct.pack(f"<{len(values)}f", *values))
+        (tmp_path / "bad.gguf").write_bytes(data)
+        with pytest.raises(PosencError, match=re.escape(reason)):
+            read_gguf(tmp_path / "bad.gguf", "bad")
+
+
+def test_a_rope_tensor_too_long_or_quantized_is_skipped_and_read_gguf_refuses_it(tmp_path: Path) -> None:
+    long = padded(build([ARCH], [tensor("rope_freqs.weight", (8192,), 0, 0)]), b"\0" * 4 * 8192)
+    header = parse_header(io.BytesIO(long), len(long), "h", _maybe_reported, ROPE_TENSORS)
+    assert header.tensors == {"rope_freqs.weight": gguf_header.Skipped("float32", 8192)}
+    (tmp_path / "long.gguf").write_bytes(long)
+    with pytest.raises(PosencError, match="rope_freqs.weight holds an array of 8192 float32 entries"):
+        read_gguf(tmp_path / "long.gguf", "long")
+    q8 = padded(build([ARCH], [tensor("rope_freqs.weight", (32,), 8, 0)]), b"\0" * 34)
+    header = parse_header(io.BytesIO(q8), len(q8), "h", _maybe_reported, ROPE_TENSORS)
+    assert isinstance(header.tensors["rope_freqs.weight"], gguf_header.Skipped)

@@ -801,3 +801,62 @@ def test_the_native_window_with_a_new_theta_applies_it() -> None:
 def test_longrope_is_not_extended_with_the_lists_searched_for_another_window() -> None:
     phi3 = str(Path(__file__).parent / "fixtures" / "phi-3-mini-128k.json")
     assert_usage_error(run("scale", "longrope", "--config", phi3, "--target", "256k"), "256k", "--long-factor")
+
+
+# ---------------------------------------------------------------- llama.cpp on the model's own GGUF (issue 18)
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "docs" / "examples"
+
+
+def test_deepseek_gets_no_attn_factor_override_and_check_prints_the_same_flags(tmp_path: Path) -> None:
+    """llama.cpp's deepseek2 derives the magnitude from yarn_log_multiplier: the override posenc printed before
+    (``attn_factor = 1 / (0.1 ln s + 1)``) is gone, and check of the patched config prints what scale prints
+    (tests/test_engine_llamacpp_converted.py runs both in the real llama.cpp)."""
+    config = str(CORPUS / "deepseek-v3.json")
+    result = ok(run("scale", "yarn", "--target", "320k", "--config", config, "--format", "llama.cpp"))
+    flags = shlex.split(result.stdout)
+    assert not any("attn_factor" in a for a in flags)
+    assert "deepseek2.rope.scaling.yarn_log_multiplier=float:0.1" in flags
+    patched = tmp_path / "config.json"
+    ok(run("scale", "yarn", "--target", "320k", "--config", config, "--format", "hf", "-o", str(patched)))
+    report = json.loads(run("check", str(patched), "--engines", "llama.cpp", "--max-model-len", "327680",
+                            "--json").stdout)
+    (cpp,) = report["engines"]
+    assert cpp["invocation"][3:] == flags and cpp["verdict"] == "same"
+
+
+def test_without_config_the_override_says_it_is_not_for_deepseek() -> None:
+    result = ok(run("scale", "yarn", *METHOD_ARGS["yarn"], "--attention-factor", "1.0", "--format", "llama.cpp"))
+    assert "deepseek2" in result.stderr and "--config" in result.stderr
+
+
+def test_llama3_model_yarn_flags_warn_that_rope_freqs_stacks_and_its_gguf_is_refused() -> None:
+    result = ok(run("scale", "yarn", "--target", "256k", "--config", str(CORPUS / "llama-3.1-8b-instruct.json"),
+                    "--format", "llama.cpp"))
+    assert "--rope-scaling" in result.stdout
+    assert "rope_freqs tensor" in result.stderr and "convert a config patched" in result.stderr
+    line = assert_usage_error(run("scale", "yarn", "--target", "256k", "--config",
+                                  str(EXAMPLES / "llama-3.1-twin.gguf"), "--format", "llama.cpp"))
+    assert "this GGUF has a rope_freqs tensor" in line
+    # llama3 itself, on its own GGUF, is what the file already does: no refusal
+    native = ok(run("scale", "llama3", "--target", "256k", "--config", str(EXAMPLES / "llama-3.1-twin.gguf"),
+                    "--format", "hf"))
+    assert native.stdout
+
+
+def test_llama_cpp_python_gets_every_override_after_one_flag() -> None:
+    """llama-cpp-python's server reads --kv_overrides as one nargs="*" option: a repeated flag would keep only the
+    last override (checked here with the server's own argument parser when it is installed)."""
+    result = ok(run("scale", "yarn", "--target", "320k", "--attention-factor", "1.1", "--config",
+                    str(EXAMPLES / "deepseek-v2-lite-twin.gguf"), "--format", "llama-cpp-python"))
+    argv = shlex.split(result.stdout)
+    assert argv.count("--kv_overrides") == 1
+    cli = pytest.importorskip("llama_cpp.server.cli")
+    settings = pytest.importorskip("llama_cpp.server.settings")
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    cli.add_args_from_model(parser, settings.ModelSettings)
+    parsed = parser.parse_args(argv[3:])
+    assert [o.split("=")[0] for o in parsed.kv_overrides] == [
+        "deepseek2.rope.scaling.yarn_log_multiplier", "deepseek2.rope.scaling.attn_factor"]

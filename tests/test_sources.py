@@ -194,20 +194,28 @@ def write_gguf(gguf: Any, path: Path, arch: str = "llama", *, ctx: int | None = 
     return path
 
 
-def test_gguf_llama3(gguf: Any, tmp_path: Path) -> None:
+def test_gguf_rope_freqs_not_llama3(gguf: Any, tmp_path: Path) -> None:
+    """A rope_freqs table the llama3 formula cannot make (1 .. 8 evenly spaced): its values are read and it is
+    shown as the division llama.cpp does (LongRoPE with that one table, magnitude 1)."""
+    import numpy as np
+
     path = write_gguf(gguf, tmp_path / "llama.gguf", rope_freqs=64)
     src = read_source(str(path))
     assert (src.kind, src.label, src.path) == ("gguf", str(path), str(path))
     facts = src.gguf
+    table = [float(x) for x in np.linspace(1.0, 8.0, 64, dtype=np.float32)]
     assert facts == GgufFacts(
         architecture="llama", context_length=131072, rope_freq_base=500000.0, rope_dimension_count=128,
         embedding_length=4096, head_count=32, has_rope_freqs=True,
         keys={"general.architecture": "llama", "llama.context_length": 131072, "llama.rope.freq_base": 500000.0,
               "llama.rope.dimension_count": 128, "llama.embedding_length": 4096, "llama.attention.head_count": 32},
+        rope_freqs=table,
     )
     assert src.config == {"model_type": "llama", "max_position_embeddings": 131072, "rope_theta": 500000.0,
                           "head_dim": 128, "num_attention_heads": 32, "hidden_size": 4096,
-                          "partial_rotary_factor": 1.0}
+                          "partial_rotary_factor": 1.0,
+                          "rope_scaling": {"rope_type": "longrope", "long_factor": table, "short_factor": table,
+                                           "attention_factor": 1.0, "original_max_position_embeddings": 131072}}
 
 
 def test_gguf_yarn(gguf: Any, tmp_path: Path) -> None:
@@ -224,10 +232,21 @@ def test_gguf_yarn(gguf: Any, tmp_path: Path) -> None:
     assert read_source(str(path)).config == {
         "model_type": "qwen2", "max_position_embeddings": 131072, "rope_theta": 1000000.0, "head_dim": 128,
         "num_attention_heads": 28, "hidden_size": 3584, "partial_rotary_factor": 1.0,
-        # llama.cpp multiplies the GGUF's attn_factor by 0.1 ln(factor) + 1 in YaRN mode
+        # llama.cpp multiplies the GGUF's attn_factor by 0.1 ln(factor) + 1 in YaRN mode; its qwen2 code reads no
+        # beta keys (32 and 1 unless flags say otherwise, transformers' defaults too)
         "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768,
-                         "attention_factor": 0.1 * (0.1 * math.log(4.0) + 1), "beta_fast": 32.0, "beta_slow": 1.0},
+                         "attention_factor": 0.1 * (0.1 * math.log(4.0) + 1)},
     }
+
+
+def test_gguf_yarn_betas_count_only_where_llama_cpp_reads_them(gguf: Any, tmp_path: Path) -> None:
+    scaling = {"type": "yarn", "factor": 4.0, "orig": 32768, "beta_fast": 8.0, "beta_slow": 2.0}
+    for arch, read in (("qwen2", False), ("mistral3", True)):
+        path = write_gguf(gguf, tmp_path / f"{arch}.gguf", arch, theta=1e6, embd=3584, heads=28, scaling=scaling)
+        rope = read_source(str(path)).config["rope_scaling"]
+        assert ("beta_fast" in rope, "beta_slow" in rope) == (read, read), arch
+        if read:
+            assert (rope["beta_fast"], rope["beta_slow"]) == (8.0, 2.0)
 
 
 def test_gguf_linear_partial_rotary_and_key_length(gguf: Any, tmp_path: Path) -> None:
@@ -530,3 +549,26 @@ def test_importing_sources_loads_neither_huggingface_hub_nor_gguf_nor_numpy() ->
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == []
+
+
+# ---------------------------------------------------------------------- GGUFs made by llama.cpp's own converter
+
+
+def test_a_converted_llama31_gguf_reads_as_its_config() -> None:
+    """docs/examples/llama-3.1-twin.gguf was written by convert_hf_to_gguf.py (docs/examples/convert_twins.py) from
+    a tiny twin of Llama 3.1 8B Instruct: its rope_freqs tensor reads back as the config's llama3 parameters."""
+    src = read_source(str(ROOT / "docs" / "examples" / "llama-3.1-twin.gguf"))
+    corpus = json.loads((ROOT / "tests" / "corpus" / "llama-3.1-8b-instruct.json").read_text())
+    assert src.gguf is not None and src.gguf.rope_freqs is not None and len(src.gguf.rope_freqs) == 64
+    assert src.config["rope_scaling"] == corpus["rope_scaling"]
+    assert (src.config["rope_theta"], src.config["max_position_embeddings"]) == (
+        corpus["rope_theta"], corpus["max_position_embeddings"])
+
+
+def test_a_converted_deepseek_gguf_reads_with_llama_cpps_mscale_rule() -> None:
+    src = read_source(str(ROOT / "docs" / "examples" / "deepseek-v2-lite-twin.gguf"))
+    assert src.gguf is not None and src.gguf.architecture == "deepseek2"
+    rope = src.config["rope_scaling"]
+    # the converter stores 0.1 x mscale_all_dim (0.707); llama.cpp takes mscale = mscale_all_dim
+    assert (rope["rope_type"], rope["factor"], rope["mscale_all_dim"], rope["mscale"]) == ("yarn", 40.0, 0.707, 0.707)
+    assert src.config["model_type"] == "deepseek_v3" and src.config["qk_rope_head_dim"] == 64

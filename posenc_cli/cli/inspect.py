@@ -71,7 +71,14 @@ def inspect(
 
 
 def _gguf_section(facts: Any) -> dict[str, Any]:
-    return {"architecture": facts.architecture, "has_rope_freqs": facts.has_rope_freqs, "metadata": facts.keys}
+    from posenc_cli.sources import llama_cpp_meaning
+
+    tensors = {name: values for name, values in (("rope_freqs.weight", facts.rope_freqs),
+                                                 ("rope_factors_long.weight", facts.rope_factors_long),
+                                                 ("rope_factors_short.weight", facts.rope_factors_short))
+               if values is not None}
+    return {"architecture": facts.architecture, "has_rope_freqs": facts.has_rope_freqs, "metadata": facts.keys,
+            "rope_tensors": tensors, "llama_cpp": llama_cpp_meaning(facts)}
 
 
 def _render(r: dict[str, Any]) -> None:
@@ -127,6 +134,13 @@ def _render(r: dict[str, Any]) -> None:
         g = r["gguf"]
         out.append(f"gguf: architecture {g['architecture']}; rope_freqs tensor: "
                    f"{'present' if g['has_rope_freqs'] else 'absent'}")
+        arch = g["architecture"]
+        rope = {k: v for k, v in g["metadata"].items() if k.startswith(f"{arch}.rope.")}
+        if rope:
+            out.append("  rope keys: " + ", ".join(f"{k[len(arch) + 1:]}={_short(v)}" for k, v in rope.items()))
+        for name, values in g.get("rope_tensors", {}).items():
+            out.append(f"  {name}: {len(values)} values, {min(values):.6g} .. {max(values):.6g}")
+        out += [f"  llama.cpp: {line}" for line in g.get("llama_cpp", [])]
     sys.stdout.write("\n".join(out) + "\n")
 
 
@@ -149,6 +163,12 @@ def _engine_lines(e: dict[str, Any]) -> list[str]:
                    f"{q['intra']} (intra), {q['successive']} (successive), {q['inter']} (inter); largest rotated "
                    f"position {dc['largest_rotated_position']:,}")
     return out
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, list):
+        return f"[{len(value)} values]"
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _render_lint(problems: list[dict[str, str]], oldest: dict[str, str] | None) -> None:

@@ -101,7 +101,8 @@ def scale(
         if writing:
             patched = hf.patch_config(source, req, fmt, facts.group)
         else:
-            text, caveats = render_for_model(source, facts, req, fmt, served_name(src) if model == "MODEL" else model)
+            text, caveats = render_for_model(source, facts, req, fmt, served_name(src) if model == "MODEL" else model,
+                                             gguf=src.kind == "gguf")
     else:
         text, caveats = render(req, fmt, model)
     for line in facts.notes if facts else ():

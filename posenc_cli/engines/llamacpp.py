@@ -9,9 +9,14 @@ posenc gives (``common/arg.cpp``, ``src/llama-context.cpp``, ``ggml`` ``rope_yar
 * In YaRN mode llama.cpp overwrites ``--yarn-attn-factor`` and uses ``(0.1 ln s + 1)`` times the GGUF's
   ``rope.scaling.attn_factor``: another attention factor A is set with
   ``--override-kv ARCH.rope.scaling.attn_factor=float:A/(0.1 ln s + 1)``.
+* deepseek2 (DeepSeek V2/V3, Kimi K2) is different (``llama-context.cpp``, ``models/deepseek2.cpp``): the magnitude
+  is ``rope.scaling.attn_factor`` itself and the softmax is scaled by ``(attn_factor mscale(s, m_all))^2``, with
+  ``m_all`` the GGUF's ``yarn_log_multiplier`` / 0.1 (:func:`deepseek2_yarn`); the flags give the log multiplier
+  explicitly and ``attn_factor`` only when it is not 1 (:func:`_deepseek2_yarn`).
 * What conversion bakes into the GGUF has no flag: llama3 scaling (the ``rope_freqs`` tensor, which also applies
-  on top of any flag) and LongRoPE (``rope_factors_long``/``_short``, chosen once per context by ``--ctx-size``).
-  A model that already has them runs them from its GGUF; a new llama3 or LongRoPE scaling cannot be given by flags.
+  on top of any flag: :func:`stacking` says when flags would stack on it) and LongRoPE (``rope_factors_long``/
+  ``_short``, chosen once per context by ``--ctx-size``). A model that already has them runs them from its GGUF; a
+  new llama3 or LongRoPE scaling cannot be given by flags.
   There is no dynamic NTK: a converted dynamic model runs plain RoPE.
 
 :func:`flags` is stdlib (``posenc scale --format llama.cpp`` renders it without numpy); :func:`run` computes.
@@ -27,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from posenc_cli.attention_factors import yarn_attention_factor, yarn_mscale
 from posenc_cli.engines.runs import EngineRun, GroupRun, static_longrope
 from posenc_cli.errors import PosencError
+from posenc_cli.gguf_header import shortest_float32
 from posenc_cli.units import format_number
 
 if TYPE_CHECKING:  # the reader loads only when an engine runs a model
@@ -47,6 +53,77 @@ class Flags:
     argv: list[str]
     warnings: list[str] = field(default_factory=list)
     attention_factor: float | None = None  # the cos/sin magnitude these flags give (YaRN)
+    softmax_scale: float | None = None  # the softmax multiplier these flags give (deepseek2 YaRN), else the model's
+
+
+#: GGUF architectures whose llama.cpp code rebuilds YaRN's mscale pair from rope.scaling.yarn_log_multiplier
+DEEPSEEK_ARCHS = ("deepseek2",)
+
+
+def deepseek2_yarn(factor: float, attn_factor: float, mscale_all_dim: float | None) -> tuple[float, float]:
+    """(cos/sin magnitude, softmax multiplier) llama.cpp's deepseek2 computes in YaRN mode.
+
+    ``attn_factor``: the GGUF's ``rope.scaling.attn_factor`` (1 when absent); ``mscale_all_dim``: its
+    ``yarn_log_multiplier`` / 0.1 (None or 0 when absent). llama-context.cpp sets ``yarn_attn_factor`` to
+    ``mscale(s, m) / mscale(s, m_all) / (1 + 0.1 ln s) * attn_factor`` with ``m = m_all`` unless ``m_all`` is 1
+    (then 1), or to ``attn_factor`` with no multiplier; ggml's rope multiplies by ``1 + 0.1 ln s`` again; and
+    deepseek2.cpp scales the softmax by ``(yarn_attn_factor (1 + 0.1 ln s) (1 + 0.1 m_all ln s))^2``.
+    """
+    grow = yarn_mscale(factor)
+    if mscale_all_dim:
+        m = mscale_all_dim if mscale_all_dim != 1.0 else 1.0
+        cparams = yarn_mscale(factor, m) / yarn_mscale(factor, mscale_all_dim) / grow * attn_factor
+    else:
+        cparams = attn_factor
+    magnitude = cparams * grow
+    softmax = (magnitude * yarn_mscale(factor, mscale_all_dim or 0.0)) ** 2
+    return magnitude, softmax
+
+
+def _deepseek2_linear(out: Flags, params: Mapping[str, Any], factor: float, arch: str) -> None:
+    """deepseek2 with linear scaling: models/deepseek2.cpp scales the softmax by
+    ``(attn_factor (1 + 0.1 ln s) (1 + 0.1 m_all ln s))^2`` whatever the scaling type (the cos/sin magnitude is
+    ``attn_factor``: no YaRN), where transformers' is ``mscale(s, mscale_all_dim)^2`` (1 without mscale_all_dim).
+    The ``yarn_log_multiplier`` override that makes them equal (negative: it cancels the ``1 + 0.1 ln s``) is given;
+    measured, without it a converted DeepSeek V3 twin's logits moved by 1.35 relative."""
+    m_all = params.get("mscale_all_dim")
+    wanted_softmax = yarn_mscale(factor, float(m_all)) ** 2 if m_all else 1.0
+    grow = yarn_mscale(factor)
+    m = (math.sqrt(wanted_softmax) / grow - 1.0) / (0.1 * math.log(factor))
+    out.argv += ["--override-kv", f"{arch}.rope.scaling.yarn_log_multiplier=float:{shortest_float32(0.1 * m)!r}"]
+    out.attention_factor = 1.0
+    out.softmax_scale = (grow * (1.0 + 0.1 * m * math.log(factor))) ** 2  # llama.cpp: float32 of the same
+
+
+def _deepseek2_yarn(out: Flags, params: Mapping[str, Any], factor: float, arch: str) -> None:
+    """deepseek2: the overrides that give transformers' magnitude and softmax scale on any GGUF of the model.
+
+    llama.cpp ties both to two GGUF keys (:func:`deepseek2_yarn`): the magnitude is ``rope.scaling.attn_factor``
+    and the softmax multiplier ``(attn_factor mscale(s, m_all))^2`` with ``m_all`` = ``yarn_log_multiplier`` / 0.1.
+    The converter writes ``yarn_log_multiplier`` from the config's mscale_all_dim, which a request can change, so it
+    is always given (``--override-kv``), and ``attn_factor`` whenever it is not llama.cpp's 1: the same flags are
+    then right on the GGUF of the shipped config and on one of the patched config, and ``posenc check`` of the
+    patched config prints them too. No ``attn_factor`` override for DeepSeek V2/V3 as shipped, and none for a new
+    factor for them (issue 18: the override posenc printed before moved the logits by 1.5-1.6 relative).
+    """
+    wanted = yarn_attention_factor(params, factor)
+    m_all = params.get("mscale_all_dim")
+    wanted_softmax = yarn_mscale(factor, float(m_all)) ** 2 if m_all else 1.0
+    # with a yarn_log_multiplier the magnitude is attn_factor, and mscale(s, m_all) is sqrt(softmax) / magnitude;
+    # without one (m_all 0) the magnitude is attn_factor (1 + 0.1 ln s)
+    needed = math.sqrt(wanted_softmax) / wanted
+    m_needed = (needed - 1.0) / (0.1 * math.log(factor)) if factor > 1 else math.nan
+    m_used = m_needed if math.isfinite(m_needed) and m_needed > 1e-12 else 0.0
+    # the key is float32 in the GGUF and in llama.cpp: its shortest float32 spelling
+    out.argv += ["--override-kv", f"{arch}.rope.scaling.yarn_log_multiplier=float:{shortest_float32(0.1 * m_used)!r}"]
+    raf = wanted if m_used else wanted / yarn_mscale(factor)
+    if not math.isclose(raf, 1.0, rel_tol=1e-12):
+        out.argv += ["--override-kv", f"{arch}.rope.scaling.attn_factor=float:{float(raf)!r}"]
+    out.attention_factor, out.softmax_scale = deepseek2_yarn(factor, raf, m_used)
+    if not (math.isclose(out.attention_factor, wanted, rel_tol=1e-9)
+            and math.isclose(out.softmax_scale, wanted_softmax, rel_tol=1e-9)):
+        out.warnings.append(f"{arch}: llama.cpp ties the softmax scale to the cos/sin magnitude; transformers' "
+                            f"magnitude {wanted:.6g} with softmax x{wanted_softmax:.6g} cannot be given")
 
 
 def arch_name(model_type: str | None) -> str:
@@ -60,7 +137,7 @@ def flags(params: Mapping[str, Any], *, max_model_len: int, arch: str, in_gguf: 
 
     ``in_gguf``: the model's own rope, already written into its GGUF by conversion (llama3 and LongRoPE then need
     no flag); otherwise a new scaling given on the command line. ``truncate``: YaRN's setting as transformers reads
-    it (None: the dict's own, default true).
+    it (None: the dict's own, default true). ``arch``: the GGUF architecture (``ARCH`` when not known).
     """
     rope_type = params.get("rope_type", "default")
     theta = format_number(float(params["rope_theta"]))
@@ -68,8 +145,11 @@ def flags(params: Mapping[str, Any], *, max_model_len: int, arch: str, in_gguf: 
     if rope_type == "default":
         return Flags(["--rope-scaling", "none", "--rope-freq-base", theta, *ctx])
     if rope_type == "linear":
-        return Flags(["--rope-scaling", "linear", "--rope-scale", format_number(float(params["factor"])),
-                      "--rope-freq-base", theta, *ctx])
+        out = Flags(["--rope-scaling", "linear", "--rope-scale", format_number(float(params["factor"])),
+                     "--rope-freq-base", theta, *ctx])
+        if arch in DEEPSEEK_ARCHS and float(params["factor"]) > 1:
+            _deepseek2_linear(out, params, float(params["factor"]), arch)
+        return out
     if rope_type == "yarn":
         original = int(params["original_max_position_embeddings"])
         factor = float(params["factor"])
@@ -78,12 +158,17 @@ def flags(params: Mapping[str, Any], *, max_model_len: int, arch: str, in_gguf: 
                      "--yarn-beta-fast", format_number(float(params.get("beta_fast") or 32)),
                      "--yarn-beta-slow", format_number(float(params.get("beta_slow") or 1)), *ctx])
         wanted = yarn_attention_factor(params, factor)
-        default = yarn_mscale(factor)
-        # DeepSeek GGUFs carry mscale_all_dim as yarn_log_multiplier and llama.cpp rebuilds the mscale pair from it
-        rebuilt = in_gguf and arch == "deepseek2"
-        if not rebuilt and not math.isclose(wanted, default, rel_tol=1e-12):
-            out.argv += ["--override-kv", f"{arch}.rope.scaling.attn_factor=float:{wanted / default!r}"]
-        out.attention_factor = wanted
+        if arch in DEEPSEEK_ARCHS:
+            _deepseek2_yarn(out, params, factor, arch)
+        else:
+            default = yarn_mscale(factor)
+            if not math.isclose(wanted, default, rel_tol=1e-12):
+                out.argv += ["--override-kv", f"{arch}.rope.scaling.attn_factor=float:{wanted / default!r}"]
+                if arch == "ARCH":
+                    out.warnings.append("for a deepseek2 GGUF (DeepSeek V2/V3, Kimi K2) these flags are wrong: "
+                                        "llama.cpp derives its attention factor from the GGUF's "
+                                        "rope.scaling.yarn_log_multiplier; pass --config to get that model's flags")
+            out.attention_factor = wanted
         if (params.get("truncate", True) if truncate is None else truncate) is False:
             out.warnings.append("llama.cpp always rounds YaRN's correction range (truncate=true); this config has "
                                 "truncate=false")
@@ -104,6 +189,26 @@ def flags(params: Mapping[str, Any], *, max_model_len: int, arch: str, in_gguf: 
         raise NoEquivalent("llama3 scaling has no llama.cpp flag: it is baked into the GGUF's rope_freqs tensor by "
                            "convert_hf_to_gguf.py; patch config.json with --format hf and convert")
     raise NoEquivalent(f"rope_type {rope_type!r} has no llama.cpp flag")
+
+
+def stacking(native: Mapping[str, Any], new: Mapping[str, Any], *, gguf: bool) -> str | None:
+    """Why these flags would stack on a ``rope_freqs`` tensor, or None: the model's own rope (``native``) is llama3,
+    which convert_hf_to_gguf.py writes as a ``rope_freqs`` tensor that llama.cpp applies under any rope flag, and
+    the new rope (``new``) is not llama3. ``gguf``: the file itself was given (so the tensor is there)."""
+    if native.get("rope_type") != "llama3" or new.get("rope_type", "default") == "llama3":
+        return None
+    where = "this GGUF has" if gguf else "a GGUF converted from this config (convert_hf_to_gguf.py) has"
+    return (f"{where} a rope_freqs tensor holding the llama3 factors, which llama.cpp divides every frequency by "
+            f"under any --rope-scaling flag: on that file these flags compute {new.get('rope_type', 'default')} of "
+            "the llama3-scaled frequencies, not what transformers computes (on a converted tiny Llama 3.1 twin the "
+            f"logits moved by {STACKED_LOGIT_DIFF} relative); convert a config patched with `posenc scale ... "
+            "--format hf -o DIR/config.json` instead: its GGUF has no rope_freqs tensor and these flags are right "
+            "for it")
+
+
+#: measured with tests/test_engine_llamacpp_converted.py's twins (``posenc scale yarn --target 256k`` flags on a
+#: converted Llama 3.1 twin, two weight seeds: the largest per-position |llama.cpp - transformers| / |transformers|)
+STACKED_LOGIT_DIFF = "0.35-0.55"
 
 
 def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
@@ -137,7 +242,7 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
     else:
         freqs = compute(spec, max_model_len, top_level=model.top_level)
         group = GroupRun(layer.name, freqs.inv_freq, freqs.attention_factor)
-    group.softmax_scale = model.softmax_scale
+    group.softmax_scale = f.softmax_scale if f.softmax_scale is not None else model.softmax_scale
     warnings = list(f.warnings)
     if rope_type in ("linear", "yarn") and arch_name(model.text_model_type) == "llama":
         warnings.append("a Llama 3.x GGUF's rope_freqs tensor applies on top of these flags: check the GGUF with "
@@ -165,9 +270,15 @@ PYTHON_SERVER_FLAGS: dict[str, tuple[str, Callable[[str], str]]] = {
 def python_server_argv(argv: list[str], model: str = "MODEL") -> list[str]:
     """llama-server flags from :func:`flags` as a ``python -m llama_cpp.server`` command (llama-cpp-python)."""
     out = ["python", "-m", "llama_cpp.server", "--model", model]
+    overrides: list[str] = []
     pairs = iter(argv)
     for flag in pairs:
         value = next(pairs)
         name, convert = PYTHON_SERVER_FLAGS[flag]
-        out += [name, convert(value)]
-    return out
+        if flag == "--override-kv":
+            overrides.append(convert(value))
+        else:
+            out += [name, convert(value)]
+    # the server's list settings are one argparse option with nargs="*": a second --kv_overrides would replace the
+    # first, so every override follows one flag
+    return out + (["--kv_overrides", *overrides] if overrides else [])

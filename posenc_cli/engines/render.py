@@ -22,13 +22,15 @@ FORMATS = (*hf.FORMATS, "vllm", "sglang", "llama.cpp", "llama-cpp-python")
 
 
 def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bool = False,
-           rope: dict[str, Any] | None = None) -> tuple[str, list[str]]:
+           rope: dict[str, Any] | None = None, facts: ModelFacts | None = None,
+           gguf: bool = False) -> tuple[str, list[str]]:
     """The text ``posenc scale`` prints on stdout for ``fmt``, and caveats for stderr.
 
     ``text_config``: the model keeps its rope settings in ``text_config`` (multimodal), where vLLM reads them.
     ``model``: the model name (or GGUF path) the engine command lines name. ``rope``: the model's whole
     ``rope_parameters`` after the request (one dict per layer type for Gemma 3), which engines that replace the
-    dict must get whole; by default the request's one dict.
+    dict must get whole; by default the request's one dict. ``facts``: the model (``--config``), whose GGUF
+    architecture and converted rope llama.cpp's flags depend on; ``gguf``: the model was given as its GGUF file.
     """
     group = rope_parameters(req)
     rope = group if rope is None else rope
@@ -56,10 +58,15 @@ def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bo
     if fmt in ("llama.cpp", "llama-cpp-python"):
         from posenc_cli.engines import llamacpp
 
-        f = llamacpp.flags(group, max_model_len=req.target, arch="ARCH", in_gguf=False)
+        arch = llamacpp.arch_name(facts.model_type) if facts is not None and facts.model_type else "ARCH"
+        native = facts.params if facts is not None else {}
+        stacked = llamacpp.stacking(native, group, gguf=gguf)
+        if stacked is not None and gguf:
+            raise llamacpp.NoEquivalent(stacked)
+        f = llamacpp.flags(group, max_model_len=req.target, arch=arch, in_gguf=False)
         argv = f.argv if fmt == "llama.cpp" else llamacpp.python_server_argv(f.argv, model)
-        caveats = list(f.warnings)
-        if rope is not group:
+        caveats = list(f.warnings) + ([stacked] if stacked else [])
+        if any(isinstance(v, dict) for v in rope.values()):  # one dict per layer type (Gemma 3)
             caveats.append("llama.cpp takes one set of rope flags for every layer and reads per-layer bases from "
                            "the GGUF (rope.freq_base_swa), which posenc does not model: these flags are the extended "
                            "group's; run posenc check on the GGUF")
@@ -68,7 +75,7 @@ def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bo
 
 
 def render_for_model(config: dict[str, Any], facts: ModelFacts, req: ScaleRequest, fmt: str,
-                     model: str = "MODEL") -> tuple[str, list[str]]:
+                     model: str = "MODEL", *, gguf: bool = False) -> tuple[str, list[str]]:
     """What ``posenc scale --config`` prints for ``fmt``: for the hf formats the keys to merge into ``config``
     (in its nesting, only the extended layer group changed); for an engine its command line with the model's whole
     ``rope_parameters`` after the request (what vLLM and SGLang replace)."""
@@ -84,4 +91,5 @@ def render_for_model(config: dict[str, Any], facts: ModelFacts, req: ScaleReques
                           f"{where.split('.')[0]} whole, so posenc writes no override for it: use --format hf and "
                           "serve the patched config.json")
     whole = hf.patch_config(config, req, "hf-v5", facts.group)
-    return render(req, fmt, model, text_config=facts.text_config, rope=text_config(whole)[0]["rope_parameters"])
+    return render(req, fmt, model, text_config=facts.text_config, rope=text_config(whole)[0]["rope_parameters"],
+                  facts=facts, gguf=gguf)
