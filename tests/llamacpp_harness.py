@@ -223,3 +223,46 @@ def hf_logits(weights: dict[str, np.ndarray], tokens: np.ndarray | list[int], *,
     with torch.no_grad():
         out = model(input_ids=ids, use_cache=False)
     return out.logits[0].to(torch.float32).numpy().copy()
+
+
+#: llama-server's ``--rope-scaling`` names as ``rope_scaling_type`` values
+SCALING = {"none": ROPE_SCALING_NONE, "linear": ROPE_SCALING_LINEAR, "yarn": ROPE_SCALING_YARN}
+#: llama-server flags that carry no RoPE setting (the binary, the model path given to -m)
+_IGNORED = ("llama-server",)
+
+
+def server_flags_as_kwargs(argv: list[str], arch: str = ARCH) -> dict[str, Any]:
+    """llama-server's flags as ``llama_cpp.Llama`` context parameters (common/arg.cpp), no RoPE arithmetic:
+    ``--rope-scale N`` is ``rope_freq_scale = 1/N``, ``--override-kv ARCH.key=float:v`` a float override of
+    ``<arch>.key``. A flag posenc prints that is not mapped here fails the test."""
+    out: dict[str, Any] = {"kv_overrides": {}}
+    it = iter(argv)
+    for flag in it:
+        if flag in _IGNORED:
+            continue
+        value = next(it)
+        if flag == "-m":
+            continue
+        if flag == "--rope-scaling":
+            out["rope_scaling_type"] = SCALING[value]
+        elif flag == "--rope-scale":
+            out["rope_freq_scale"] = 1.0 / float(value)
+        elif flag == "--rope-freq-base":
+            out["rope_freq_base"] = float(value)
+        elif flag == "--yarn-orig-ctx":
+            out["yarn_orig_ctx"] = int(value)
+        elif flag == "--yarn-beta-fast":
+            out["yarn_beta_fast"] = float(value)
+        elif flag == "--yarn-beta-slow":
+            out["yarn_beta_slow"] = float(value)
+        elif flag == "--ctx-size":
+            out["n_ctx"] = int(value)
+        elif flag == "--override-kv":
+            key, typed = value.split("=", 1)
+            kind, number = typed.split(":", 1)
+            assert kind == "float", value
+            out["kv_overrides"][key.replace("ARCH.", arch + ".")] = float(number)
+        else:
+            raise AssertionError(f"posenc printed a flag this test does not map: {flag}")
+    return out
+

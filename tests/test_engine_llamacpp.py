@@ -25,18 +25,15 @@ pytest.importorskip("transformers")
 pytest.importorskip("torch")
 
 from llamacpp_harness import (  # noqa: E402
-    ROPE_SCALING_LINEAR,
-    ROPE_SCALING_NONE,
-    ROPE_SCALING_YARN,
     hf_logits,
     llamacpp_logits,
+    server_flags_as_kwargs,
     write_tiny_llama_gguf,
 )
 
 TOL = 0.1  # logits; justified in test_llamacpp_harness.py
 MISMATCH = 5.0  # a wrong setting moves the logits by 9.9 or more there
 CTX_TRAIN, N_TOKENS, HEAD_DIM = 256, 1024, 16
-SCALING = {"none": ROPE_SCALING_NONE, "linear": ROPE_SCALING_LINEAR, "yarn": ROPE_SCALING_YARN}
 TINY = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
         "num_hidden_layers": 2, "max_position_embeddings": CTX_TRAIN, "rope_theta": 10000.0}
 
@@ -50,35 +47,8 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, np.
 
 
 def llama_kwargs(argv: list[str]) -> dict[str, Any]:
-    """llama-server's flags as llama.cpp context parameters (common/arg.cpp), no RoPE arithmetic."""
-    out: dict[str, Any] = {"kv_overrides": {}}
-    it = iter(argv)
-    for flag in it:
-        if flag in ("llama-server", "-m", "MODEL.gguf"):
-            continue
-        value = next(it)
-        if flag == "--rope-scaling":
-            out["rope_scaling_type"] = SCALING[value]
-        elif flag == "--rope-scale":
-            out["rope_freq_scale"] = 1.0 / float(value)
-        elif flag == "--rope-freq-base":
-            out["rope_freq_base"] = float(value)
-        elif flag == "--yarn-orig-ctx":
-            out["yarn_orig_ctx"] = int(value)
-        elif flag == "--yarn-beta-fast":
-            out["yarn_beta_fast"] = float(value)
-        elif flag == "--yarn-beta-slow":
-            out["yarn_beta_slow"] = float(value)
-        elif flag == "--ctx-size":
-            out["n_ctx"] = int(value)
-        elif flag == "--override-kv":
-            key, typed = value.split("=", 1)
-            kind, number = typed.split(":", 1)
-            assert kind == "float"
-            out["kv_overrides"][key.replace("ARCH.", "llama.")] = float(number)
-        else:
-            raise AssertionError(f"posenc printed a flag this test does not map: {flag}")
-    return out
+    """llama-server's flags as llama.cpp context parameters (the harness's one parser)."""
+    return server_flags_as_kwargs(argv)
 
 
 def scale_outputs(*args: str) -> tuple[dict[str, Any], list[str]]:

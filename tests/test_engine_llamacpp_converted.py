@@ -36,7 +36,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("torch")
 
 from converted_harness import convert, converter_dir, hf_logits, relative_diff, save_twin, tiny_twin  # noqa: E402
-from llamacpp_harness import ROPE_SCALING_LINEAR, ROPE_SCALING_NONE, ROPE_SCALING_YARN, llamacpp_logits  # noqa: E402
+from llamacpp_harness import ROPE_SCALING_YARN, SCALING, llamacpp_logits, server_flags_as_kwargs  # noqa: E402
 
 CONVERTER = converter_dir()
 pytestmark = [pytest.mark.numeric,
@@ -49,7 +49,6 @@ TOL = 2e-3
 MISMATCH = 0.05
 N_TOKENS = 512
 MAX_CTX = 32768  # a larger --ctx-size only sizes the KV cache for YaRN/linear/none (see llama_kwargs)
-SCALING = {"none": ROPE_SCALING_NONE, "linear": ROPE_SCALING_LINEAR, "yarn": ROPE_SCALING_YARN}
 
 
 def corpus(name: str) -> dict[str, Any]:
@@ -96,35 +95,7 @@ def llama_kwargs(argv: list[str], arch: str) -> dict[str, Any]:
     """llama-server's flags as llama.cpp context parameters (common/arg.cpp), no RoPE arithmetic; ``--ctx-size``
     above MAX_CTX becomes MAX_CTX: with YaRN, linear or no scaling llama.cpp reads n_ctx for nothing but the KV
     cache (its YaRN length is --yarn-orig-ctx or the GGUF's), and the test evaluates 512 tokens."""
-    out: dict[str, Any] = {"kv_overrides": {}}
-    it = iter(argv)
-    for flag in it:
-        if flag in ("llama-server",):
-            continue
-        value = next(it)
-        if flag == "-m":
-            continue
-        if flag == "--rope-scaling":
-            out["rope_scaling_type"] = SCALING[value]
-        elif flag == "--rope-scale":
-            out["rope_freq_scale"] = 1.0 / float(value)
-        elif flag == "--rope-freq-base":
-            out["rope_freq_base"] = float(value)
-        elif flag == "--yarn-orig-ctx":
-            out["yarn_orig_ctx"] = int(value)
-        elif flag == "--yarn-beta-fast":
-            out["yarn_beta_fast"] = float(value)
-        elif flag == "--yarn-beta-slow":
-            out["yarn_beta_slow"] = float(value)
-        elif flag == "--ctx-size":
-            out["n_ctx"] = int(value)
-        elif flag == "--override-kv":
-            key, typed = value.split("=", 1)
-            kind, number = typed.split(":", 1)
-            assert kind == "float"
-            out["kv_overrides"][key.replace("ARCH.", arch + ".")] = float(number)
-        else:
-            raise AssertionError(f"posenc printed a flag this test does not map: {flag}")
+    out = server_flags_as_kwargs(argv, arch)
     if out.get("rope_scaling_type", ROPE_SCALING_YARN) in SCALING.values():
         out["n_ctx"] = min(out.get("n_ctx", N_TOKENS), MAX_CTX)
     if not out["kv_overrides"]:
