@@ -170,6 +170,9 @@ def _kind(text_type: str) -> _Kind:
 #: the whole head.
 LLAMA_LIKE = frozenset({"internlm2", "yi", "baichuan"})
 
+#: Where remote-code composites (no class in transformers) keep their language model: InternVL chat's
+#: ``llm_config``, VILA's ``llm_cfg``, DeepSeek-VL2's and Janus's ``language_config``.
+_REMOTE_SUBCONFIGS = ("text_config", "llm_config", "llm_cfg", "language_config")
 #: Remote-code model types that transformers reads with another class.
 _ALIASES = {"kimi_k2": "deepseek_v3"}
 _LEGACY_LAYER_TYPES = {"mamba": "linear_attention", "attention": "full_attention", "sliding": "sliding_attention",
@@ -304,7 +307,8 @@ def text_config(cfg: Mapping[str, Any]) -> tuple[Mapping[str, Any], str, str]:
         model_type = inferred[0] if inferred else ""
     model_type = _ALIASES.get(model_type, model_type)
     entry = generated()["models"].get(model_type)
-    path: list[str] = list(entry["path"]) if entry else (["text_config"] if "text_config" in cfg else [])
+    path: list[str] = list(entry["path"]) if entry else next(
+        ([key] for key in _REMOTE_SUBCONFIGS if isinstance(cfg.get(key), Mapping)), [])
     default_type = str(entry["text_type"]) if entry else ""
     honours_inner = bool(entry["auto"]) if entry else True
     node: Mapping[str, Any] = cfg

@@ -81,15 +81,20 @@ def render_for_model(config: dict[str, Any], facts: ModelFacts, req: ScaleReques
     ``rope_parameters`` after the request (what vLLM and SGLang replace)."""
     if fmt in hf.FORMATS:
         return json.dumps(hf.fragment(config, req, fmt, facts.group), indent=2), []
-    from posenc_cli.models import ABSENT, text_config
+    from posenc_cli.models import ABSENT, describe, rope_dicts, text_config
+    from posenc_cli.remote_code import v5_refusal
 
-    where = text_config(config)[2].removesuffix(ABSENT)
+    # where the language model's config sits as the reader found it (a remote-code family: where its engine reads it)
+    where = describe(config).text_source.removesuffix(ABSENT)
     if fmt in ("vllm", "sglang") and where not in ("", "text_config"):
         # --hf-overrides sets a dict-valued key whole: an override of `thinker_config` would replace the thinker's
         # whole config, not its text model's rope dict
         raise PosencError(f"this model keeps its text model in {where}; {fmt}'s --hf-overrides would replace "
                           f"{where.split('.')[0]} whole, so posenc writes no override for it: use --format hf and "
                           "serve the patched config.json")
-    whole = hf.patch_config(config, req, "hf-v5", facts.group)
-    return render(req, fmt, model, text_config=facts.text_config, rope=text_config(whole)[0]["rope_parameters"],
-                  facts=facts, gguf=gguf)
+    if v5_refusal(config):  # remote code reads transformers 4 keys: the whole rope as the v4 file resolves it
+        dicts, nested = rope_dicts(hf.patch_config(config, req, "hf", facts.group))
+        rope = dicts if nested else dicts[""]
+    else:
+        rope = text_config(hf.patch_config(config, req, "hf-v5", facts.group))[0]["rope_parameters"]
+    return render(req, fmt, model, text_config=facts.text_config, rope=rope, facts=facts, gguf=gguf)
