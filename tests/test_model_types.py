@@ -222,11 +222,9 @@ def test_every_corpus_file_with_every_rope_type_reads_like_transformers(path: An
 README = gen.OUT.parent.parent / "README.md"
 
 
-def coverage_table() -> str:
-    """The README's coverage table, computed: every model type transformers has, by what posenc does with it."""
-    from posenc_cli.remote_code import FAMILIES
-
-    rows: dict[str, int] = {}
+def coverage() -> dict[str, list[str]]:
+    """Every model type transformers has, by what posenc does with it (row label -> model types)."""
+    rows: dict[str, list[str]] = {}
     for model_type in sorted(set(DATA["models"]) | set(DATA["without_rotary"])):
         if model_type in DATA["models"]:
             row = "refused: 2-D rotary over image patches" if model_type in NOT_READ else \
@@ -243,19 +241,53 @@ def coverage_table() -> str:
                    "none": "no positions (state-space and hybrid models), reported as such",
                    "no default config": "not read: the class cannot build its own default config"}.get(
                 family, f"{family.replace('_', ' ')} positions, reported as such")
-        rows[row] = rows.get(row, 0) + 1
+        rows.setdefault(row, []).append(model_type)
+    return rows
+
+
+def coverage_table() -> str:
+    """The README's coverage table, computed from :func:`coverage`."""
+    from posenc_cli.remote_code import FAMILIES
+
+    rows = coverage()
     remote = sorted(f for f in FAMILIES if f not in DATA["models"])
     unserved = [f for f in remote if f in ("llava_llama", "vila")]  # test_remote_code proves they get no numbers
     served = [f for f in remote if f not in unserved]
     lines = [f"| transformers {DATA['transformers']}: {len(DATA['models']) + len(DATA['without_rotary'])} model types "
              "| count |", "| --- | ---: |"]
-    lines += [f"| {row} | {count} |" for row, count in sorted(rows.items(), key=lambda kv: (-kv[1], kv[0]))]
+    lines += [f"| {row} | {len(types)} |" for row, types in sorted(rows.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
     lines += ["| **remote code** (no class in transformers) | |",
               f"| numbers from vLLM 0.33 / SGLang 0.5.23 model code ({', '.join(served)}) | {len(served)} |",
               f"| named, no numbers: no engine has a model class ({', '.join(unserved)}) | {len(unserved)} |"]
     return "\n".join(lines)
 
 
+COVERAGE_DOC = README.parent / "docs" / "model-types.md"
+
+
+def coverage_doc() -> str:
+    """docs/model-types.md: every model type by row, with the generator's reason for each type it found no rotary
+    embedding for."""
+    out = [f"# Model types of transformers {DATA['transformers']}, by what posenc reads",
+           "", "Written by `tests/test_model_types.py` (`test_the_model_type_list_is_the_data` fails when it is stale; "
+           "run `python tests/test_model_types.py` to rewrite it).", ""]
+    for row, types in sorted(coverage().items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        out += [f"## {row} ({len(types)})", ""]
+        out += [f"- `{t}`" + (f": {DATA['without_rotary'][t]}" if t in DATA["without_rotary"] and
+                              not row.endswith("reported as such") and "rule" not in row else "") for t in types]
+        out.append("")
+    return "\n".join(out)
+
+
+def test_the_model_type_list_is_the_data() -> None:
+    assert COVERAGE_DOC.read_text(encoding="utf-8") == coverage_doc(), "run python tests/test_model_types.py"
+
+
 def test_the_readme_coverage_table_is_the_data() -> None:
     table = coverage_table()
     assert table in README.read_text(encoding="utf-8"), f"README's coverage table should read:\n{table}"
+
+
+if __name__ == "__main__":  # rewrite docs/model-types.md from the data
+    with gen.quiet():
+        COVERAGE_DOC.write_text(coverage_doc(), encoding="utf-8")
