@@ -251,7 +251,7 @@ def base_is_exported(cfg: Mapping[str, Any], raw: Mapping[str, Any]) -> bool:
 
 
 _PLAN_KEYS = {"encoding", "reason", "caveats", "hyperparameters", "extension", "test_plan", "tests", "fallback",
-              "rule", "why", "vetoed", "inputs", "plan", "rules_file"}
+              "rule", "why", "vetoed", "inputs", "plan", "rules_file", "warnings"}
 
 
 def _plan(data: Mapping[str, Any], path: str) -> Trained:
@@ -582,17 +582,29 @@ def _key_findings(exported: Mapping[str, Any], group: str, own: dict[str, Any], 
 
     have = numbers_with(own)
     out: list[Finding] = []
+    if own.get("rope_theta") != rope.get("rope_theta"):
+        ours, theirs = own.get("rope_theta"), rope.get("rope_theta")
+        if _form(text) == "v5":
+            lost = "rope_parameters has no rope_theta" if "rope_theta" not in raw else (
+                f"rope_parameters says rope_theta {ours:g}")
+            out.append(Finding("theta-lost-v5", "rope_theta", ours, theirs,
+                               f"{lost}; transformers 5 reads {ours:g}, the model was trained with {theirs:g}"))
+        else:
+            out.append(Finding("theta", "rope_theta", ours, theirs,
+                               f"rope_theta is {ours:g}; the model was trained with {theirs:g}"))
     own_type, want_type = own.get("rope_type", "default"), rope.get("rope_type", "default")
     if own_type != want_type:
         if own_type == "default":
             source = (trained.source_window is None or window <= trained.source_window) and (
                 trained.source_theta is None or own["rope_theta"] == trained.source_theta)
             if source and window <= (rope.get("original_max_position_embeddings") or trained.source_window or window):
-                out.append(Finding("source-config", "rope_scaling", None, dict(rope),
+                out.append(Finding("source-config", "rope_parameters" if _form(text) == "v5" else "rope_scaling",
+                                   None, dict(rope),
                                    f"config.json is the original model's: plain RoPE at window {window}, while the "
                                    f"model was trained with {want_type} x{rope.get('factor', 1):g}"))
             else:
-                out.append(Finding("dropped-keys", "rope_scaling", None, dict(rope),
+                key = "rope_parameters" if _form(text) == "v5" else "rope_scaling"
+                out.append(Finding("dropped-keys", key, None, dict(rope),
                                    f"the rope scaling is gone: config.json says plain RoPE, the model was trained "
                                    f"with {want_type} x{rope.get('factor', 1):g}"))
         else:
@@ -600,8 +612,8 @@ def _key_findings(exported: Mapping[str, Any], group: str, own: dict[str, Any], 
                                f"rope_type is {own_type!r}; the model was trained with {want_type!r}"))
         return out  # every other key follows from the type
     keys = [k for k in dict.fromkeys([*rope, *own]) if k not in _IGNORED]
-    if own.get("rope_theta") != rope.get("rope_theta"):
-        keys.insert(0, "rope_theta")
+    own = {**own, "rope_theta": rope.get("rope_theta")}  # theta is reported above; each key is tried on its own
+    have = numbers_with(own)
     for key in keys:
         trial = dict(own)
         if key in rope:
@@ -611,14 +623,7 @@ def _key_findings(exported: Mapping[str, Any], group: str, own: dict[str, Any], 
         if _same(numbers_with(trial), have, window=False):
             continue
         ours, theirs = own.get(key), rope.get(key)
-        if key == "rope_theta":
-            v5 = _form(text) == "v5"
-            lost = "rope_parameters has no rope_theta" if v5 and "rope_theta" not in raw else (
-                f"rope_parameters says rope_theta {ours:g}")
-            out.append(Finding("theta-lost-v5" if v5 else "theta", key, ours, theirs,
-                               f"{lost}; transformers 5 reads {ours:g}, the model was trained with {theirs:g}"
-                               if v5 else f"rope_theta is {ours:g}; the model was trained with {theirs:g}"))
-        elif key not in raw and key in rope:
+        if key not in raw and key in rope:
             out.append(Finding("dropped-keys", key, None, theirs,
                                f"{key} is missing (transformers then uses {_shown(ours)}); the model was trained "
                                f"with {_shown(theirs)}"))
