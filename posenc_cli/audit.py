@@ -271,7 +271,7 @@ def _plan(data: Mapping[str, Any], path: str) -> Trained:
         raise PosencError(f"{path}: extension.config_v5 has no flat rope_parameters with rope_theta (a per-layer-type "
                           "plan is not audited yet)")
     window = cfg.get("max_position_embeddings")
-    inputs = data.get("inputs") if isinstance(data.get("inputs"), Mapping) else {}
+    inputs: Mapping[str, Any] = data["inputs"] if isinstance(data.get("inputs"), Mapping) else {}
     source_theta = inputs.get("theta") if isinstance(inputs.get("theta"), (int, float)) else None
     source_window = ext.get("from") if isinstance(ext.get("from"), int) else None
     return Trained("posenc-plan", f"posenc plan {path}", dict(rope), window if isinstance(window, int) else None,
@@ -377,8 +377,8 @@ def _megatron(text: str, path: str) -> Trained:
             notes.append(f"Megatron-LM does not forward --rope-scaling-factor {asked:g} to the model "
                          "(argument_utils.py gpt_config_from_args, NVIDIA/Megatron-LM #6305): it trained with 8")
     elif "--rotary-seq-len-interpolation-factor" in args:
-        factor = _number(args, "--rotary-seq-len-interpolation-factor", None, path, integer=True)
-        rope = {"rope_type": "linear", "factor": factor}
+        rope = {"rope_type": "linear",
+                "factor": _number(args, "--rotary-seq-len-interpolation-factor", None, path, integer=True)}
     else:
         rope = {"rope_type": "default"}
     rope["rope_theta"] = theta
@@ -508,11 +508,11 @@ def audit(checkpoint_label: str, exported: Mapping[str, Any] | None, trained: Tr
         findings.append(Finding("missing-config", "config.json", None, "config.json",
                                 "the checkpoint has no config.json: nothing tells transformers or an engine the "
                                 "rope it was trained with"))
-        fragment = None
+        missing = None
         if trained.rope is not None and trained.window is not None:
-            fragment = with_rope({"max_position_embeddings": trained.window}, "", trained.rope, trained.window,
+            missing = with_rope({"max_position_embeddings": trained.window}, "", trained.rope, trained.window,
                                  to or "v5")
-        return Audit(trained, checkpoint_label, findings, None, fragment, None)
+        return Audit(trained, checkpoint_label, findings, None, missing, None)
     text = text_config(exported)[0]
     window_raw = text.get("max_position_embeddings")
     if isinstance(window_raw, float):
