@@ -15,8 +15,7 @@ from clihelpers import ok, run
 
 HERE = Path(__file__).parent
 FIXTURES = HERE / "fixtures" / "audit"
-TRAIN = ("model_name_or_path: meta-llama/Llama-2-7b-hf\nstage: sft\ndo_train: true\nfinetuning_type: full\n"
-         "rope_scaling: yarn\ncutoff_len: 16384\n")
+TRAIN = (FIXTURES / "lf-train.yaml").read_text()  # the YAML the README's audit example uses
 
 
 def audit(tmp_path: Path, name: str, *extra: str) -> tuple[int, dict[str, object]]:

@@ -120,7 +120,7 @@ def _render(result: Audit) -> None:
     if result.numbers is not None:
         num = result.numbers
         if "pairs_differing" in num:
-            out.append(f"numbers: {num['pairs_differing']} of {num['pairs']} frequency pairs differ (up to "
+            out.append(f"numbers: {num['pairs_differing']} of {num['pairs']} frequency pairs differ (by up to "
                        f"{num['max_relative_difference']:.1%}); attention factor "
                        f"{num['attention_factor_exported']:.6g} served, {num['attention_factor_trained']:.6g} trained")
         else:
