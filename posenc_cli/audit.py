@@ -163,7 +163,7 @@ def trained_rope(path: str, exported: Mapping[str, Any] | None, framework: str |
         raise PosencError(f"--framework {framework!r} is not known; use one of: {', '.join(FRAMEWORKS)}")
     want = {"llama-factory": "yaml", "axolotl": "yaml", "megatron": "args", "torchtitan": "toml",
             "posenc-plan": "json"}[framework]
-    if fmt != want and not (framework == "megatron" and fmt == "yaml"):
+    if fmt != want:
         raise PosencError(f"{path}: {framework} settings are a {want} file, not {fmt}")
     if framework == "llama-factory":
         return _llama_factory(data, path, base if base is not None else exported)

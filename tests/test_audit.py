@@ -338,3 +338,64 @@ def test_exit_codes(tmp_path: Path) -> None:
     assert run("audit", good, "--trained-with", train).exit_code == 0
     assert run("audit", bad, "--trained-with", train).exit_code == 1
     assert run("audit", bad, "--trained-with", train + ".missing").exit_code == 2
+
+
+# ------------------------------------------------------------------ the right config is a transformers input
+
+
+def test_fixed_config_loads_in_transformers_with_the_trained_numbers(tmp_path: Path) -> None:
+    """transformers 5 builds the corrected config (LLaMA-Factory's export, reset factor and float window) with the
+    inv_freq and attention factor posenc computes for the trained rope."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    cfg = {**LLAMA2, "max_position_embeddings": 8192.0, "rope_scaling": {**YARN_X4, "factor": 2.0}}
+    dest = tmp_path / "fixed.json"
+    result = run("audit", checkpoint(tmp_path, cfg), "--trained-with", text(tmp_path, "t.yaml", LF_TRAIN),
+                 "--write", str(dest))
+    assert result.exit_code == 1
+    fixed = json.loads(dest.read_text())
+    config = transformers.LlamaConfig.from_dict(fixed)  # a float window would be refused here
+    inv, attention = ROPE_INIT_FUNCTIONS["yarn"](config, torch.device("cpu"))
+    want = inv_freq({**LLAMA2, "max_position_embeddings": 16384, "rope_scaling": YARN_X4})
+    assert inv.tolist() == want[0]
+    assert attention == pytest.approx(want[1], rel=1e-12)
+
+
+def test_core_module_loads_no_cli_or_heavy_package() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, posenc_cli.audit\n"
+            "print(sorted(m for m in ('typer', 'rich', 'numpy', 'torch', 'transformers', 'matplotlib') "
+            "if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parent.parent)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_audit_command_loads_numpy_only(tmp_path: Path) -> None:
+    from test_imports import loaded_modules, run_cli_body
+
+    ckpt = checkpoint(tmp_path, {**LLAMA2, "max_position_embeddings": 16384, "rope_scaling": YARN_X4})
+    body = run_cli_body(["audit", ckpt, "--trained-with", text(tmp_path, "t.yaml", LF_TRAIN)])
+    loaded = loaded_modules(body, cwd=Path(__file__).parent.parent)
+    assert loaded["numpy"]  # the two spectra are computed
+    assert not any(loaded[m] for m in ("matplotlib", "torch", "transformers", "huggingface_hub", "gguf"))
+
+
+def test_write_into_a_missing_folder_is_one_error(tmp_path: Path) -> None:
+    ckpt = checkpoint(tmp_path, LLAMA2)
+    dest = tmp_path / "no" / "fixed.json"
+    assert_usage_error(run("audit", ckpt, "--trained-with", text(tmp_path, "t.yaml", LF_TRAIN), "--write", str(dest)),
+                       "does not exist")
+    assert not dest.parent.exists()
+
+
+def test_no_mismatch_writes_nothing(tmp_path: Path) -> None:
+    ckpt = checkpoint(tmp_path, {**LLAMA2, "max_position_embeddings": 16384, "rope_scaling": YARN_X4})
+    dest = tmp_path / "fixed.json"
+    result = ok(run("audit", ckpt, "--trained-with", text(tmp_path, "t.yaml", LF_TRAIN), "--write", str(dest)))
+    assert "not written" in result.stderr and not dest.exists()

@@ -62,20 +62,21 @@ def audit(
     if write is not None and result.findings and result.fixed is None:
         raise PosencError(f"--write: there is no config.json in {label} to correct; merge the rope keys printed "
                           "without --write into the model's config")
+    shown = None
+    if write is not None and result.fixed is not None:  # before any output: a failed write is the one error line
+        from posenc_cli.config import write_output_text
+
+        shown = write_output_text(write, json.dumps(result.fixed, indent=2) + "\n")
     if as_json:
         print_json(result.as_dict())
     else:
         _render(result)
     for line in trained.notes:
         note(f"note: {line}")
-    if write is not None:
-        if result.fixed is not None:
-            from posenc_cli.config import write_output_text
-
-            shown = write_output_text(write, json.dumps(result.fixed, indent=2) + "\n")
-            note(f"wrote {shown}")
-        else:
-            note(f"no mismatch: {write} not written")
+    if shown is not None:
+        note(f"wrote {shown}")
+    elif write is not None:
+        note(f"no mismatch: {write} not written")
     if result.findings:
         raise typer.Exit(ExitCode.CHECK_FAILED)
 
