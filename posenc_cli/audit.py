@@ -580,10 +580,23 @@ def _key_findings(exported: Mapping[str, Any], group: str, own: dict[str, Any], 
     def numbers_with(params: Mapping[str, Any]) -> Any:
         return _numbers(with_rope(exported, group, dict(params), window, form), seq_len)
 
-    have = numbers_with(own)
     out: list[Finding] = []
-    if own.get("rope_theta") != rope.get("rope_theta"):
-        ours, theirs = own.get("rope_theta"), rope.get("rope_theta")
+    own_type, want_type = own.get("rope_type", "default"), rope.get("rope_type", "default")
+    where = "rope_parameters" if _form(text) == "v5" else "rope_scaling"
+    ours, theirs = own.get("rope_theta"), rope.get("rope_theta")
+    # the original model's config: plain RoPE at (at most) the length training started from, and, where the
+    # settings say it (a posenc plan), the theta it started from
+    source_len = trained.source_window or rope.get("original_max_position_embeddings")
+    if own_type == "default" and (want_type != "default" or trained.source_theta is not None) and (
+            source_len is not None and window <= source_len) and (
+            trained.source_theta is None or ours == trained.source_theta):
+        what = f"{want_type} x{rope.get('factor', 1):g}" if want_type != "default" else "plain RoPE"
+        theta = f", rope_theta {theirs:g} (config.json: {ours:g})" if ours != theirs else ""
+        out.append(Finding("source-config", where, None, dict(rope),
+                           f"config.json is the original model's: plain RoPE at window {window}, while the model "
+                           f"was trained with {what}{theta}"))
+        return out
+    if ours != theirs:
         if _form(text) == "v5":
             lost = "rope_parameters has no rope_theta" if "rope_theta" not in raw else (
                 f"rope_parameters says rope_theta {ours:g}")
@@ -592,21 +605,11 @@ def _key_findings(exported: Mapping[str, Any], group: str, own: dict[str, Any], 
         else:
             out.append(Finding("theta", "rope_theta", ours, theirs,
                                f"rope_theta is {ours:g}; the model was trained with {theirs:g}"))
-    own_type, want_type = own.get("rope_type", "default"), rope.get("rope_type", "default")
     if own_type != want_type:
         if own_type == "default":
-            source = (trained.source_window is None or window <= trained.source_window) and (
-                trained.source_theta is None or own["rope_theta"] == trained.source_theta)
-            if source and window <= (rope.get("original_max_position_embeddings") or trained.source_window or window):
-                out.append(Finding("source-config", "rope_parameters" if _form(text) == "v5" else "rope_scaling",
-                                   None, dict(rope),
-                                   f"config.json is the original model's: plain RoPE at window {window}, while the "
-                                   f"model was trained with {want_type} x{rope.get('factor', 1):g}"))
-            else:
-                key = "rope_parameters" if _form(text) == "v5" else "rope_scaling"
-                out.append(Finding("dropped-keys", key, None, dict(rope),
-                                   f"the rope scaling is gone: config.json says plain RoPE, the model was trained "
-                                   f"with {want_type} x{rope.get('factor', 1):g}"))
+            out.append(Finding("dropped-keys", where, None, dict(rope),
+                               f"the rope scaling is gone: config.json says plain RoPE, the model was trained "
+                               f"with {want_type} x{rope.get('factor', 1):g}"))
         else:
             out.append(Finding("rope-type", "rope_type", own_type, want_type,
                                f"rope_type is {own_type!r}; the model was trained with {want_type!r}"))

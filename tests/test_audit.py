@@ -399,3 +399,17 @@ def test_no_mismatch_writes_nothing(tmp_path: Path) -> None:
     dest = tmp_path / "fixed.json"
     result = ok(run("audit", ckpt, "--trained-with", text(tmp_path, "t.yaml", LF_TRAIN), "--write", str(dest)))
     assert "not written" in result.stderr and not dest.exists()
+
+
+def test_plan_raising_theta_source_copy(tmp_path: Path) -> None:
+    # an ABF plan (theta raised, no scaling): the original config is a source copy, a wrong theta is `theta`
+    plan = {"encoding": "rope", "extension": {
+        "method": "abf", "from": 4096, "to": 16384,
+        "config_v5": {"rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
+                      "max_position_embeddings": 16384}}, "inputs": {"theta": 10000.0, "trained_ctx": 4096}}
+    plan_path = write_json(tmp_path, plan, "plan.json")
+    result = run("audit", checkpoint(tmp_path, LLAMA2), "--trained-with", plan_path, "--json")
+    assert findings(result) == ["source-config", "window"]
+    later = {**LLAMA2, "max_position_embeddings": 16384, "rope_theta": 100000.0}
+    result = run("audit", checkpoint(tmp_path, later, "later"), "--trained-with", plan_path, "--json")
+    assert findings(result) == ["theta"]
