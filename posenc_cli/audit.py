@@ -219,6 +219,7 @@ def _llama_factory(data: Mapping[str, Any], path: str, model_cfg: Mapping[str, A
                           "has no config.json to read them from")
     params, window, raw = _model_rope(model_cfg)
     orig = raw.get("original_max_position_embeddings")
+    note = ""
     if isinstance(orig, (int, float)) and not isinstance(orig, bool):
         old = int(orig)
     else:
@@ -226,9 +227,11 @@ def _llama_factory(data: Mapping[str, Any], path: str, model_cfg: Mapping[str, A
         factor = raw.get("factor")
         if base_is_exported(model_cfg, raw) and isinstance(factor, (int, float)) and factor > 1:
             old = int(round(old / factor))  # the window LLaMA-Factory itself raised from old * factor
+            note = (f"the model's length before training is taken as {old} (max_position_embeddings / factor of a "
+                    "config LLaMA-Factory scaled); pass --base with the base model's config to be sure")
     if not old:
         raise PosencError("the config has no max_position_embeddings for LLaMA-Factory to scale from")
-    notes: list[str] = []
+    notes: list[str] = [note] if note else []
     if cutoff <= old:
         notes.append(f"cutoff_len {cutoff} <= the model's length {old}: LLaMA-Factory disabled rope scaling")
         return Trained("llama-factory", label, None, None, notes)
@@ -390,6 +393,9 @@ def _megatron(text: str, path: str) -> Trained:
         if kind == "yarn":
             notes.append("Megatron's YaRN rotates the whole head whatever --rotary-percent says (open PR "
                          "NVIDIA/Megatron-LM #7476); transformers will rotate only the given part")
+    if "--rotary-interleaved" in args:
+        notes.append("--rotary-interleaved: Megatron rotated adjacent pairs; transformers rotates halves, so the HF "
+                     "export must permute the q/k weights (config.json cannot say which layout the weights have)")
     window = _number(args, "--max-position-embeddings", None, path, integer=True) or _number(
         args, "--seq-length", None, path, integer=True)
     return Trained("megatron", f"Megatron-LM arguments {path}", rope, int(window) if window else None, notes)

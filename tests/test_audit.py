@@ -413,3 +413,18 @@ def test_plan_raising_theta_source_copy(tmp_path: Path) -> None:
     later = {**LLAMA2, "max_position_embeddings": 16384, "rope_theta": 100000.0}
     result = run("audit", checkpoint(tmp_path, later, "later"), "--trained-with", plan_path, "--json")
     assert findings(result) == ["theta"]
+
+
+def test_llamafactory_linear_export_guesses_the_length_and_says_so(tmp_path: Path) -> None:
+    # a linear dict keeps no original length: the one before training is window / factor, stated as a guess
+    cfg = {**LLAMA2, "max_position_embeddings": 12288.0, "rope_scaling": {"rope_type": "linear", "factor": 3.0}}
+    train = text(tmp_path, "t.yaml", LF_TRAIN.replace("yarn", "linear").replace("16384", "10000"))
+    result = run("audit", checkpoint(tmp_path, cfg), "--trained-with", train)
+    assert result.exit_code == 1 and "float-window" in result.stdout
+    assert "taken as 4096" in result.stderr and "--base" in result.stderr
+
+
+def test_megatron_interleaved_layout_is_noted(tmp_path: Path) -> None:
+    args = text(tmp_path, "a.sh", "--position-embedding-type rope --rotary-interleaved --seq-length 4096\n")
+    result = ok(run("audit", checkpoint(tmp_path, LLAMA2), "--trained-with", args))
+    assert "permute the q/k weights" in result.stderr
