@@ -329,6 +329,8 @@ def test_bad_command_lines(tmp_path: Path) -> None:
     (bad / "config.json").write_text("{")
     assert_usage_error(run("audit", str(bad), "--trained-with", train), "not valid JSON")
     assert run("audit", ckpt).exit_code == 2  # --trained-with is required
+    args = text(tmp_path, "a.sh", "--position-embedding-type rope\n")
+    assert_usage_error(run("audit", ckpt, "--trained-with", args, "--base", ckpt), "--base is for LLaMA-Factory")
 
 
 def test_exit_codes(tmp_path: Path) -> None:

@@ -58,6 +58,9 @@ def audit(
         if isinstance(local, str) and Path(local).exists():
             base_cfg = _read_config(local)
     trained = trained_rope(trained_with, exported, framework, base_cfg)
+    if base is not None and trained.framework != "llama-factory":
+        raise PosencError(f"--base is for LLaMA-Factory settings; {trained_with} is {trained.framework}'s, which "
+                          "name their rope themselves")
     result = run_audit(label, exported, trained, to)
     if write is not None and result.findings and result.fixed is None:
         raise PosencError(f"--write: there is no config.json in {label} to correct; merge the rope keys printed "
