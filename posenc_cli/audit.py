@@ -533,6 +533,14 @@ def audit(checkpoint_label: str, exported: Mapping[str, Any] | None, trained: Tr
     raw = text.get("rope_scaling") or text.get("rope_parameters") or {}
     raw = dict(raw) if isinstance(raw, Mapping) else {}
     form = to or _form(text)
+    if form == "v5":
+        from posenc_cli.lint import oldest_reader
+
+        oldest = oldest_reader(exported)
+        if oldest is not None and int(oldest[0].split(".")[0]) >= 5:
+            trained.notes.append(f"config.json needs transformers >= {oldest[0]} ({oldest[1]}): a transformers 4 "
+                                 "reader (and an engine built on one) sees neither its rope_theta nor its scaling; "
+                                 "--to v4 writes the keys both read")
     rope = trained.rope if trained.rope is not None else own
     window = trained.window if trained.window is not None else model.max_position_embeddings
     if window is None:

@@ -37,7 +37,16 @@ def test_bridge_v5_export_drops_yarn_and_theta(tmp_path: Path) -> None:
     fixed = json.loads(dest.read_text())
     assert fixed["rope_parameters"]["rope_type"] == "yarn" and fixed["rope_parameters"]["rope_theta"] == 5e6
     assert "rope_scaling" not in fixed  # the file's own transformers 5 form
+    assert "transformers 4 reader" in result.stderr and "--to v4" in result.stderr
     ok(run("audit", str(dest), "--trained-with", str(ARGS)))
+    # the legacy keys transformers 4 and 5 both read: the same numbers, no note
+    legacy = json.loads(run("audit", str(EXPORT), "--trained-with", str(ARGS), "--json", "--to", "v4").stdout)
+    assert legacy["config"]["rope_theta"] == 5e6 and legacy["config"]["rope_scaling"]["rope_type"] == "yarn"
+    assert "rope_parameters" not in legacy["config"]
+    again = tmp_path / "v4"
+    again.mkdir()
+    (again / "config.json").write_text(json.dumps(legacy["config"]))
+    assert "transformers 4 reader" not in ok(run("audit", str(again), "--trained-with", str(ARGS))).stderr
 
 
 def test_fixture_is_bridges_output(tmp_path: Path) -> None:
