@@ -42,6 +42,7 @@ COMMANDS = {
     "plot": ("posenc_cli.cli.plot", "plot_app"),
     "experiment": ("posenc_cli.cli.experiment", "experiment_app"),
     "eval": ("posenc_cli.cli.eval", "eval_app"),
+    "audit": ("posenc_cli.cli.audit", "audit"),
 }
 LAZY_GROUPS = {name: spec for name, spec in COMMANDS.items() if spec[1].endswith("_app")}
 
