@@ -120,6 +120,32 @@ def difference(theirs: dict[str, Any], their_max_pos: int, t: TrainerInput, seq_
 # --- LLaMA-Factory ----------------------------------------------------------------------------------------------
 
 LLAMAFACTORY_TYPES = ("linear", "dynamic", "yarn", "llama3")
+#: model types whose transformers 4.57.6 config class has a ``rope_scaling`` attribute: for any other type
+#: ``configure_rope`` warns "Current model does not support RoPE scaling" and changes nothing (tests check the list
+#: against 4.57.6)
+LLAMAFACTORY_SCALABLE = frozenset((
+    "apertus", "arcee", "aria_text", "bamba", "blt", "chameleon", "code_llama", "cohere", "cohere2", "csm",
+    "deepseek_v2", "deepseek_v3", "diffllama", "doge", "dots1", "efficientloftr", "ernie4_5", "ernie4_5_moe",
+    "evolla", "exaone4", "falcon", "falcon_h1", "flex_olmo", "fuyu", "gemma3_text", "gemma3n_text", "glm4_moe",
+    "glm4v_moe_text", "glm4v_text", "gpt_neox", "gpt_neox_japanese", "gpt_oss", "granite", "granitemoe",
+    "granitemoehybrid", "granitemoeshared", "hunyuan_v1_dense", "hunyuan_v1_moe", "llama", "llama4_text",
+    "longcat_flash", "moonshine", "olmo", "olmo2", "olmo3", "olmoe", "open-llama", "persimmon", "phi", "phi3",
+    "phi4_multimodal", "phimoe", "qwen2", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_moe", "qwen2_vl", "qwen2_vl_text",
+    "qwen3", "qwen3_moe", "qwen3_next", "qwen3_vl_moe_text", "qwen3_vl_text", "seed_oss", "smollm3", "stablelm",
+    "starcoder2"))
+
+
+def _own_rope(t: TrainerInput) -> tuple[dict[str, Any], int]:
+    """The model's rope as shipped (what a trainer that ignores the request trains) and its
+    max_position_embeddings."""
+    req = t.req
+    before = t.before if t.before is not None else {}
+    own = dict(_own_scaling(before)) or {"rope_type": "default"}
+    own.setdefault("rope_type", own.get("type", "default"))
+    own["rope_theta"] = float(before.get("rope_theta") or own.get("rope_theta") or req.theta)
+    if t.rope.get("partial_rotary_factor") is not None:
+        own["partial_rotary_factor"] = t.rope["partial_rotary_factor"]
+    return own, int(before.get("max_position_embeddings") or req.original_max)
 
 
 def _own_scaling(before: dict[str, Any]) -> dict[str, Any]:
@@ -154,6 +180,11 @@ def llamafactory(t: TrainerInput) -> tuple[str, list[str]]:
     if req.unchanged:
         return _dump({"cutoff_len": req.target}), caveats + [
             "no rope_scaling key: the model's own rope already serves this length"]
+    if t.model_type and t.model_type not in LLAMAFACTORY_SCALABLE:
+        raise PosencError(f"under transformers 4.x the {t.model_type} config has no rope_scaling, so LLaMA-Factory "
+                          "leaves the rope as shipped (\"Current model does not support RoPE scaling\"), measured "
+                          f"at {req.target} positions: {difference(*_own_rope(t), t)}; nearest: none, use "
+                          "--format trl or axolotl")
     before = t.before if t.before is not None else {"max_position_embeddings": req.original_max}
     own = _own_scaling(before)
     old = int(own.get("original_max_position_embeddings") or before.get("max_position_embeddings")
@@ -248,14 +279,7 @@ def unsloth(t: TrainerInput) -> tuple[str, list[str]]:
     rope_type = rope.get("rope_type", "default")
     gemma = t.model_type in ("gemma", "gemma2")
     if gemma or rope_type not in UNSLOTH_TYPES:
-        # Unsloth ignores the dict and trains the checkpoint's own rope
-        before = t.before if t.before is not None else {}
-        own = dict(_own_scaling(before)) or {"rope_type": "default"}
-        own.setdefault("rope_type", own.get("type", "default"))
-        own["rope_theta"] = float(before.get("rope_theta") or own.get("rope_theta") or req.theta)
-        if rope.get("partial_rotary_factor") is not None:
-            own["partial_rotary_factor"] = rope["partial_rotary_factor"]
-        diff = difference(own, int(before.get("max_position_embeddings") or req.original_max), t)
+        diff = difference(*_own_rope(t), t)  # Unsloth ignores the dict and trains the checkpoint's own rope
         what = f"{t.model_type} models" if gemma else f"rope type {rope_type}"
         raise PosencError(f"Unsloth {VERSIONS['unsloth']} ignores rope_scaling for {what} (it takes "
                           f"{', '.join(UNSLOTH_TYPES)}) and trains the checkpoint's own rope, measured at "
