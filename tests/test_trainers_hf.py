@@ -36,6 +36,7 @@ METHODS: dict[str, list[str]] = {
     "dynamic": ["--factor", "4"],
     "yarn": ["--factor", "4"],
     "yarn-beta": ["--factor", "4", "--beta-fast", "16"],
+    "yarn-32k": ["--original-max", "32k", "--target", "128k"],  # Qwen's documented YaRN for Qwen3
     "llama3": ["--factor", "2"],
     "longrope": ["--factor", "4", "--short-factor", json.dumps([1.0] * 64), "--long-factor",
                  json.dumps([4.0] * 64)],
@@ -165,6 +166,7 @@ def test_llamafactory_on_transformers4(tmp_path: Path) -> None:
     assert ("qwen2.5-7b-instruct", "linear-2.5", "refused") in summary
     assert ("qwen2.5-7b-instruct", "yarn-beta", "refused") in summary
     assert ("mistral-7b-v0.1", "yarn", "refused") in summary
+    assert ("qwen3-8b", "yarn-32k", "refused") in summary
 
 
 @needs_lf

@@ -211,6 +211,9 @@ def llamafactory(t: TrainerInput) -> tuple[str, list[str]]:
         if not factor.is_integer() or factor < 2:
             why = f"LLaMA-Factory's factor is ceil(cutoff_len / {old}), a whole number of at least 2: x{factor:g} " \
                   "cannot be set"
+        elif lf_type in ("yarn", "llama3") and int(group.get("original_max_position_embeddings", old)) != old:
+            why = (f"LLaMA-Factory scales from the model's own length {old} (its max_position_embeddings or "
+                   f"rope_scaling original), not from {group['original_max_position_embeddings']}")
         elif rope_type == "dynamic":
             why = (f"LLaMA-Factory's dynamic writes max_position_embeddings {old} x {lf_factor:g}, so transformers "
                    f"keeps the base unscaled up to {_length(old * lf_factor)} and dynamic never scales in training")
