@@ -33,7 +33,7 @@ VERSIONS = {"llamafactory": "0.9.5", "axolotl": "0.21.0", "unsloth": "2026.10.9"
 #: what CI installs: (pip arguments, installed with --no-deps)
 CI_NO_DEPS = ("llamafactory==0.9.5", "peft==0.18.1", "accelerate==1.11.0", "trl==1.16.0", "unsloth==2026.10.9",
               "axolotl==0.21.0")
-CI_DEPS = ("addict==2.4.0", "psutil")
+CI_DEPS = ("addict==2.4.0",)
 TRANSFORMERS4 = ("transformers==4.57.6", "huggingface_hub==0.36.0", "tokenizers==0.22.1")
 
 
