@@ -29,7 +29,7 @@ pytestmark = pytest.mark.numeric
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "corpus"
-MODELS = ("llama-3.1-8b-instruct", "qwen2.5-7b-instruct", "qwen3-8b", "mistral-7b-v0.1")
+MODELS = ("llama-3.1-8b-instruct", "qwen2.5-7b-instruct", "qwen3-8b", "mistral-7b-v0.1", "gemma-2-9b-it")
 METHODS: dict[str, list[str]] = {
     "linear": ["--factor", "4"],
     "linear-2.5": ["--factor", "2.5"],
@@ -252,6 +252,20 @@ def test_axolotl_legacy_keys_do_not_work(tmp_path: Path) -> None:
     config = th.axolotl_config(folder, {"rope_theta": 2000000.0})
     plain = th.rotary(quiet_config(corpus("llama-3.1-8b-instruct")))
     assert th.rotary(config) == plain
+
+
+@needs_axolotl
+def test_axolotl_top_level_rope_misses_a_composite_config(tmp_path: Path) -> None:
+    """Why posenc refuses models whose transformers class keeps the text model in text_config (Qwen2.5-VL, even
+    from its flat file): a top-level rope_parameters leaves the text model's rope as it was."""
+    folder = model_dir(tmp_path, "qwen2.5-vl-7b-instruct")
+    rope = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 128000, "rope_theta": 1e6,
+            "mrope_section": [16, 24, 24]}
+    config = th.axolotl_config(folder, {"rope_parameters": rope, "max_position_embeddings": 256000})
+    assert config.get_text_config().rope_parameters.get("rope_type") == "default"
+    assert config.get_text_config().max_position_embeddings == 128000
+    assert_usage_error(run("scale", "yarn", "--config", str(CORPUS / "qwen2.5-vl-7b-instruct.json"), "--factor",
+                           "2", "--format", "axolotl"), "text_config")
 
 
 # --- TRL ----------------------------------------------------------------------------------------------------------

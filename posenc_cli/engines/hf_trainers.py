@@ -71,8 +71,9 @@ def _length(n: float) -> str:
 
 def _top_level_only(name: str, how: str, t: TrainerInput) -> None:
     if t.nested:
-        raise PosencError(f"this model keeps its rope settings in {t.nested}, and {name}'s {how} sets top-level "
-                          f"config attributes only: use --format hf and train from the patched config.json")
+        raise PosencError(f"this model's transformers config keeps its text model in {t.nested}, and {name}'s "
+                          f"{how} sets top-level config attributes only (a top-level rope_parameters leaves "
+                          f"{t.nested}'s rope unchanged): use --format hf and train from the patched config.json")
 
 
 def _one_dict(name: str, t: TrainerInput) -> None:
@@ -220,6 +221,9 @@ def llamafactory(t: TrainerInput) -> tuple[str, list[str]]:
         else:
             why = "LLaMA-Factory writes only rope_type, factor and original_max_position_embeddings " \
                   f"(original {old}; low/high_freq_factor fixed at 1/4; no beta, mscale, attention_factor, truncate)"
+    if dropped and diff.within():
+        raise PosencError(f"{why}: its dict gives the same frequencies, but the model needs {', '.join(dropped)}; "
+                          "nearest: none, use --format hf and train from the patched config.json")
     if why:
         raise PosencError(f"{why}; nearest: rope_scaling {lf_type} with cutoff_len {cutoff} (factor {lf_factor:g} "
                           f"from original {old}), measured at {req.target} positions: {diff}")

@@ -93,12 +93,17 @@ def render_for_model(config: dict[str, Any], facts: ModelFacts, req: ScaleReques
     where = text_config(config)[2].removesuffix(ABSENT)
     if fmt in TRAINER_FORMATS:
         from posenc_cli.engines import hf_trainers
+        from posenc_cli.models import generated
 
         patched, _, at = text_config(hf.patch_config(config, req, "hf-v5", facts.group))
+        # a composite config class keeps its text model in a sub-config even when the file is flat (Qwen2.5-VL)
+        entry = generated()["models"].get(str(config.get("model_type") or ""))
+        composite = ".".join(entry["path"]) if entry and entry.get("path") else ""
         return hf_trainers.render(fmt, hf_trainers.TrainerInput(
             req, dict(patched["rope_parameters"]), int(patched.get("max_position_embeddings") or
                                                       max_position_embeddings(req)), model,
-            nested=at.removesuffix(ABSENT), before=dict(text_config(config)[0]), model_type=facts.model_type))
+            nested=at.removesuffix(ABSENT) or composite, before=dict(text_config(config)[0]),
+            model_type=facts.model_type))
     if fmt in ("vllm", "sglang") and where not in ("", "text_config"):
         # --hf-overrides sets a dict-valued key whole: an override of `thinker_config` would replace the thinker's
         # whole config, not its text model's rope dict
