@@ -9,6 +9,7 @@ difference is what the trainer's nearest setting really computes (printed to 3 s
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -222,7 +223,8 @@ def test_llamafactory_refuses_nested_and_longrope() -> None:
 
 # --- axolotl ------------------------------------------------------------------------------------------------------
 
-needs_axolotl = pytest.mark.skipif(th.installed("axolotl") is None, reason="axolotl 0.21.0 is not installed")
+needs_axolotl = pytest.mark.skipif(th.installed("axolotl") is None or importlib.util.find_spec("addict") is None,
+                                   reason="axolotl 0.21.0 (with addict) is not installed")
 
 
 def model_dir(tmp_path: Path, model: str) -> str:
