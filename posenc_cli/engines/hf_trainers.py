@@ -290,7 +290,8 @@ def unsloth(t: TrainerInput) -> tuple[str, list[str]]:
         what = f"{t.model_type} models" if gemma else f"rope type {rope_type}"
         raise PosencError(f"Unsloth {VERSIONS['unsloth']} ignores rope_scaling for {what} (it takes "
                           f"{', '.join(UNSLOTH_TYPES)}) and trains the checkpoint's own rope, measured at "
-                          f"{req.target} positions: {diff}; nearest: --format unsloth with yarn or linear")
+                          f"{req.target} positions: {diff}; nearest: "
+                          + ("none, use --format trl or axolotl" if gemma else "--format unsloth with yarn or linear"))
     body = ", ".join(f"{k!r}: {v!r}" for k, v in rope.items())
     return (f"from unsloth import FastLanguageModel\nmodel, tokenizer = {call}, rope_scaling={{{body}}})",
             ["Unsloth sets this dict on the config as it is (rope_theta inside, as transformers 5 needs)"])
