@@ -30,7 +30,8 @@ pytestmark = pytest.mark.numeric
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "corpus"
-MODELS = ("llama-3.1-8b-instruct", "qwen2.5-7b-instruct", "qwen3-8b", "mistral-7b-v0.1", "gemma-2-9b-it")
+MODELS = ("llama-3.1-8b-instruct", "qwen2.5-7b-instruct", "qwen3-8b", "mistral-7b-v0.1", "gemma-2-9b-it",
+          "phi-3-mini-128k-instruct")
 METHODS: dict[str, list[str]] = {
     "linear": ["--factor", "4"],
     "linear-2.5": ["--factor", "2.5"],
@@ -41,6 +42,9 @@ METHODS: dict[str, list[str]] = {
     "llama3": ["--factor", "2"],
     "longrope": ["--factor", "4", "--short-factor", json.dumps([1.0] * 64), "--long-factor",
                  json.dumps([4.0] * 64)],
+    # Phi-3's own longrope (head dim 96: 48 pairs), to 256k with new lists
+    "longrope-48": ["--target", "256k", "--short-factor", json.dumps([1.0] * 48), "--long-factor",
+                    json.dumps([8.0] * 48)],
 }
 CASES = [(m, k) for m in MODELS for k in METHODS]
 RTOL = 1e-6
@@ -289,7 +293,8 @@ def tiny_checkpoint(tmp_path: Path, model: str) -> str:
     data = corpus(model)
     head_dim = data.get("head_dim") or data["hidden_size"] // data["num_attention_heads"]
     data |= {"num_hidden_layers": 1, "num_attention_heads": 1, "num_key_value_heads": 1, "hidden_size": head_dim,
-             "head_dim": head_dim, "intermediate_size": 8, "vocab_size": 32, "max_window_layers": 1}
+             "head_dim": head_dim, "intermediate_size": 8, "vocab_size": 32, "max_window_layers": 1,
+             "pad_token_id": None, "bos_token_id": 1, "eos_token_id": 2}
     data.pop("layer_types", None)
     torch.manual_seed(0)
     folder = tmp_path / f"tiny-{model}"

@@ -144,6 +144,8 @@ def _own_rope(t: TrainerInput) -> tuple[dict[str, Any], int]:
     own = dict(_own_scaling(before)) or {"rope_type": "default"}
     own.setdefault("rope_type", own.get("type", "default"))
     own["rope_theta"] = float(before.get("rope_theta") or own.get("rope_theta") or req.theta)
+    if before.get("original_max_position_embeddings") and own["rope_type"] not in ("default", "linear", "dynamic"):
+        own.setdefault("original_max_position_embeddings", before["original_max_position_embeddings"])  # Phi-3
     if t.rope.get("partial_rotary_factor") is not None:
         own["partial_rotary_factor"] = t.rope["partial_rotary_factor"]
     return own, int(before.get("max_position_embeddings") or req.original_max)
