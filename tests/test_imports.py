@@ -67,10 +67,10 @@ def test_scale_needs_neither_numpy_nor_matplotlib(extra: list[str]) -> None:
 
 
 ENGINE_MODULES = {"vllm": "posenc_cli.engines.vllm", "sglang": "posenc_cli.engines.sglang",
-                  "llama.cpp": "posenc_cli.engines.llamacpp"}
+                  "llama.cpp": "posenc_cli.engines.llamacpp", "axolotl": "posenc_cli.engines.hf_trainers"}
 
 
-@pytest.mark.parametrize("fmt", ["hf", "vllm", "sglang", "llama.cpp"])
+@pytest.mark.parametrize("fmt", ["hf", "vllm", "sglang", "llama.cpp", "axolotl"])
 def test_a_bare_scale_loads_one_engine_and_no_model_reader(fmt: str) -> None:
     """Start-up grows with what is asked: no --config, no reader; one --format, one engine module."""
     probe = run_cli_body([*SCALE, "--format", fmt]) + (

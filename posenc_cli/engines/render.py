@@ -13,12 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 from posenc_cli.engines import hf
 from posenc_cli.errors import PosencError
-from posenc_cli.scaling import ScaleRequest, rope_parameters
+from posenc_cli.scaling import ScaleRequest, max_position_embeddings, rope_parameters
 
 if TYPE_CHECKING:
     from posenc_cli.models import ModelFacts
 
-FORMATS = (*hf.FORMATS, "vllm", "sglang", "llama.cpp", "llama-cpp-python")
+#: the Hugging Face-based trainers (posenc_cli.engines.hf_trainers.FORMATS, named here so that other formats never
+#: load that module)
+TRAINER_FORMATS = ("llamafactory", "axolotl", "unsloth", "trl")
+FORMATS = (*hf.FORMATS, "vllm", "sglang", "llama.cpp", "llama-cpp-python", *TRAINER_FORMATS)
 
 
 def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bool = False,
@@ -55,6 +58,10 @@ def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bo
         argv, caveats = sglang.request_invocation(rope, serve_len=req.target, trained_len=trained,
                                                   text_config=text_config, model_name=model)
         return shlex.join(argv), caveats
+    if fmt in TRAINER_FORMATS:  # a bare request: a model whose max_position_embeddings is the original length
+        from posenc_cli.engines import hf_trainers
+
+        return hf_trainers.render(fmt, hf_trainers.TrainerInput(req, rope, max_position_embeddings(req), model))
     if fmt in ("llama.cpp", "llama-cpp-python"):
         from posenc_cli.engines import llamacpp
 
@@ -86,6 +93,19 @@ def render_for_model(config: dict[str, Any], facts: ModelFacts, req: ScaleReques
 
     # where the language model's config sits as the reader found it (a remote-code family: where its engine reads it)
     where = describe(config).text_source.removesuffix(ABSENT)
+    if fmt in TRAINER_FORMATS:
+        from posenc_cli.engines import hf_trainers
+        from posenc_cli.models import generated
+
+        patched, _, at = text_config(hf.patch_config(config, req, "hf-v5", facts.group))
+        # a composite config class keeps its text model in a sub-config even when the file is flat (Qwen2.5-VL)
+        entry = generated()["models"].get(str(config.get("model_type") or ""))
+        composite = ".".join(entry["path"]) if entry and entry.get("path") else ""
+        return hf_trainers.render(fmt, hf_trainers.TrainerInput(
+            req, dict(patched["rope_parameters"]), int(patched.get("max_position_embeddings") or
+                                                      max_position_embeddings(req)), model,
+            nested=at.removesuffix(ABSENT) or composite, before=dict(text_config(config)[0]),
+            model_type=facts.model_type))
     if fmt in ("vllm", "sglang") and where not in ("", "text_config"):
         # --hf-overrides sets a dict-valued key whole: an override of `thinker_config` would replace the thinker's
         # whole config, not its text model's rope dict
