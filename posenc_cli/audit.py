@@ -3,7 +3,7 @@
 The training settings (a LLaMA-Factory or axolotl YAML, Megatron-LM arguments, a torchtitan TOML, or a posenc
 plan from ``posenc pick --json``) say what the trainer computed; :func:`trained_rope` turns them into one
 transformers 5 rope dict (``rope_theta`` inside) and the window (``max_position_embeddings``) the model should be
-served with, following what each framework's code does (``/work/shared/reference/training-frameworks.md``):
+served with, following what each framework's own code does (file and line references below):
 
 * LLaMA-Factory 0.9.5 ``configure_rope`` (``model/model_utils/rope.py`` L35-84): factor
   ``float(ceil(cutoff_len / old))`` with ``old`` the base model's original length (its rope dict's
