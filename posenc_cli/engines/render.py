@@ -18,7 +18,9 @@ from posenc_cli.scaling import ScaleRequest, rope_parameters
 if TYPE_CHECKING:
     from posenc_cli.models import ModelFacts
 
-FORMATS = (*hf.FORMATS, "vllm", "sglang", "llama.cpp", "llama-cpp-python")
+#: Training frameworks (:mod:`posenc_cli.engines.trainers`, loaded only for these; a test holds the names equal).
+TRAINER_FORMATS = ("megatron", "megatron-bridge", "torchtitan", "torchtune")
+FORMATS = (*hf.FORMATS, "vllm", "sglang", "llama.cpp", "llama-cpp-python", *TRAINER_FORMATS)
 
 
 def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bool = False,
@@ -35,6 +37,10 @@ def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bo
     group = rope_parameters(req)
     rope = group if rope is None else rope
     trained = req.original_max
+    if fmt in TRAINER_FORMATS:
+        from posenc_cli.engines import trainers
+
+        return trainers.render(req, fmt, facts, group)
     if fmt == "hf":
         return json.dumps(hf.format_hf(req), indent=2), []
     if fmt == "hf-v5":
