@@ -37,6 +37,7 @@ FIXED_LLAMA3 = (1.0, 4.0, 8192)
 MLA_TYPES = frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_linear"})
 #: Relative tolerance for "the same inv_freq" in the measurements a refusal quotes (float32 noise is ~1e-7).
 RTOL = 1e-6
+SAME = "inv_freq the same"
 
 Renderer = Callable[[ScaleRequest, "dict[str, Any]", "ModelFacts | None"], "tuple[str, list[str]]"]
 
@@ -67,7 +68,7 @@ def measured(hf: Frequencies, other: Frequencies) -> str:
         return f"{b.size} frequencies instead of {a.size}"
     off = ~np.isclose(b, a, rtol=RTOL, atol=0.0)
     if not off.any():
-        return "inv_freq the same"
+        return SAME
     ratio = np.maximum(b / a, a / b)[off]
     pairs = np.flatnonzero(off)
     return (f"inv_freq differs in {int(off.sum())} of {a.size} pairs ({int(pairs[0])}-{int(pairs[-1])}), "
@@ -181,9 +182,13 @@ def _megatron_cli(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts | 
     theta = fields["rotary_base"]
     if not float(theta).is_integer():
         nearest = float(round(theta))
-        raise PosencError(f"{who}'s --rotary-base takes an integer; rope_theta {theta!r} rounded to {nearest:g} "
-                          f"gives {measured(_hf(req, group), _with(req, group, rope_theta=nearest))}; nearest it can "
-                          f"express: --rotary-base {nearest:.0f}")
+        difference = measured(_hf(req, group), _with(req, group, rope_theta=nearest))
+        if difference != SAME:
+            raise PosencError(f"{who}'s --rotary-base takes an integer; rope_theta {theta!r} rounded to {nearest:.0f} "
+                              f"gives {difference}; nearest it can express: --rotary-base {nearest:.0f}")
+        caveats.append(f"{who}'s --rotary-base takes an integer: rope_theta {theta!r} rounded to {nearest:.0f} gives "
+                       f"the same inv_freq (rtol {RTOL:g})")
+        theta = nearest
     argv = ["--position-embedding-type", fields["position_embedding_type"], "--rotary-base", _num(theta)]
     if "rotary_percent" in fields:
         argv += ["--rotary-percent", repr(fields["rotary_percent"])]
@@ -220,14 +225,13 @@ def _megatron_cli(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts | 
 
 def _bridge(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts | None) -> tuple[str, list[str]]:
     who = "Megatron-Bridge"
-    rope_type = _rope_type(group)
-    if rope_type == "llama3" and facts is not None and facts.model_type not in ("", "llama"):
-        raise PosencError(f"{who} maps llama3 scaling only in its Llama bridge; {facts.model_type} would load as "
-                          "plain RoPE")
     fields, caveats = megatron_fields(req, group, facts, who)
     if fields.get("rope_scaling"):
-        caveats.append(f"{who} keeps only llama3's factor from a Hugging Face config; set rope_scaling_factor on the "
-                       "provider as printed (its default is 1.0)")
+        caveats.append(f"{who} maps llama3 from a Hugging Face config only in its Llama bridge, and keeps only its "
+                       "factor: set rope_scaling and rope_scaling_factor on the provider as printed (default 1.0)")
+    if "seq_len_interpolation_factor" in fields:
+        caveats.append(f"{who} maps linear from a Hugging Face config only in its Llama bridge (0.6.2): set "
+                       "seq_len_interpolation_factor on the provider as printed")
     if fields["position_embedding_type"] == "yarn":
         caveats.append(f"{who}'s Hugging Face import leaves beta_fast/beta_slow None (a TypeError in Megatron-Core) "
                        "and turns rounding off when the dict has no truncate: set every yarn_* field as printed")
