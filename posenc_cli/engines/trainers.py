@@ -261,7 +261,8 @@ def _torchtune(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts | Non
                   f"  rope_base: {_num(theta)}", f"  scale_factor: {_num(float(group['factor']))}"]
     else:
         raise PosencError(f"{who} has no {rope_type} RoPE (only plain RoPE and llama3 at 1/4/8192; RFC "
-                          "meta-pytorch/torchtune #1183); nearest it can express: a larger rope_base (posenc scale ntk)")
+                          "meta-pytorch/torchtune #1183); nearest it can express: a larger rope_base "
+                          "(posenc scale ntk)")
     lines.append(f"  max_seq_len: {req.target}")
     caveats = [f"{who} computes its RoPE cache for max_seq_len positions only (longer inputs fail), and its "
                "checkpointer copies the source config.json on save: write the exported rope with posenc scale "
