@@ -72,6 +72,7 @@ CASES = [
     ("qwen3-8b", ["yarn", "--factor", "4", "--partial-rotary-factor", "0.5"]),
     ("deepseek-v3", ["yarn", "--target", "160k"]),  # its own YaRN x40 (mscale = mscale_all_dim = 1)
     ("phi-3-mini-128k-instruct", ["longrope", "--target", "128k"]),  # its own longrope
+    ("gpt-oss-20b", ["yarn", "--target", "256k", "--fine-tuned"]),  # YaRN x64, truncate false
 ]
 IDS = [f"{name}:{'_'.join(a for a in args if not a.startswith('--f'))}" for name, args in CASES]
 
@@ -332,7 +333,12 @@ def test_torchtitan(name: str, args: list[str]) -> None:
     rope = dict((getattr(cfg, "text_config", None) or cfg).rope_parameters)
     if result.exit_code == 0:
         np.testing.assert_allclose(titan_numbers(result.stdout), hf_inv, rtol=RTOL, atol=0)
-        assert hf_attention == 1.0  # torchtitan's rope never scales cos/sin
+        if hf_attention != 1.0:  # torchtitan's rope never scales cos/sin: only its gpt-oss attention folds it in
+            assert cfg.model_type == "gpt_oss"
+            source = (th.titan_root() / "models" / "gpt_oss" / "model.py").read_text(encoding="utf-8")
+            assert "mscale = 0.1 * math.log(config.rope.rope_factor) + 1.0" in source
+            assert "self.softmax_scale *= mscale * mscale" in source
+            assert 0.1 * math.log(rope["factor"]) + 1.0 == pytest.approx(hf_attention, rel=1e-12)
         return
     line = assert_usage_error(result, "torchtitan")
     if "never applies YaRN's attention factor" in line:

@@ -132,6 +132,12 @@ def apply_yarn_config(config: Any, args: argparse.Namespace) -> None:
     scope["_apply_yarn_config_from_args"](config, args)
 
 
+def titan_root() -> Path:
+    root = _root("torchtitan")
+    assert root is not None
+    return root
+
+
 def titan_rope() -> Any:
     """torchtitan's ``models/common/rope.py`` module."""
     root = _root("torchtitan")

@@ -136,10 +136,10 @@ def megatron_fields(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts 
         if fraction != 1.0:
             whole = _with(req, {k: v for k, v in group.items() if k != "partial_rotary_factor"})
             raise PosencError(
-                f"{who}'s YaRN ignores rotary_percent (it rotates all {req.head_dim} dims of each head; open PR "
-                f"NVIDIA/Megatron-LM #7476), transformers rotates {int(round(fraction * req.head_dim))}: "
-                f"{whole.inv_freq.size} frequencies instead of {int(round(fraction * req.head_dim)) // 2}; nearest "
-                "it can express: YaRN on the whole head, or linear (--rotary-seq-len-interpolation-factor)")
+                f"{who}'s YaRN (Megatron-Core 0.19.2) ignores rotary_percent: it rotates all {req.head_dim} dims "
+                f"of each head (open PR NVIDIA/Megatron-LM #7476), transformers {int(round(fraction * req.head_dim))}"
+                f": {whole.inv_freq.size} frequencies instead of {int(round(fraction * req.head_dim)) // 2}; nearest "
+                "it can express: YaRN on the whole head, or linear")
         factor = float(group["factor"])
         attention = yarn_attention_factor(group, factor)
         mscale, mscale_all_dim = group.get("mscale"), group.get("mscale_all_dim")
@@ -206,9 +206,10 @@ def _megatron_cli(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts | 
             eight = _with(req, group, factor=8.0)
             raise PosencError(
                 f"{who} up to 0.19.2 never forwards --rope-scaling-factor to the model (NVIDIA/Megatron-LM #6305, "
-                f"fixed by PR #6306): --use-rope-scaling trains with factor 8, whose {measured(_hf(req, group), eight)}"
-                f" from factor {factor:g}; workaround: build GPTModel(..., rope_scaling=True, rope_scaling_factor="
-                f"{factor:g}) in your model provider (or set config.rope_scaling_factor after gpt_config_from_args)")
+                f"fixed by PR #6306): --use-rope-scaling trains with llama3 factor 8, whose "
+                f"{measured(_hf(req, group), eight)} from factor {factor:g}'s; workaround: build GPTModel(..., "
+                f"rope_scaling=True, rope_scaling_factor={factor:g}) in your model provider (or set "
+                "config.rope_scaling_factor after gpt_config_from_args)")
         argv += ["--use-rope-scaling", "--rope-scaling-factor", _num(factor)]
     if fields["position_embedding_type"] == "yarn":
         argv += ["--rotary-scaling-factor", _num(fields["yarn_rotary_scaling_factor"]),
@@ -294,7 +295,12 @@ def _torchtitan(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts | No
     elif rope_type == "yarn":
         factor = float(group["factor"])
         attention = yarn_attention_factor(group, factor)
-        if attention != 1.0:
+        folds = facts is not None and facts.model_type == "gpt_oss" and attention == yarn_mscale(factor)
+        if folds:
+            caveats.append(f"{who}'s RoPE leaves out YaRN's attention factor; its gpt-oss attention folds it into "
+                           f"the softmax scale (x{attention:.6g} squared, models/gpt_oss/model.py), as transformers' "
+                           "cos/sin do")
+        elif attention != 1.0:
             raise PosencError(
                 f"{who}'s RoPE never applies YaRN's attention factor, and its Llama3/Qwen3 decoders do not fold it "
                 f"into the softmax scale (only its gpt-oss, DeepSeek-V3 and Kimi models do): they train with cos/sin "
