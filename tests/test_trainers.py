@@ -270,6 +270,31 @@ def test_megatron_bridge(name: str, args: list[str], monkeypatch: pytest.MonkeyP
     check_megatron_refusal(line, name, args, cfg, hf_inv, hf_attention, monkeypatch)
 
 
+@needs_megatron
+@pytest.mark.skipif(th.installed("megatron-bridge") != th.BRIDGE_VERSION, reason="megatron-bridge 0.6.2 not installed")
+def test_bridge_hf_import_of_the_same_yarn_fails_where_the_printed_fields_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Why every yarn_* field is printed: Bridge's own HF mapping (YARN_ROPE_SCALING_MAPPING, copied only when the
+    key is present, model_bridge.py L582-602) of Qwen3's YaRN x4 dict leaves beta_fast/beta_slow None and the rounding
+    off; Megatron-Core then raises TypeError, and with the betas given, rounding off moves inv_freq."""
+    hf_inv, _, cfg = transformers_numbers("qwen3-8b", ["yarn", "--factor", "4"])
+    rope = dict(cfg.rope_parameters)
+    mapped = {"yarn_beta_fast": None, "yarn_beta_slow": None, "yarn_mscale": None, "yarn_mscale_all_dim": None,
+              "yarn_correction_range_round_to_int": None}  # GPTModelProvider's defaults (gpt_provider.py)
+    for hf_key, megatron_key in th.bridge_constant("YARN_ROPE_SCALING_MAPPING"):
+        if rope.get(hf_key) is not None:
+            mapped[megatron_key] = rope[hf_key]
+    if "truncate" in rope:
+        mapped["yarn_correction_range_round_to_int"] = rope["truncate"]
+    fields = types.SimpleNamespace(position_embedding_type="yarn", rotary_base=rope["rope_theta"], **mapped)
+    with pytest.raises(TypeError):
+        megatron_numbers(fields, head_dim(cfg), monkeypatch)
+    fields.yarn_beta_fast, fields.yarn_beta_slow = 32.0, 1.0
+    inv, _ = megatron_numbers(fields, head_dim(cfg), monkeypatch)
+    assert not np.allclose(inv, hf_inv, rtol=RTOL, atol=0)  # truncate missing -> no floor/ceil
+    printed = bridge_fields(ok(scale("qwen3-8b", ["yarn", "--factor", "4"], "megatron-bridge")).stdout)
+    np.testing.assert_allclose(megatron_numbers(printed, head_dim(cfg), monkeypatch)[0], hf_inv, rtol=RTOL, atol=0)
+
+
 # -------------------------------------------------------------------------------------------------------- torchtune
 
 def tune_numbers(text: str, dim: int) -> np.ndarray:
@@ -375,3 +400,21 @@ def test_megatron_refuses_a_fractional_base() -> None:
     line = assert_usage_error(run("scale", "ntk", "--factor", "2", "--original-max", "4k", "--theta", "3",
                                   "--format", "megatron"), "--rotary-base takes an integer")
     assert math.isfinite(float(re.search(r"--rotary-base (\d+)$", line)[1]))  # type: ignore[index]
+
+
+@pytest.mark.parametrize("fmt", ["hf", "vllm", "megatron"])
+def test_only_a_trainer_format_loads_the_trainer_module(fmt: str) -> None:
+    """``posenc scale`` without a trainer format never imports posenc_cli.engines.trainers; with one, no framework
+    (nor torch) is imported either."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom posenc_cli.cli import app\n"
+            f"code = app(['scale', 'yarn', '--original-max', '32k', '--target', '128k', '--format', {fmt!r}], "
+            "standalone_mode=False)\nassert code in (0, None), code\n"
+            "sys.__stderr__.write('LOADED ' + ' '.join(sorted(sys.modules)) + '\\n')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    line = next(x for x in proc.stderr.splitlines() if x.startswith("LOADED "))
+    loaded = set(line.split()[1:])
+    assert ("posenc_cli.engines.trainers" in loaded) == (fmt == "megatron")
+    assert not loaded & {"torch", "megatron", "torchtitan", "torchtune", "transformers"}

@@ -29,10 +29,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-VERSIONS = {"megatron-core": "0.19.2", "torchtitan": "0.3.0", "torchtune": "0.6.1"}
+#: megatron-bridge: only its HF->provider mapping constants are read, from source (the package needs TE)
+VERSIONS = {"megatron-core": "0.19.2", "megatron-bridge": "0.6.2", "torchtitan": "0.3.0", "torchtune": "0.6.1"}
+BRIDGE_VERSION = VERSIONS["megatron-bridge"]
 #: pip arguments for CI: each package without its dependencies (they would pull CUDA torch, triton, TE), plus the
 #: pure-Python packages torchtitan's rope import needs
-PIP_NO_DEPS = ["megatron-core==0.19.2", "torchtitan==0.3.0", "torchtune==0.6.1", "spmd_types==0.2.3"]
+PIP_NO_DEPS = [*(f"{name}=={version}" for name, version in VERSIONS.items()), "spmd_types==0.2.3"]
 PIP_DEPS = ["tyro==1.0.17"]
 
 
@@ -164,3 +166,16 @@ def tune_module(relative: str) -> Any:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def bridge_constant(name: str) -> Any:
+    """A literal class attribute of Megatron-Bridge's ``MegatronModelBridge`` (model_bridge.py), read from source:
+    the package imports transformer_engine, so it is not imported."""
+    root = megatron_root()
+    assert root is not None and installed("megatron-bridge") == BRIDGE_VERSION
+    tree = _tree(root / "bridge" / "models" / "conversion" / "model_bridge.py")
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == name):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{name} not in model_bridge.py")
