@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 FIXED_LLAMA3 = (1.0, 4.0, 8192)
 #: Model types whose attention is MLA: Megatron builds them from --multi-latent-attention flags, not rendered here.
 MLA_TYPES = frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_linear"})
+#: torchtitan models built with CosSinRoPE (models/qwen3, qwen3_5, gpt_oss); the others use ComplexRoPE
+COSSIN_PREFIXES = ("qwen3", "gpt_oss")
 #: Relative tolerance for "the same inv_freq" in the measurements a refusal quotes (float32 noise is ~1e-7).
 RTOL = 1e-6
 SAME = "inv_freq the same"
@@ -84,6 +86,13 @@ def _rotary_fraction(req: ScaleRequest, group: dict[str, Any]) -> float:
 
     spec = RopeSpec(group, req.head_dim, max_position_embeddings(req), default_partial=req.default_partial)
     return spec.rotary_dim / req.head_dim
+
+
+def _yarn_factor(req: ScaleRequest, group: Mapping[str, Any]) -> float:
+    """YaRN's factor; a dict without one scales by max_position_embeddings / original, as transformers does."""
+    factor = group.get("factor")
+    return float(factor) if factor is not None else max_position_embeddings(req) / int(
+        group["original_max_position_embeddings"])
 
 
 def _plain_only(group: dict[str, Any], who: str) -> None:
@@ -140,7 +149,7 @@ def megatron_fields(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts 
                 f"of each head (open PR NVIDIA/Megatron-LM #7476), transformers {int(round(fraction * req.head_dim))}"
                 f": {whole.inv_freq.size} frequencies instead of {int(round(fraction * req.head_dim)) // 2}; nearest "
                 "it can express: YaRN on the whole head, or linear")
-        factor = float(group["factor"])
+        factor = _yarn_factor(req, group)
         attention = yarn_attention_factor(group, factor)
         mscale, mscale_all_dim = group.get("mscale"), group.get("mscale_all_dim")
         if group.get("attention_factor") is None and mscale and mscale_all_dim:
@@ -258,8 +267,7 @@ def _torchtune(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts | Non
         lines += [f"  rope_base: {_num(theta)}"]
     elif rope_type == "llama3":
         _llama3_fixed(req, group, who)
-        lines += ["  _component_: torchtune.models.llama3_1._component_builders.llama3_1",
-                  f"  rope_base: {_num(theta)}", f"  scale_factor: {_num(float(group['factor']))}"]
+        lines += [f"  rope_base: {_num(theta)}", f"  scale_factor: {_num(float(group['factor']))}"]
     else:
         raise PosencError(f"{who} has no {rope_type} RoPE (only plain RoPE and llama3 at 1/4/8192; RFC "
                           "meta-pytorch/torchtune #1183); nearest it can express: a larger rope_base "
@@ -268,8 +276,8 @@ def _torchtune(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts | Non
     caveats = [f"{who} computes its RoPE cache for max_seq_len positions only (longer inputs fail), and its "
                "checkpointer copies the source config.json on save: write the exported rope with posenc scale "
                "--format hf-v5"]
-    if rope_type == "llama3":
-        caveats.append("the llama3_1 component builder also needs the model's sizes (vocab_size, num_layers, ...)")
+    caveats.append("these are arguments of torchtune's component builders (llama3_1 and llama3_2 take scale_factor; "
+                   "the named builders such as llama3_1_8b fix them): pass them with the model's sizes")
     return "\n".join(lines), caveats
 
 
@@ -285,15 +293,19 @@ def _torchtitan(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts | No
     theta = float(group["rope_theta"])
     head = [f"dim={req.head_dim}", f"max_seq_len={req.target}", f"theta={theta!r}"]
     caveats: list[str] = []
+    model_type = facts.model_type if facts is not None else ""
+    # torchtitan's Qwen3 and gpt-oss use CosSinRoPE (rotate-half, as transformers); Llama 3, DeepSeek-V3 and Kimi use
+    # ComplexRoPE (adjacent pairs), the only one with llama scaling
+    cls = "CosSinRoPE" if rope_type != "llama3" and model_type.startswith(COSSIN_PREFIXES) else "ComplexRoPE"
     if rope_type == "default":
-        text = f"CosSinRoPE.Config({', '.join(head)})"
+        text = f"{cls}.Config({', '.join(head)})"
     elif rope_type == "llama3":
         text = (f"ComplexRoPE.Config({', '.join(head)}, scaling=\"llama\", scaling_factor={float(group['factor'])!r}, "
                 f"low_freq_factor={float(group['low_freq_factor'])!r}, "
                 f"high_freq_factor={float(group['high_freq_factor'])!r}, "
                 f"original_max_position_embeddings={int(group['original_max_position_embeddings'])})")
     elif rope_type == "yarn":
-        factor = float(group["factor"])
+        factor = _yarn_factor(req, group)
         attention = yarn_attention_factor(group, factor)
         folds = facts is not None and facts.model_type == "gpt_oss" and attention == yarn_mscale(factor)
         if folds:
@@ -306,7 +318,7 @@ def _torchtitan(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts | No
                 f"into the softmax scale (only its gpt-oss, DeepSeek-V3 and Kimi models do): they train with cos/sin "
                 f"x1 where transformers uses x{attention:.6g} (logits x{attention ** 2:.4g}); nearest it can express: "
                 "the same YaRN with mscale = mscale_all_dim (attention factor 1)")
-        text = (f"CosSinRoPE.Config({', '.join(head)}, scaling=\"yarn\", rope_factor={factor!r}, "
+        text = (f"{cls}.Config({', '.join(head)}, scaling=\"yarn\", rope_factor={factor!r}, "
                 f"beta_fast={float(group.get('beta_fast') or 32.0)!r}, "
                 f"beta_slow={float(group.get('beta_slow') or 1.0)!r}, "
                 f"original_seq_len={int(group['original_max_position_embeddings'])}, "
@@ -316,9 +328,9 @@ def _torchtitan(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts | No
                           "it can express: posenc scale yarn, or a larger theta (posenc scale ntk)")
     caveats.append(f"{who} writes no config.json with a Hugging Face checkpoint: write its rope with posenc scale "
                    "--format hf-v5")
-    if rope_type == "llama3":
-        caveats.append("ComplexRoPE pairs adjacent dims: convert Hugging Face q/k weights with torchtitan's llama3 "
-                       "state-dict adapter (it permutes them)")
+    if text.startswith("ComplexRoPE"):
+        caveats.append("ComplexRoPE pairs adjacent dims: convert Hugging Face q/k weights with torchtitan's "
+                       "state-dict adapter for the model (it permutes them)")
     return text, caveats
 
 
