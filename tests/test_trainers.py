@@ -396,10 +396,25 @@ def test_a_refusal_names_nothing_on_stdout() -> None:
                        "torchtune has no dynamic RoPE")
 
 
-def test_megatron_refuses_a_fractional_base() -> None:
+@needs_megatron
+def test_megatron_refuses_a_fractional_base(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Megatron-LM's --rotary-base is an int: a static-NTK base whose rounding moves inv_freq is refused with what
+    Megatron-Core computes at the rounded base."""
     line = assert_usage_error(run("scale", "ntk", "--factor", "2", "--original-max", "4k", "--theta", "3",
                                   "--format", "megatron"), "--rotary-base takes an integer")
-    assert math.isfinite(float(re.search(r"--rotary-base (\d+)$", line)[1]))  # type: ignore[index]
+    patched = json.loads(ok(run("scale", "ntk", "--factor", "2", "--original-max", "4k", "--theta", "3",
+                                "--format", "hf-v5")).stdout)
+    theta = patched["rope_parameters"]["rope_theta"]
+    cfg = quiet_config(AutoConfig.for_model, model_type="llama", head_dim=128, hidden_size=1024,
+                       num_attention_heads=8, **patched)
+    hf_inv, _ = hf_frequencies(cfg)
+    with pytest.raises(argparse.ArgumentError):
+        megatron_args(f"--rotary-base {theta!r}")
+    nearest = int(re.search(r"--rotary-base (\d+)$", line)[1])  # type: ignore[index]
+    assert nearest == round(theta)
+    fields = types.SimpleNamespace(position_embedding_type="rope", rotary_base=nearest,
+                                   seq_len_interpolation_factor=None, rope_scaling=False, rope_scaling_factor=8.0)
+    assert_measured(line, hf_inv, megatron_numbers(fields, 128, monkeypatch)[0])
 
 
 @pytest.mark.parametrize("fmt", ["hf", "vllm", "megatron"])

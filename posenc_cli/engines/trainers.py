@@ -193,8 +193,8 @@ def _megatron_cli(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts | 
         nearest = float(round(theta))
         difference = measured(_hf(req, group), _with(req, group, rope_theta=nearest))
         if difference != SAME:
-            raise PosencError(f"{who}'s --rotary-base takes an integer; rope_theta {theta!r} rounded to {nearest:.0f} "
-                              f"gives {difference}; nearest it can express: --rotary-base {nearest:.0f}")
+            raise PosencError(f"{who}'s --rotary-base takes an integer; with rope_theta {theta!r} rounded to "
+                              f"{nearest:.0f}, {difference}; nearest it can express: --rotary-base {nearest:.0f}")
         caveats.append(f"{who}'s --rotary-base takes an integer: rope_theta {theta!r} rounded to {nearest:.0f} gives "
                        f"the same inv_freq (rtol {RTOL:g})")
         theta = nearest
