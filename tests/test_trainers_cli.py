@@ -13,15 +13,15 @@ import yaml
 from clihelpers import assert_usage_error, ok, run
 
 from posenc_cli.engines import hf_trainers
-from posenc_cli.engines.render import FORMATS, TRAINER_FORMATS
+from posenc_cli.engines.render import FORMATS, HF_TRAINER_FORMATS
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 BARE = ["scale", "yarn", "--original-max", "32k", "--target", "128k", "--theta", "1e6", "--head-dim", "128"]
 
 
 def test_the_registry_is_the_formats_render_names() -> None:
-    assert hf_trainers.FORMATS == TRAINER_FORMATS
-    assert set(TRAINER_FORMATS) <= set(FORMATS)
+    assert hf_trainers.FORMATS == HF_TRAINER_FORMATS
+    assert set(HF_TRAINER_FORMATS) <= set(FORMATS)
 
 
 @pytest.mark.parametrize("fmt", ["axolotl", "trl"])

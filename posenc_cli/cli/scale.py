@@ -31,8 +31,8 @@ def scale(
         help="Read theta, head dim and lengths from a model: config.json, folder, Hub id or GGUF.",
         show_default="none")] = None,
     fmt: Annotated[str | None, typer.Option(
-        "--format", help="hf, hf-v5, vllm, sglang, llama.cpp, llama-cpp-python; trainers: llamafactory, axolotl, "
-        "unsloth, trl.",
+        "--format", help="hf, hf-v5, vllm, sglang, llama.cpp, llama-cpp-python; trainers: megatron, "
+        "megatron-bridge, torchtitan, torchtune, llamafactory, axolotl, unsloth, trl.",
         show_default="with --config, the file's own (hf-v5 for a rope_parameters file), else hf")] = None,
     beta_fast: opts.BetaFastOpt = None,
     beta_slow: opts.BetaSlowOpt = None,

@@ -20,8 +20,10 @@ if TYPE_CHECKING:
 
 #: the Hugging Face-based trainers (posenc_cli.engines.hf_trainers.FORMATS, named here so that other formats never
 #: load that module)
-TRAINER_FORMATS = ("llamafactory", "axolotl", "unsloth", "trl")
-FORMATS = (*hf.FORMATS, "vllm", "sglang", "llama.cpp", "llama-cpp-python", *TRAINER_FORMATS)
+HF_TRAINER_FORMATS = ("llamafactory", "axolotl", "unsloth", "trl")
+#: Training frameworks (:mod:`posenc_cli.engines.trainers`, loaded only for these; a test holds the names equal).
+TRAINER_FORMATS = ("megatron", "megatron-bridge", "torchtitan", "torchtune")
+FORMATS = (*hf.FORMATS, "vllm", "sglang", "llama.cpp", "llama-cpp-python", *TRAINER_FORMATS, *HF_TRAINER_FORMATS)
 
 
 def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bool = False,
@@ -38,6 +40,10 @@ def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bo
     group = rope_parameters(req)
     rope = group if rope is None else rope
     trained = req.original_max
+    if fmt in TRAINER_FORMATS:
+        from posenc_cli.engines import trainers
+
+        return trainers.render(req, fmt, facts, group)
     if fmt == "hf":
         return json.dumps(hf.format_hf(req), indent=2), []
     if fmt == "hf-v5":
@@ -58,7 +64,7 @@ def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bo
         argv, caveats = sglang.request_invocation(rope, serve_len=req.target, trained_len=trained,
                                                   text_config=text_config, model_name=model)
         return shlex.join(argv), caveats
-    if fmt in TRAINER_FORMATS:  # a bare request: a model whose max_position_embeddings is the original length
+    if fmt in HF_TRAINER_FORMATS:  # a bare request: a model whose max_position_embeddings is the original length
         from posenc_cli.engines import hf_trainers
 
         return hf_trainers.render(fmt, hf_trainers.TrainerInput(req, rope, max_position_embeddings(req), model))
@@ -93,7 +99,7 @@ def render_for_model(config: dict[str, Any], facts: ModelFacts, req: ScaleReques
 
     # where the language model's config sits as the reader found it (a remote-code family: where its engine reads it)
     where = describe(config).text_source.removesuffix(ABSENT)
-    if fmt in TRAINER_FORMATS:
+    if fmt in HF_TRAINER_FORMATS:
         from posenc_cli.engines import hf_trainers
         from posenc_cli.models import generated
 

@@ -1,0 +1,435 @@
+"""``posenc scale --format megatron|megatron-bridge|torchtitan|torchtune`` against the frameworks' own RoPE code.
+
+For every trainer x rope type x corpus config it applies to, the CLI either prints settings that, fed to the real
+framework class (tests/core_trainers_harness.py: megatron-core 0.19.2, torchtitan 0.3.0, torchtune 0.6.1), give
+transformers' inv_freq (rtol 1e-6, as tests/test_parity.py) and attention factor; or it refuses with one ``error:``
+line whose measured difference is what the framework really computes.
+
+transformers' numbers come from transformers itself (the patched config that ``--format hf-v5 -o -`` writes, through
+the model's rotary class), never from posenc.
+
+Tolerances: inv_freq rtol 1e-6: float32 rounding (the frameworks compute in float32 in another operation order;
+torchtitan's are read back as the angle of its position-1 cache entry, one more rounding). Attention factors rel
+1e-9: float64 arithmetic in both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import math
+import re
+import shlex
+import types
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import core_trainers_harness as th  # noqa: E402
+from clihelpers import assert_usage_error, ok, run  # noqa: E402
+from test_parity import hf_frequencies, quiet_config  # noqa: E402
+from transformers import AutoConfig  # noqa: E402
+
+pytestmark = pytest.mark.numeric
+
+CORPUS = Path(__file__).parent / "corpus"
+RTOL = 1e-6
+
+needs_megatron = pytest.mark.skipif(th.installed("megatron-core") != th.VERSIONS["megatron-core"],
+                                    reason="megatron-core 0.19.2 not installed (.ci/run installs it)")
+needs_titan = pytest.mark.skipif(th.installed("torchtitan") != th.VERSIONS["torchtitan"] or
+                                 th.installed("spmd_types") is None,
+                                 reason="torchtitan 0.3.0 (+spmd_types, tyro) not installed (.ci/run installs it)")
+needs_tune = pytest.mark.skipif(th.installed("torchtune") != th.VERSIONS["torchtune"],
+                                reason="torchtune 0.6.1 not installed (.ci/run installs it)")
+
+# (corpus config, posenc scale arguments): every rope type the trainers are asked for, on real shipped configs
+CASES = [
+    ("llama-3.1-8b-instruct", ["llama3", "--target", "128k"]),  # its own llama3 x8, unchanged
+    ("llama-3.1-8b-instruct", ["llama3", "--target", "256k"]),  # x16
+    ("llama-3.1-8b-instruct", ["yarn", "--factor", "2", "--fine-tuned"]),
+    ("llama-3.1-8b-instruct", ["linear", "--factor", "2", "--fine-tuned"]),
+    ("llama-3.1-8b-instruct", ["ntk", "--factor", "2", "--fine-tuned"]),
+    ("llama-3.2-1b-instruct", ["llama3", "--target", "128k"]),  # its own llama3 x32
+    ("llama-3.2-1b-instruct", ["llama3", "--target", "256k"]),
+    ("qwen2.5-7b-instruct", ["yarn", "--factor", "4"]),
+    ("qwen2.5-7b-instruct", ["linear", "--factor", "4"]),
+    ("qwen2.5-7b-instruct", ["linear", "--target", "80k"]),  # factor 2.5
+    ("qwen2.5-7b-instruct", ["llama3", "--factor", "4"]),  # original 32768: not 8192
+    ("qwen2.5-7b-instruct", ["ntk", "--factor", "4"]),
+    ("qwen2.5-7b-instruct", ["dynamic", "--factor", "4"]),
+    ("qwen3-8b", ["yarn", "--factor", "4"]),
+    ("qwen3-8b", ["yarn", "--factor", "4", "--mscale", "1", "--mscale-all-dim", "1"]),
+    ("qwen3-8b", ["yarn", "--factor", "4", "--mscale", "0.707"]),
+    ("qwen3-8b", ["yarn", "--factor", "4", "--attention-factor", "1"]),
+    ("qwen3-8b", ["yarn", "--factor", "4", "--no-truncate"]),
+    ("qwen3-8b", ["yarn", "--factor", "4", "--partial-rotary-factor", "0.5"]),
+    ("deepseek-v3", ["yarn", "--target", "160k"]),  # its own YaRN x40 (mscale = mscale_all_dim = 1)
+    ("phi-3-mini-128k-instruct", ["longrope", "--target", "128k"]),  # its own longrope
+    ("gpt-oss-20b", ["yarn", "--target", "256k", "--fine-tuned"]),  # YaRN x64, truncate false
+]
+IDS = [f"{name}:{'_'.join(a for a in args if not a.startswith('--f'))}" for name, args in CASES]
+
+
+def scale(name: str, args: list[str], fmt: str) -> Any:
+    return run("scale", *args, "--config", str(CORPUS / f"{name}.json"), "--format", fmt)
+
+
+def transformers_numbers(name: str, args: list[str]) -> tuple[np.ndarray, float, Any]:
+    """inv_freq, attention factor and config transformers builds from the config posenc writes for the request."""
+    patched = json.loads(ok(run("scale", *args, "--config", str(CORPUS / f"{name}.json"), "--format", "hf-v5",
+                                "-o", "-")).stdout)
+    cfg = quiet_config(AutoConfig.for_model, **patched)
+    inv, attention = hf_frequencies(getattr(cfg, "text_config", None) or cfg)
+    return inv, attention, cfg
+
+
+def head_dim(cfg: Any) -> int:
+    return int(getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads)
+
+
+def difference(message: str) -> tuple[int, int, float] | None:
+    """(pairs that differ, pairs, largest ratio) as an error line states them."""
+    found = re.search(r"differs in (\d+) of (\d+) pairs \(\d+-\d+\), up to ([\d.]+)x", message)
+    return None if found is None else (int(found[1]), int(found[2]), float(found[3]))
+
+
+def assert_measured(message: str, hf_inv: np.ndarray, framework_inv: np.ndarray) -> None:
+    """The error line's measured difference is what the framework's own code computes (4 significant digits)."""
+    stated = difference(message)
+    assert stated is not None, message
+    hf64, fw64 = hf_inv.astype(np.float64), framework_inv.astype(np.float64)
+    off = ~np.isclose(fw64, hf64, rtol=RTOL, atol=0)
+    assert (int(off.sum()), hf64.size) == stated[:2], (message, int(off.sum()))
+    assert float(np.maximum(fw64 / hf64, hf64 / fw64)[off].max()) == pytest.approx(stated[2], rel=1e-3)
+
+
+# ----------------------------------------------------------------------------------------------------- Megatron-Core
+
+def megatron_args(text: str) -> argparse.Namespace:
+    """The printed flags through Megatron-LM's own argument definitions."""
+    return th.megatron_parser().parse_args(shlex.split(text))
+
+
+def megatron_llama3_factor_forwarded() -> bool:
+    """Whether Megatron-LM's gpt_config_from_args names rope_scaling_factor at all (0.19.2: no, NVIDIA #6305)."""
+    tree = th.megatron_function("gpt_config_from_args")
+    return any(isinstance(n, (ast.Name, ast.Attribute, ast.Constant)) and "rope_scaling_factor" in ast.dump(n)
+               for n in ast.walk(tree))
+
+
+def megatron_numbers(fields: Any, dim: int, monkeypatch: pytest.MonkeyPatch) -> tuple[np.ndarray, float]:
+    """inv_freq and cos/sin factor of the rotary module GPTModel builds from these fields (gpt_model.py L166-209)."""
+    rotary, yarn = th.megatron_rope()
+    percent = getattr(fields, "rotary_percent", 1.0)
+    if fields.position_embedding_type == "rope":
+        module = rotary.RotaryEmbedding(
+            kv_channels=dim, rotary_percent=percent, seq_len_interpolation_factor=fields.seq_len_interpolation_factor,
+            rotary_base=fields.rotary_base, rope_scaling=fields.rope_scaling,
+            rope_scaling_factor=fields.rope_scaling_factor, use_cpu_initialization=True)
+        # the angles of position 1 (Megatron divides positions by the linear factor; transformers divides inv_freq)
+        return module.get_freqs_non_repeated(2)[1].numpy(), 1.0
+    assert fields.position_embedding_type == "yarn"
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: "cpu")  # YarnRotaryEmbedding builds cos/sin in init
+    module = yarn.YarnRotaryEmbedding(
+        kv_channels=dim, rotary_percent=percent, rotary_base=fields.rotary_base,
+        scaling_factor=fields.yarn_rotary_scaling_factor,
+        original_max_position_embeddings=fields.yarn_original_max_position_embeddings,
+        beta_fast=fields.yarn_beta_fast, beta_slow=fields.yarn_beta_slow, mscale=fields.yarn_mscale,
+        mscale_all_dim=fields.yarn_mscale_all_dim,
+        correction_range_round_to_int=fields.yarn_correction_range_round_to_int, use_cpu_initialization=True)
+    emb, mscale = module.get_emb(2)
+    return emb[1, 0, 0, : emb.shape[-1] // 2].numpy(), float(mscale)
+
+
+def cli_fields(args: argparse.Namespace) -> types.SimpleNamespace:
+    """What Megatron-LM makes of the parsed flags: gpt_config_from_args (rope_scaling_factor as it forwards it) and
+    _apply_yarn_config_from_args, run unchanged."""
+    config = types.SimpleNamespace(
+        position_embedding_type=args.position_embedding_type, rotary_base=args.rotary_base,
+        rotary_percent=args.rotary_percent, seq_len_interpolation_factor=args.rotary_seq_len_interpolation_factor,
+        rope_scaling=args.use_rope_scaling,
+        rope_scaling_factor=args.rope_scaling_factor if megatron_llama3_factor_forwarded() else 8.0)
+    th.apply_yarn_config(config, argparse.Namespace(**vars(args), multi_latent_attention=False))
+    return config
+
+
+@needs_megatron
+@pytest.mark.parametrize(("name", "args"), CASES, ids=IDS)
+def test_megatron_cli(name: str, args: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    hf_inv, hf_attention, cfg = transformers_numbers(name, args)
+    result = scale(name, args, "megatron")
+    if result.exit_code == 0:
+        fields = cli_fields(megatron_args(result.stdout))
+        inv, attention = megatron_numbers(fields, head_dim(cfg), monkeypatch)
+        np.testing.assert_allclose(inv, hf_inv, rtol=RTOL, atol=0)
+        assert attention == pytest.approx(hf_attention, rel=1e-9)
+        return
+    line = assert_usage_error(result, "Megatron")
+    check_megatron_refusal(line, name, args, cfg, hf_inv, hf_attention, monkeypatch)
+
+
+def check_megatron_refusal(line: str, name: str, args: list[str], cfg: Any, hf_inv: np.ndarray, hf_attention: float,
+                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each refusal states what Megatron-Core's own classes compute for the plain mapping of the request."""
+    rope = dict((getattr(cfg, "text_config", None) or cfg).rope_parameters)
+    kind = rope["rope_type"]
+    dim = head_dim(cfg)
+    base = types.SimpleNamespace(position_embedding_type="rope", rotary_base=rope["rope_theta"],
+                                 seq_len_interpolation_factor=None, rope_scaling=False, rope_scaling_factor=8.0)
+    if "never forwards --rope-scaling-factor" in line:
+        assert not megatron_llama3_factor_forwarded()
+        base.rope_scaling = True  # the factor that reaches the model: RotaryEmbedding's default 8
+        assert_measured(line, hf_inv, megatron_numbers(base, dim, monkeypatch)[0])
+    elif "fixes llama3" in line:
+        base.rope_scaling, base.rope_scaling_factor = True, rope["factor"]
+        assert_measured(line, hf_inv, megatron_numbers(base, dim, monkeypatch)[0])
+    elif "ignores rotary_percent" in line:
+        assert kind == "yarn"
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: "cpu")
+        _, yarn = th.megatron_rope()
+        module = yarn.YarnRotaryEmbedding(kv_channels=dim, rotary_percent=rope["partial_rotary_factor"],
+                                          rotary_base=rope["rope_theta"], scaling_factor=rope["factor"],
+                                          original_max_position_embeddings=rope["original_max_position_embeddings"],
+                                          use_cpu_initialization=True)
+        emb, _ = module.get_emb(2)
+        assert emb.shape[-1] // 2 == dim // 2 != hf_inv.size
+        assert f"{dim // 2} frequencies instead of {hf_inv.size}" in line
+    elif "takes an integer, not" in line:
+        assert kind == "linear" and not float(rope["factor"]).is_integer()
+        with pytest.raises(argparse.ArgumentError):
+            megatron_args(f"--rotary-seq-len-interpolation-factor {rope['factor']}")
+    elif "--rotary-base takes an integer" in line:
+        with pytest.raises(argparse.ArgumentError):
+            megatron_args(f"--rotary-base {rope['rope_theta']!r}")
+        nearest = float(round(rope["rope_theta"]))
+        base.rotary_base = int(nearest)
+        assert_measured(line, hf_inv, megatron_numbers(base, dim, monkeypatch)[0])
+    elif "uses multi-latent attention" in line:
+        assert (getattr(cfg, "text_config", None) or cfg).model_type in ("deepseek_v3",)
+    else:
+        assert f"has no {kind} RoPE" in line, line
+        assert kind in ("dynamic", "longrope")
+
+
+@needs_megatron
+def test_megatron_yarn_mscale_only_is_solved(monkeypatch: pytest.MonkeyPatch) -> None:
+    """transformers ignores mscale without mscale_all_dim; Megatron takes the ratio with get_mscale(s, 0) = 1: the
+    caveat quotes Megatron's own value for the one-to-one mapping, and the printed flags give transformers' factor."""
+    _, yarn = th.megatron_rope()
+    args = ["yarn", "--factor", "40", "--original-max", "4k", "--theta", "10000", "--head-dim", "64",
+            "--mscale", "0.707", "--fine-tuned"]
+    result = ok(run("scale", *args, "--format", "megatron"))
+    naive = yarn._yarn_get_concentration_factor(40.0, 0.707, 0.0)
+    hf = quiet_config(AutoConfig.for_model, model_type="llama", head_dim=64, hidden_size=64 * 8,
+                      num_attention_heads=8, max_position_embeddings=40 * 4096,
+                      rope_parameters={"rope_type": "yarn", "factor": 40.0, "original_max_position_embeddings": 4096,
+                                       "mscale": 0.707, "rope_theta": 10000.0})
+    hf_inv, hf_attention = hf_frequencies(hf)
+    assert f"gives {naive:.6g} where transformers uses {hf_attention:.6g}" in result.stderr
+    assert round(naive, 4) == 1.2608 and round(hf_attention, 4) == 1.3689  # the reference's measurement
+    inv, attention = megatron_numbers(cli_fields(megatron_args(result.stdout)), 64, monkeypatch)
+    np.testing.assert_allclose(inv, hf_inv, rtol=RTOL, atol=0)
+    assert attention == pytest.approx(hf_attention, rel=1e-9)
+
+
+# -------------------------------------------------------------------------------------------------- Megatron-Bridge
+
+def bridge_fields(text: str) -> types.SimpleNamespace:
+    """The printed ``provider.X = value`` lines as a provider (literals only)."""
+    provider = types.SimpleNamespace(rotary_percent=1.0, seq_len_interpolation_factor=None, rope_scaling=False,
+                                     rope_scaling_factor=1.0)  # GPTModelProvider's defaults (gpt_provider.py)
+    for line in text.splitlines():
+        target, value = line.split(" = ", 1)
+        assert target.startswith("provider.")
+        setattr(provider, target.removeprefix("provider."), ast.literal_eval(value))
+    return provider
+
+
+@needs_megatron
+@pytest.mark.parametrize(("name", "args"), CASES, ids=IDS)
+def test_megatron_bridge(name: str, args: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bridge's provider fields through Megatron-Core's classes as GPTModel builds them (Megatron-Bridge itself
+    imports transformer_engine, so its provider is not built here)."""
+    hf_inv, hf_attention, cfg = transformers_numbers(name, args)
+    result = scale(name, args, "megatron-bridge")
+    if result.exit_code == 0:
+        inv, attention = megatron_numbers(bridge_fields(result.stdout), head_dim(cfg), monkeypatch)
+        np.testing.assert_allclose(inv, hf_inv, rtol=RTOL, atol=0)
+        assert attention == pytest.approx(hf_attention, rel=1e-9)
+        return
+    line = assert_usage_error(result, "Megatron-Bridge")
+    if "never forwards" in line:
+        pytest.fail("the CLI bug is Megatron-LM's, not Bridge's")
+    check_megatron_refusal(line, name, args, cfg, hf_inv, hf_attention, monkeypatch)
+
+
+@needs_megatron
+@pytest.mark.skipif(th.installed("megatron-bridge") != th.BRIDGE_VERSION, reason="megatron-bridge 0.6.2 not installed")
+def test_bridge_hf_import_of_the_same_yarn_fails_where_the_printed_fields_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Why every yarn_* field is printed: Bridge's own HF mapping (YARN_ROPE_SCALING_MAPPING, copied only when the
+    key is present, model_bridge.py L582-602) of Qwen3's YaRN x4 dict leaves beta_fast/beta_slow None and the rounding
+    off; Megatron-Core then raises TypeError, and with the betas given, rounding off moves inv_freq."""
+    hf_inv, _, cfg = transformers_numbers("qwen3-8b", ["yarn", "--factor", "4"])
+    rope = dict(cfg.rope_parameters)
+    mapped = {"yarn_beta_fast": None, "yarn_beta_slow": None, "yarn_mscale": None, "yarn_mscale_all_dim": None,
+              "yarn_correction_range_round_to_int": None}  # GPTModelProvider's defaults (gpt_provider.py)
+    for hf_key, megatron_key in th.bridge_constant("YARN_ROPE_SCALING_MAPPING"):
+        if rope.get(hf_key) is not None:
+            mapped[megatron_key] = rope[hf_key]
+    if "truncate" in rope:
+        mapped["yarn_correction_range_round_to_int"] = rope["truncate"]
+    fields = types.SimpleNamespace(position_embedding_type="yarn", rotary_base=rope["rope_theta"], **mapped)
+    with pytest.raises(TypeError):
+        megatron_numbers(fields, head_dim(cfg), monkeypatch)
+    fields.yarn_beta_fast, fields.yarn_beta_slow = 32.0, 1.0
+    inv, _ = megatron_numbers(fields, head_dim(cfg), monkeypatch)
+    assert not np.allclose(inv, hf_inv, rtol=RTOL, atol=0)  # truncate missing -> no floor/ceil
+    printed = bridge_fields(ok(scale("qwen3-8b", ["yarn", "--factor", "4"], "megatron-bridge")).stdout)
+    np.testing.assert_allclose(megatron_numbers(printed, head_dim(cfg), monkeypatch)[0], hf_inv, rtol=RTOL, atol=0)
+
+
+# -------------------------------------------------------------------------------------------------------- torchtune
+
+def tune_numbers(text: str, dim: int) -> np.ndarray:
+    """The printed builder fields through the classes torchtune's builders construct (llama3_1 L85, qwen2 L84);
+    max_seq_len only sizes the cache, so a short one keeps the test small."""
+    import yaml
+
+    fields = yaml.safe_load(text)["model"]
+    if "scale_factor" in fields:
+        rope = th.tune_module("models/llama3_1/_position_embeddings.py").Llama3ScaledRoPE(
+            dim=dim, max_seq_len=4, base=fields["rope_base"], scale_factor=fields["scale_factor"])
+    else:
+        rope = th.tune_module("modules/position_embeddings.py").RotaryPositionalEmbeddings(
+            dim=dim, max_seq_len=4, base=fields["rope_base"])
+    return rope.theta.numpy()
+
+
+@needs_tune
+@pytest.mark.parametrize(("name", "args"), CASES, ids=IDS)
+def test_torchtune(name: str, args: list[str]) -> None:
+    hf_inv, hf_attention, cfg = transformers_numbers(name, args)
+    result = scale(name, args, "torchtune")
+    rope = dict((getattr(cfg, "text_config", None) or cfg).rope_parameters)
+    if result.exit_code == 0:
+        np.testing.assert_allclose(tune_numbers(result.stdout, head_dim(cfg)), hf_inv, rtol=RTOL, atol=0)
+        assert hf_attention == 1.0
+        return
+    line = assert_usage_error(result, "torchtune")
+    if "fixes llama3" in line:
+        theta = th.tune_module("models/llama3_1/_position_embeddings.py").Llama3ScaledRoPE(
+            dim=head_dim(cfg), max_seq_len=4, base=rope["rope_theta"], scale_factor=rope["factor"]).theta.numpy()
+        assert_measured(line, hf_inv, theta)
+    elif "rotate the whole head" in line:
+        assert rope.get("partial_rotary_factor", 1.0) < 1.0
+    else:
+        assert f"has no {rope['rope_type']} RoPE" in line
+        assert rope["rope_type"] not in ("default", "llama3")
+
+
+# ------------------------------------------------------------------------------------------------------- torchtitan
+
+def titan_numbers(text: str) -> np.ndarray:
+    """The printed RoPE config built by torchtitan, its inv_freq read back as the angle of position 1."""
+    rope = th.titan_rope()
+    config = eval(text, {"ComplexRoPE": rope.ComplexRoPE, "CosSinRoPE": rope.CosSinRoPE})  # noqa: S307
+    config.max_seq_len = 4  # only sizes the cache
+    module = type(config).__qualname__.split(".")[0]
+    built = getattr(rope, module)(config)
+    if module == "ComplexRoPE":
+        return torch.angle(built.cache[1]).numpy()
+    half = config.dim // 2
+    cos, sin = built.cache[1, :half], built.cache[1, 2 * half: 3 * half]
+    return torch.atan2(sin, cos).numpy()
+
+
+@needs_titan
+@pytest.mark.parametrize(("name", "args"), CASES, ids=IDS)
+def test_torchtitan(name: str, args: list[str]) -> None:
+    hf_inv, hf_attention, cfg = transformers_numbers(name, args)
+    result = scale(name, args, "torchtitan")
+    rope = dict((getattr(cfg, "text_config", None) or cfg).rope_parameters)
+    if result.exit_code == 0:
+        np.testing.assert_allclose(titan_numbers(result.stdout), hf_inv, rtol=RTOL, atol=0)
+        if hf_attention != 1.0:  # torchtitan's rope never scales cos/sin: only its gpt-oss attention folds it in
+            assert cfg.model_type == "gpt_oss"
+            source = (th.titan_root() / "models" / "gpt_oss" / "model.py").read_text(encoding="utf-8")
+            assert "mscale = 0.1 * math.log(config.rope.rope_factor) + 1.0" in source
+            assert "self.softmax_scale *= mscale * mscale" in source
+            assert 0.1 * math.log(rope["factor"]) + 1.0 == pytest.approx(hf_attention, rel=1e-12)
+        return
+    line = assert_usage_error(result, "torchtitan")
+    if "never applies YaRN's attention factor" in line:
+        titan = th.titan_rope()
+        built = titan.CosSinRoPE(titan.CosSinRoPE.Config(
+            dim=head_dim(cfg), max_seq_len=2, theta=rope["rope_theta"], scaling="yarn", rope_factor=rope["factor"],
+            original_seq_len=rope["original_max_position_embeddings"], truncate=rope.get("truncate", True)))
+        cos0 = float(built.cache[0, 0])  # cos at position 0: the cos/sin magnitude
+        assert cos0 == 1.0 != hf_attention
+        assert f"where transformers uses x{hf_attention:.6g}" in line
+    elif "rotates the whole head" in line:
+        assert rope.get("partial_rotary_factor", 1.0) < 1.0
+    else:
+        assert f"has no {rope['rope_type']} RoPE" in line
+        assert rope["rope_type"] in ("linear", "dynamic", "longrope")
+
+
+# ------------------------------------------------------------------------------------------------------------ shared
+
+def test_trainer_format_names_agree() -> None:
+    from posenc_cli.engines import render, trainers
+
+    assert render.TRAINER_FORMATS == trainers.FORMATS
+    assert set(trainers.FORMATS) <= set(render.FORMATS)
+
+
+def test_a_refusal_names_nothing_on_stdout() -> None:
+    """A trainer that cannot express the request: one error line, exit 2 (no flags a user could paste)."""
+    assert_usage_error(run("scale", "dynamic", "--factor", "2", "--original-max", "4k", "--format", "torchtune"),
+                       "torchtune has no dynamic RoPE")
+
+
+@needs_megatron
+def test_megatron_refuses_a_fractional_base(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Megatron-LM's --rotary-base is an int: a static-NTK base whose rounding moves inv_freq is refused with what
+    Megatron-Core computes at the rounded base."""
+    line = assert_usage_error(run("scale", "ntk", "--factor", "2", "--original-max", "4k", "--theta", "3",
+                                  "--format", "megatron"), "--rotary-base takes an integer")
+    patched = json.loads(ok(run("scale", "ntk", "--factor", "2", "--original-max", "4k", "--theta", "3",
+                                "--format", "hf-v5")).stdout)
+    theta = patched["rope_parameters"]["rope_theta"]
+    cfg = quiet_config(AutoConfig.for_model, model_type="llama", head_dim=128, hidden_size=1024,
+                       num_attention_heads=8, **patched)
+    hf_inv, _ = hf_frequencies(cfg)
+    with pytest.raises(argparse.ArgumentError):
+        megatron_args(f"--rotary-base {theta!r}")
+    nearest = int(re.search(r"--rotary-base (\d+)$", line)[1])  # type: ignore[index]
+    assert nearest == round(theta)
+    fields = types.SimpleNamespace(position_embedding_type="rope", rotary_base=nearest,
+                                   seq_len_interpolation_factor=None, rope_scaling=False, rope_scaling_factor=8.0)
+    assert_measured(line, hf_inv, megatron_numbers(fields, 128, monkeypatch)[0])
+
+
+@pytest.mark.parametrize("fmt", ["hf", "vllm", "megatron"])
+def test_only_a_trainer_format_loads_the_trainer_module(fmt: str) -> None:
+    """``posenc scale`` without a trainer format never imports posenc_cli.engines.trainers; with one, no framework
+    (nor torch) is imported either."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom posenc_cli.cli import app\n"
+            f"code = app(['scale', 'yarn', '--original-max', '32k', '--target', '128k', '--format', {fmt!r}], "
+            "standalone_mode=False)\nassert code in (0, None), code\n"
+            "sys.__stderr__.write('LOADED ' + ' '.join(sorted(sys.modules)) + '\\n')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    line = next(x for x in proc.stderr.splitlines() if x.startswith("LOADED "))
+    loaded = set(line.split()[1:])
+    assert ("posenc_cli.engines.trainers" in loaded) == (fmt == "megatron")
+    assert not loaded & {"torch", "megatron", "torchtitan", "torchtune", "transformers"}
