@@ -22,6 +22,7 @@ from clihelpers import assert_usage_error, ok, run, write_json
 from reference import alibi_slopes_official
 
 from posenc_cli.engines.hf import format_hf
+from posenc_cli.models import ABSENT, text_config
 from posenc_cli.rules import GUARDS, load_rules
 from posenc_cli.scaling import make_request
 from posenc_cli.units import format_length
@@ -538,9 +539,15 @@ def test_no_shipped_model_is_given_a_config_it_would_misread(path: Path, extra: 
     emitted = answer["extension"]["config"]
     if "text_config" in cfg:  # a multimodal model's answer goes into its text_config
         assert set(emitted) == {"text_config"}, emitted
-        merged = {**cfg, "text_config": {**cfg["text_config"], **emitted["text_config"]}}
-    else:
-        merged = {**cfg, **emitted}
+    where = text_config(cfg)[2].removesuffix(ABSENT)
+    if where:  # the answer is nested where the file keeps its language model (text_config, language_config, ...)
+        assert set(emitted) == {where.split(".")[0]}, (where, emitted)
+
+    def merge(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+        return {**base, **{k: merge(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict)
+                           and k in where.split(".") else v for k, v in new.items()}}
+
+    merged = merge(cfg, emitted)
     assert ("rope_parameters" in json.dumps(emitted)) == ("rope_parameters" in json.dumps(cfg)
                                                           and "rope_scaling" not in json.dumps(cfg)), emitted
     patched = write_json(tmp_path, merged, "patched.json")

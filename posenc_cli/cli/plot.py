@@ -40,6 +40,9 @@ SUFFIXES = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 # --d-model 64k` 28 s (--d-model 1M took 287 s, so d_model is capped at 64k: 4x the widest shipped, 16384);
 # `plot rope --max-len 2048M --head-dim 4096 --method yarn` 25 s; `plot alibi --heads 64 --seq-len 512` 35 s.
 MAX_DPI = 1200
+# Below about 6 dpi the smallest labels round to less than one pixel and FreeType refuses them (`plot alibi --dpi 5`
+# and `plot frequencies --dpi 5` crashed); 10 leaves a margin
+MIN_DPI = 10
 MAX_FEATURES = 1 << 16  # columns of the sinusoidal heatmap (d_model)
 MAX_ALIBI_HEADS = 64
 MAX_ALIBI_SEQ = 512
@@ -54,7 +57,7 @@ OutputOpt = Annotated[str | None, typer.Option(
     "--output", "-o", help="File to write; .png, .svg or .pdf picks the format (- writes a PNG to stdout).",
     show_default="a descriptive .png name in the current folder")]
 DpiOpt = Annotated[int, typer.Option(
-    help=f"Dots per inch; also the pixel grid large heatmaps are averaged to; 1 to {MAX_DPI}.")]
+    help=f"Dots per inch; also the pixel grid large heatmaps are averaged to; {MIN_DPI} to {MAX_DPI}.")]
 TitleOpt = Annotated[str | None, typer.Option(help="Replace the figure title.", show_default="one naming the inputs")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the path written and the plotted parameters as JSON.")]
 TerminalOpt = Annotated[bool, typer.Option(
@@ -124,6 +127,8 @@ class Target:
 def _target(output: str | None, default_name: str, dpi: int, terminal: bool, as_json: bool,
             width: int | None = None) -> Target:
     """Check the output options before anything is computed: suffix, folder, permissions, conflicts."""
+    if dpi < MIN_DPI:
+        raise PosencError(f"--dpi {dpi} is too small to draw labels at; the smallest is {MIN_DPI}")
     _positive(dpi, "--dpi", MAX_DPI)
     if width is not None and not terminal:
         raise PosencError("--width sets the terminal width; it needs --terminal")
