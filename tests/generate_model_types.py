@@ -47,6 +47,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+# the reason posenc's reader matches on: shared, so the generated data and the reader cannot drift apart
+from posenc_cli.models import NO_ROTARY
+
 OUT = Path(__file__).resolve().parent.parent / "posenc_cli" / "model_types.json"
 
 #: attributes of a text config that posenc's reader takes from the class when a file leaves them out
@@ -100,10 +103,6 @@ def inv_freq_groups(rot: Any) -> dict[str, tuple[Any, float]]:
                 for lt in rope_type}
     return {"": (rot.inv_freq.numpy(), float(getattr(rot, "attention_scaling", 1.0)))}
 
-
-#: the reasons in ``without_rotary`` that posenc reads as "transformers runs this model without a rotary embedding
-#: built from its config" (as opposed to: it has no model code here, or needs a package it lacks)
-NO_ROTARY = "its decoder has no rotary embedding"
 
 
 def _why_no_rotary(text: Any) -> str:
