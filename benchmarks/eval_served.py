@@ -1,4 +1,4 @@
-"""The README's served runs: the committed passkey model under llama.cpp (llama-cpp-python's server), four ways.
+"""The served runs of docs/commands/eval.md: the committed passkey model under llama-cpp-python's server, four ways.
 
 ``python benchmarks/eval_served.py`` serves tests/fixtures/passkey/passkey.gguf plain, with YaRN x2, YaRN x4 and
 linear x4 (each command from ``posenc scale --format llama-cpp-python``, then ``--n_ctx 1024`` so every

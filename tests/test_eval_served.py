@@ -73,14 +73,14 @@ def test_every_prompt_had_its_exact_length_on_the_server(plain: dict[str, Any], 
 
 
 def test_plain_rope_retrieves_inside_the_trained_length_and_fails_far_past_it(plain: dict[str, Any]) -> None:
-    # measured: 1.0 at 64..256, 0.0 at 1024 (README grid); margins of 0.25 and 0.35
+    # measured: 1.0 at 64..256, 0.0 at 1024 (the docs/commands/eval.md grid); margins of 0.25 and 0.35
     r = rates(plain)
     assert min(r[n] for n in (64, 128, 256)) >= 0.75
     assert r[1024] <= 0.35
 
 
 def test_yarn_from_posenc_scale_holds_where_plain_rope_fails(plain: dict[str, Any], yarn2: dict[str, Any]) -> None:
-    # measured at 512 (2x the trained length): plain 0.30, YaRN x2 0.85 (README grid, 20 prompts each)
+    # measured at 512 (2x the trained length): plain 0.30, YaRN x2 0.85 (the eval page grid, 20 prompts each)
     assert rates(yarn2)[512] >= rates(plain)[512] + 0.3
 
 

@@ -219,7 +219,7 @@ def test_every_corpus_file_with_every_rope_type_reads_like_transformers(path: An
         pytest.skip(f"the class takes none of the rope types with this file's other keys ({'; '.join(refused)})")
 
 
-README = gen.OUT.parent.parent / "README.md"
+INSPECT_PAGE = gen.OUT.parent.parent / "docs" / "commands" / "inspect.md"
 
 
 def coverage() -> dict[str, list[str]]:
@@ -246,7 +246,7 @@ def coverage() -> dict[str, list[str]]:
 
 
 def coverage_table() -> str:
-    """The README's coverage table, computed from :func:`coverage`."""
+    """The coverage table of docs/commands/inspect.md, computed from :func:`coverage`."""
     from posenc_cli.remote_code import FAMILIES
 
     rows = coverage()
@@ -262,7 +262,7 @@ def coverage_table() -> str:
     return "\n".join(lines)
 
 
-COVERAGE_DOC = README.parent / "docs" / "model-types.md"
+COVERAGE_DOC = INSPECT_PAGE.parent.parent / "model-types.md"
 
 
 def coverage_doc() -> str:
@@ -283,9 +283,9 @@ def test_the_model_type_list_is_the_data() -> None:
     assert COVERAGE_DOC.read_text(encoding="utf-8") == coverage_doc(), "run python tests/test_model_types.py"
 
 
-def test_the_readme_coverage_table_is_the_data() -> None:
+def test_the_inspect_page_coverage_table_is_the_data() -> None:
     table = coverage_table()
-    assert table in README.read_text(encoding="utf-8"), f"README's coverage table should read:\n{table}"
+    assert table in INSPECT_PAGE.read_text(encoding="utf-8"), f"inspect.md's coverage table should read:\n{table}"
 
 
 if __name__ == "__main__":  # rewrite docs/model-types.md from the data

@@ -1,5 +1,5 @@
-"""The README's transcripts are real: every ``$ posenc ...`` line in a ```console block is run and its output
-compared with the lines under it.
+"""The documentation's transcripts are real: every ``$ posenc ...`` line in a ```console block of README.md and of
+every docs/**/*.md page is run and its output compared with the lines under it.
 
 A command ending in ``2>&1`` is compared with stdout and stderr as written; ``2>&1 >/dev/null`` with stderr
 only; anything else with stdout only. ```text blocks are not checked (plots, timings, training runs).
@@ -8,7 +8,8 @@ Text is compared exactly, except measured errors printed in scientific notation 
 within a factor of :data:`MEASURED_SPREAD` (see :func:`same_output`), and runs of table padding and rule
 characters count as one.
 
-``python tests/test_readme.py`` rewrites the README's console blocks from fresh runs.
+``python tests/test_readme.py`` rewrites the console blocks of every page from fresh runs;
+``python tests/test_readme.py README.md docs/commands/pick.md`` only those pages.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from posenc_cli.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 BLOCK = re.compile(r"```console\n(.*?)```", re.S)
 
 
@@ -132,16 +134,28 @@ def same_output(expected: str, actual: str) -> bool:
     return True
 
 
-CASES = transcripts(README.read_text(encoding="utf-8"))
+def pages() -> list[Path]:
+    """README.md and every Markdown page of the docs site (docs/pending/*.md included, so a page waiting to be
+    folded in is checked too)."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+def _name(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
+CASES = [(_name(page), command, expected)
+         for page in pages() for command, expected in transcripts(page.read_text(encoding="utf-8"))]
 pytestmark = pytest.mark.numeric
 
 
 def test_readme_has_transcripts() -> None:
-    assert len(CASES) >= 10
+    assert sum(page == "README.md" for page, _, _ in CASES) >= 5
+    assert len(CASES) >= 60
 
 
-@pytest.mark.parametrize(("command", "expected"), CASES, ids=[c for c, _ in CASES])
-def test_transcript_is_real(command: str, expected: str) -> None:
+@pytest.mark.parametrize(("page", "command", "expected"), CASES, ids=[f"{p}: {c}" for p, c, _ in CASES])
+def test_transcript_is_real(page: str, command: str, expected: str) -> None:
     actual = run(command)
     assert same_output(expected.rstrip("\n"), actual), actual
 
@@ -162,15 +176,17 @@ def test_measured_numbers_compare_with_a_stated_spread(expected: str, actual: st
 
 
 def test_python_examples_run() -> None:
-    """The "Use it from Python" code runs as printed."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
-    assert blocks
-    for code in blocks:
-        exec(compile(code, "README.md", "exec"), {})
+    """Every ```python block of the docs (the "Use it from Python" page) runs as printed."""
+    ran = 0
+    for page in pages():
+        for code in re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S):
+            exec(compile(code, _name(page), "exec"), {})
+            ran += 1
+    assert ran
 
 
-def _rewrite() -> None:
-    text = README.read_text(encoding="utf-8")
+def _rewrite(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
 
     def fill(match: re.Match[str]) -> str:
         body: list[str] = []
@@ -183,9 +199,10 @@ def _rewrite() -> None:
                 body.append(line)  # a non-posenc block keeps its text
         return "```console\n" + "\n".join(body) + "\n```"
 
-    README.write_text(BLOCK.sub(fill, text), encoding="utf-8")
+    page.write_text(BLOCK.sub(fill, text), encoding="utf-8")
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
-    _rewrite()
+    for page in [ROOT / arg for arg in sys.argv[1:]] or pages():
+        _rewrite(page)

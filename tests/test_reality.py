@@ -1,6 +1,6 @@
-"""The README's reality table: documented decisions of model builders next to what `posenc pick` answers for the same
-situation. Every row's command is run here and its "pick's answer" cell must be exactly what pick answers now, so the
-table cannot drift. ``python tests/test_reality.py`` rewrites those cells from fresh runs.
+"""The reality table of docs/commands/pick.md: documented decisions of model builders next to what `posenc pick`
+answers for the same situation. Every row's command is run here and its "pick's answer" cell must be exactly what pick
+answers now, so the table cannot drift. ``python tests/test_reality.py`` rewrites those cells from fresh runs.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from posenc_cli.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "commands" / "pick.md"
 START, END = "<!-- reality table -->", "<!-- /reality table -->"
 #: The scenario table above it: (scenario, command, pick's answer) rows, checked the same way.
 SCENARIO = ("<!-- scenario table -->", "<!-- /scenario table -->")
@@ -71,7 +71,7 @@ def answer_for(cell: str) -> dict[str, Any]:
     return answer
 
 
-ROWS = rows(README.read_text(encoding="utf-8"))
+ROWS = rows(PAGE.read_text(encoding="utf-8"))
 
 
 def test_the_table_has_enough_documented_decisions() -> None:
@@ -87,7 +87,7 @@ def test_each_row_is_what_pick_answers(index: int, cells: list[str]) -> None:
     assert cells[3] == summary(answer_for(cells[2]))
 
 
-SCENARIO_ROWS = rows(README.read_text(encoding="utf-8"), SCENARIO)
+SCENARIO_ROWS = rows(PAGE.read_text(encoding="utf-8"), SCENARIO)
 
 
 @pytest.mark.parametrize(("index", "cells"), SCENARIO_ROWS, ids=[c[0] for _, c in SCENARIO_ROWS])
@@ -101,7 +101,7 @@ def test_the_scenarios_are_distinct() -> None:
 
 
 def _rewrite() -> None:
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     lines = text.splitlines()
     for i, cells in rows(text):
         cells[3] = summary(answer_for(cells[2]))
@@ -109,7 +109,7 @@ def _rewrite() -> None:
     for i, cells in rows(text, SCENARIO):
         cells[2] = summary(answer_for(cells[1]))
         lines[i] = "| " + " | ".join(cells) + " |"
-    README.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    PAGE.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -567,11 +567,11 @@ def test_shipped_rules_never_need_a_veto_for_new_models_at_common_lengths() -> N
             assert math.isfinite(float(answer["inputs"]["ctx"]))
 
 
-def test_the_readme_lists_every_fact_a_rule_can_use() -> None:
+def test_the_rules_format_page_lists_every_fact_a_rule_can_use() -> None:
     from posenc_cli.rules import INPUT_FACTS, TEXT_FACTS
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    facts = readme[readme.index("Facts: `ctx`"):readme.index("plus the derived ones")]
+    page = (Path(__file__).parent.parent / "docs" / "rules-format.md").read_text()
+    facts = page[page.index("Facts: `ctx`"):page.index("plus the derived ones")]
     assert set(re.findall(r"`(\w+)`", facts)) >= set(INPUT_FACTS) | TEXT_FACTS
 
 

@@ -22,7 +22,6 @@ import typer.main
 from typer._click.exceptions import ClickException
 from typer.core import TyperGroup
 
-from posenc_cli import __version__
 from posenc_cli.cli.output import console, note, print_json
 from posenc_cli.errors import CouldNotRun, ExitCode, PosencError
 
@@ -43,6 +42,7 @@ COMMANDS = {
     "experiment": ("posenc_cli.cli.experiment", "experiment_app"),
     "eval": ("posenc_cli.cli.eval", "eval_app"),
     "audit": ("posenc_cli.cli.audit", "audit"),
+    "docs": ("posenc_cli.cli.docs", "docs"),
 }
 LAZY_GROUPS = {name: spec for name, spec in COMMANDS.items() if spec[1].endswith("_app")}
 
@@ -147,7 +147,9 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        sys.stdout.write(f"posenc {__version__}\n")
+        from posenc_cli.documentation import version
+
+        sys.stdout.write(f"posenc {version()}\n")
         raise typer.Exit(ExitCode.OK)
 
 
