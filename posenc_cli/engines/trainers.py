@@ -135,6 +135,8 @@ def _megatron_mscale(group: Mapping[str, Any], factor: float, mscale_all_dim: fl
         raise PosencError(f"{who}: YaRN attention factor {attention:.6g} at factor {factor:g} cannot be "
                           f"expressed (Megatron gives {naive:.6g})")
     m = yarn_mscale_for(attention, factor, mscale_all_dim)
+    if math.isclose(naive, attention, rel_tol=1e-12):
+        return m
     caveats.append(f"Megatron-Core has no YaRN attention_factor and takes mscale/mscale_all_dim as a ratio even when "
                    f"one is unset: mapping this dict's fields one to one gives {naive:.6g} where transformers uses "
                    f"{attention:.6g}; mscale {m:.10g} with mscale_all_dim {mscale_all_dim:g} gives transformers' "
@@ -226,8 +228,8 @@ def _mla_fields(req: ScaleRequest, group: dict[str, Any], who: str) -> tuple[dic
         if group.get("truncate", True) is False:
             rounded = _with(req, group, truncate=True)
             raise PosencError(f"{who}'s MLA YaRN always rounds the correction range (multi_latent_attention.py passes "
-                              f"no correction_range_round_to_int): with truncate true it "
-                              f"{measured(_hf(req, group), rounded)} from transformers' truncate false; nearest it "
+                              f"no correction_range_round_to_int): rounded, Megatron's "
+                              f"{measured(_hf(req, group), rounded)} from transformers' (truncate false); nearest it "
                               "can express: the same YaRN with truncate true (those numbers)")
         # both MLA attentions multiply the softmax scale by mscale(factor, mscale_all_dim)^2 (transformers' only when
         # mscale_all_dim is set: 0 gives 1 in Megatron too), so mscale_all_dim is kept and mscale solved around it
@@ -270,6 +272,8 @@ def _mla_cli(req: ScaleRequest, group: dict[str, Any], fields: dict[str, Any], c
             "--rotary-base", _num(theta), "--qk-pos-emb-head-dim", str(fields["qk_pos_emb_head_dim"])]
     if "rotary_percent" in fields:
         argv += ["--rotary-percent", repr(fields["rotary_percent"])]
+    if fields["rope_type"] == "rope":
+        argv.append("--no-rope-fusion")  # MLATransformerConfig refuses apply_rope_fusion (the CLI default) without yarn
     if fields["rope_type"] == "yarn":
         fixed = {k: v for k, v in MLA_CLI_FIXED.items() if fields[k] != v}
         if fixed:
