@@ -447,10 +447,11 @@ def _axolotl(data: Mapping[str, Any], path: str, exported: Mapping[str, Any] | N
             rope["rope_theta"] = over["rope_theta"]
     if nested:
         rope = {name: dict(group) for name, group in nested.items()}
-    if any(g.get("rope_type") == "dynamic" for g in (nested or {"": rope}).values()) and window is not None:
+    if any(g.get("rope_type") == "dynamic" for g in (nested or {"": rope}).values()) and (
+            window is not None and window == data.get("sequence_len")):
         notes.append(f"dynamic NTK under transformers 5 scales from the live config's max_position_embeddings, which "
-                     f"axolotl raised to sequence_len ({window}) after building the model: it trained plain RoPE up "
-                     f"to {window} and scales past it, so the export must carry max_position_embeddings {window}")
+                     f"axolotl raises to sequence_len ({window}) after building the model: the run trained plain RoPE "
+                     f"up to {window}, and the export must carry max_position_embeddings {window}")
     return Trained("axolotl", label, rope, window, notes)
 
 
@@ -621,13 +622,17 @@ def audit(checkpoint_label: str, exported: Mapping[str, Any] | None, trained: Tr
     for layer in model.layers:
         rope = per_group[layer.name] or dict(layer.params)
         fixed = with_rope(fixed, layer.rope_key, rope, window, form, head_dim=layer.head_dim or model.head_dim)
-    seq_len = window
     numbers = None
     for layer in model.layers:
         name = layer.name if several else None
-        want = _numbers(fixed, seq_len, name)
-        have = _numbers(exported, seq_len, name)
-        if _same(have, want, window=False):
+        # dynamic NTK is plain up to the window and scales past it: compared there too
+        types = {layer.params.get("rope_type"), (per_group[layer.name] or {}).get("rope_type")}
+        for seq_len in (window, 2 * window) if "dynamic" in types else (window,):
+            want = _numbers(fixed, seq_len, name)
+            have = _numbers(exported, seq_len, name)
+            if not _same(have, want, window=False):
+                break
+        else:
             continue
         own = dict(layer.params)
         per_type = raw_all.get(layer.rope_key) if layer.rope_key else None
@@ -654,7 +659,8 @@ def audit(checkpoint_label: str, exported: Mapping[str, Any] | None, trained: Tr
     if not findings:
         return Audit(trained, checkpoint_label, [], None, None, None)
     fixed_text, _, where = text_config(fixed)
-    keys = ("rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor", "max_position_embeddings")
+    keys = ("rope_theta", "rope_local_base_freq", "rope_scaling", "rope_parameters", "partial_rotary_factor",
+            "max_position_embeddings")
     fragment: dict[str, Any] = {k: fixed_text[k] for k in keys if k in fixed_text}
     for key in reversed(where.split(".") if where else []):
         fragment = {key: fragment}
