@@ -15,6 +15,15 @@ def yarn_mscale(scale: float, mscale: float = 1.0) -> float:
     return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 
 
+def yarn_mscale_for(attention: float, scale: float, mscale_all_dim: float = 0.0) -> float:
+    """The ``mscale`` whose ratio ``yarn_mscale(scale, mscale) / yarn_mscale(scale, mscale_all_dim)`` is
+    ``attention``: how a framework that always takes that ratio (Megatron-Core) expresses another attention factor
+    with ``mscale_all_dim`` kept. Needs ``scale > 1`` (below it both terms are 1 whatever mscale is)."""
+    if scale <= 1:
+        raise ValueError(f"YaRN's mscale has no effect at scale {scale:g} <= 1")
+    return (attention * yarn_mscale(scale, mscale_all_dim) - 1.0) / (0.1 * math.log(scale))
+
+
 def yarn_attention_factor(params: Mapping[str, Any], factor: float) -> float:
     """The cos/sin multiplier transformers uses for YaRN (explicit value, mscale ratio, or 0.1 ln s + 1)."""
     explicit = params.get("attention_factor")

@@ -60,6 +60,8 @@ KINDS = {
     "changed-key": "a rope key has another value than the trained one",
     "float-window": "max_position_embeddings is a float, which transformers 5 refuses",
     "window": "max_position_embeddings differs from the trained window",
+    "dynamic-window": "max_position_embeddings of a dynamic NTK model differs from the trained one: dynamic scales "
+                      "from it, so the served frequencies are not the trained ones",
 }
 
 _LF_TYPES = ("linear", "dynamic", "yarn", "llama3")
@@ -84,15 +86,18 @@ class Trained:
 
 @dataclass
 class Finding:
+    """One mismatch; ``group``: the rope group (layer type) it is in, "" for a model with one rope."""
+
     kind: str
     key: str
     exported: Any
     trained: Any
     message: str
+    group: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "key": self.key, "exported": self.exported, "trained": self.trained,
-                "message": self.message}
+        return {"kind": self.kind, "group": self.group or None, "key": self.key, "exported": self.exported,
+                "trained": self.trained, "message": f"{self.group}: {self.message}" if self.group else self.message}
 
 
 # ---------------------------------------------------------------- reading the training settings
@@ -172,7 +177,7 @@ def trained_rope(path: str, exported: Mapping[str, Any] | None, framework: str |
     if framework == "megatron":
         return _megatron(data if isinstance(data, str) else "", path)
     if framework == "axolotl":
-        return _axolotl(data, path)
+        return _axolotl(data, path, exported)
     return _torchtitan(data, path)
 
 
@@ -405,7 +410,7 @@ _AXOLOTL_ROPE = {"rope_parameters", "rope_scaling", "rope_theta", "max_position_
                  "partial_rotary_factor"}
 
 
-def _axolotl(data: Mapping[str, Any], path: str) -> Trained:
+def _axolotl(data: Mapping[str, Any], path: str, exported: Mapping[str, Any] | None = None) -> Trained:
     if "rope_scaling" in data:
         raise PosencError(f"{path}: axolotl rejects a top-level rope_scaling (\"it should now be a key under "
                           "model_config\", utils/schemas/deprecated.py)")
@@ -416,25 +421,59 @@ def _axolotl(data: Mapping[str, Any], path: str) -> Trained:
     _reject_rope_keys(over, _AXOLOTL_ROPE, path, f"model_config takes {', '.join(sorted(_AXOLOTL_ROPE))}")
     label = f"axolotl {path}"
     notes: list[str] = []
+    window = _axolotl_window(data, over, exported, path)
     rope = over.get("rope_parameters") or over.get("rope_scaling")
     if rope is None:
         if "rope_theta" in over:
             notes.append("model_config: rope_theta alone is ignored under transformers 5 (axolotl 0.21): the model "
                          "trained with its checkpoint's theta")
-        return Trained("axolotl", label, None, None, notes)
+        return Trained("axolotl", label, None, window, notes)
     if not isinstance(rope, Mapping):
         raise PosencError(f"{path}: model_config rope dict must be a mapping, got {rope!r}")
     rope = dict(rope)
-    if "rope_type" not in rope:
-        raise PosencError(f"{path}: model_config's rope dict has no rope_type; under transformers 5 axolotl fails "
-                          "with KeyError: 'rope_type' (write rope_type, not type)")
-    if "rope_theta" not in rope:
-        if "rope_theta" not in over:
-            raise PosencError(f"{path}: model_config's rope dict has no rope_theta; under transformers 5 the model "
-                              "is built with rope_theta None (TypeError): add rope_theta to it")
-        rope["rope_theta"] = over["rope_theta"]
-    window = over.get("max_position_embeddings")
-    return Trained("axolotl", label, rope, window if isinstance(window, int) else None, notes)
+    nested = {k: v for k, v in rope.items() if isinstance(v, Mapping)}
+    if nested and len(nested) != len(rope):
+        raise PosencError(f"{path}: model_config's rope dict mixes per-layer-type dicts ({', '.join(nested)}) with "
+                          "flat keys; give one dict per layer type")
+    for name, group in (nested or {"": rope}).items():
+        where = f"model_config's rope dict{f' for {name}' if name else ''}"
+        if "rope_type" not in group:
+            raise PosencError(f"{path}: {where} has no rope_type; under transformers 5 axolotl fails with KeyError: "
+                              "'rope_type' (write rope_type, not type)")
+        if "rope_theta" not in group:
+            if "rope_theta" not in over or nested:
+                raise PosencError(f"{path}: {where} has no rope_theta; under transformers 5 the model is built with "
+                                  "rope_theta None (TypeError): add rope_theta to it")
+            rope["rope_theta"] = over["rope_theta"]
+    if nested:
+        rope = {name: dict(group) for name, group in nested.items()}
+    if any(g.get("rope_type") == "dynamic" for g in (nested or {"": rope}).values()) and (
+            window is not None and window == data.get("sequence_len")):
+        notes.append(f"dynamic NTK under transformers 5 scales from the live config's max_position_embeddings, which "
+                     f"axolotl raises to sequence_len ({window}) after building the model: the run trained plain RoPE "
+                     f"up to {window}, and the export must carry max_position_embeddings {window}")
+    return Trained("axolotl", label, rope, window, notes)
+
+
+def _axolotl_window(data: Mapping[str, Any], over: Mapping[str, Any], exported: Mapping[str, Any] | None,
+                    path: str) -> int | None:
+    """The window axolotl 0.21 trains with: model_config's max_position_embeddings (set before the model is built),
+    else the checkpoint's, raised to sequence_len when that is longer (loaders/model.py _adjust_model_config, after
+    the model is built). None: neither is known."""
+    given = over.get("max_position_embeddings")
+    if given is not None:
+        given = _positive_int(given, "model_config max_position_embeddings", path)
+    elif exported is not None:
+        from posenc_cli.models import text_config
+
+        value = text_config(exported)[0].get("max_position_embeddings")
+        given = int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    seq = data.get("sequence_len")
+    if seq is not None:
+        seq = _positive_int(seq, "sequence_len", path)
+    if given is None or seq is None:
+        return given if seq is None else seq
+    return max(given, seq)
 
 
 #: torchtitan 0.3 flavours' rope (models/llama3/__init__.py: every Llama 3 flavour; qwen3: plain, theta 1e6)
@@ -478,8 +517,9 @@ class Audit:
                 "config": self.fixed, "config_fragment": self.fragment, "notes": t.notes}
 
 
-def _numbers(cfg: Mapping[str, Any], seq_len: int | None) -> tuple[Any, float, int | None]:
-    """(inv_freq, attention factor, window) transformers 5 builds from ``cfg``, at ``seq_len``."""
+def _numbers(cfg: Mapping[str, Any], seq_len: int | None, group: str | None = None) -> tuple[Any, float, int | None]:
+    """(inv_freq, attention factor, window) transformers 5 builds from ``cfg`` for the rope group named ``group``
+    (default: the first), at ``seq_len``."""
     from posenc_cli.frequencies import compute
     from posenc_cli.inspection import spec_for
     from posenc_cli.models import describe
@@ -487,7 +527,7 @@ def _numbers(cfg: Mapping[str, Any], seq_len: int | None) -> tuple[Any, float, i
     model = describe(cfg)
     if model.family != "rope" or not model.layers:
         raise PosencError(f"the exported config is not a RoPE model (posenc reads it as {model.family})")
-    layer = model.layers[0]
+    layer = next((g for g in model.layers if g.name == group), model.layers[0])
     freqs = compute(spec_for(model, layer), seq_len, top_level=model.top_level)
     return freqs.inv_freq, freqs.attention_factor, model.max_position_embeddings
 
@@ -503,9 +543,41 @@ def _form(text: Mapping[str, Any]) -> str:
     return "v5" if isinstance(text.get("rope_parameters"), Mapping) and not text.get("rope_scaling") else "v4"
 
 
+def _trained_groups(trained: Trained, model: Any, label: str) -> tuple[dict[str, dict[str, Any] | None], list[str]]:
+    """The trained rope dict of each rope group of ``model`` (None: the training left that group as it was), and
+    notes. A per-layer-type trained dict must name every group; a flat one on a model with several groups is the
+    extended group's (the one already scaled, else full attention), except for axolotl, whose setattr of a flat
+    dict fails there."""
+    from posenc_cli.models import extended_group
+
+    names = [g.name for g in model.layers]
+    keys = {g.name: g.rope_key or g.name for g in model.layers}
+    rope = trained.rope
+    if rope is None:
+        return dict.fromkeys(names), []
+    if any(isinstance(v, Mapping) for v in rope.values()):
+        missing = [n for n in names if keys[n] not in rope]
+        unknown = sorted(set(rope) - set(keys.values()))
+        if missing or unknown or len(names) < 2:
+            raise PosencError(f"{trained.label} gives rope dicts for {', '.join(rope)}; {label} has rope groups "
+                              f"{', '.join(keys.values()) if len(names) > 1 else '(one, flat)'}")
+        return {n: dict(rope[keys[n]]) for n in names}, []
+    if len(names) == 1:
+        return {names[0]: dict(rope)}, []
+    if trained.framework == "axolotl":
+        raise PosencError(f"{trained.label}: axolotl sets model_config's rope_parameters on the built config; a flat "
+                          f"dict on this model's per-layer rope ({', '.join(keys.values())}) fails in transformers 5 "
+                          f"(KeyError: {keys[names[0]]!r}): give one dict per layer type")
+    chosen = extended_group(model).name
+    others = [n for n in names if n != chosen]
+    return ({n: dict(rope) if n == chosen else None for n in names},
+            [f"the settings give one rope dict: compared with {chosen}; {', '.join(others)} compared with the "
+             "checkpoint's own (the settings say nothing about them)"])
+
+
 def audit(checkpoint_label: str, exported: Mapping[str, Any] | None, trained: Trained, to: str | None = None) -> Audit:
     """Every difference between ``exported`` (None: no config.json) and ``trained`` that changes the served numbers,
-    with the config that would be right (in the file's own transformers form, or ``to``)."""
+    in every rope group, with the config that would be right (in the file's own transformers form, or ``to``)."""
     from posenc_cli.convert import with_rope
     from posenc_cli.models import describe, text_config
 
@@ -515,9 +587,10 @@ def audit(checkpoint_label: str, exported: Mapping[str, Any] | None, trained: Tr
                                 "the checkpoint has no config.json: nothing tells transformers or an engine the "
                                 "rope it was trained with"))
         missing = None
-        if trained.rope is not None and trained.window is not None:
+        flat = trained.rope is not None and not any(isinstance(v, Mapping) for v in trained.rope.values())
+        if trained.rope is not None and trained.window is not None and flat:
             missing = with_rope({"max_position_embeddings": trained.window}, "", trained.rope, trained.window,
-                                 to or "v5")
+                                to or "v5")
         return Audit(trained, checkpoint_label, findings, None, missing, None)
     text = text_config(exported)[0]
     window_raw = text.get("max_position_embeddings")
@@ -528,10 +601,10 @@ def audit(checkpoint_label: str, exported: Mapping[str, Any] | None, trained: Tr
     model = describe(exported)
     if model.family != "rope" or not model.layers:
         raise PosencError(f"{checkpoint_label}: not a RoPE model (posenc reads it as {model.family})")
-    layer = model.layers[0]
-    own = dict(layer.params)
-    raw = text.get("rope_scaling") or text.get("rope_parameters") or {}
-    raw = dict(raw) if isinstance(raw, Mapping) else {}
+    per_group, notes = _trained_groups(trained, model, checkpoint_label)
+    trained.notes.extend(notes)
+    raw_all = text.get("rope_scaling") or text.get("rope_parameters") or {}
+    raw_all = dict(raw_all) if isinstance(raw_all, Mapping) else {}
     form = to or _form(text)
     if form == "v5":
         from posenc_cli.lint import oldest_reader
@@ -541,58 +614,85 @@ def audit(checkpoint_label: str, exported: Mapping[str, Any] | None, trained: Tr
             trained.notes.append(f"config.json needs transformers >= {oldest[0]} ({oldest[1]}): a transformers 4 "
                                  "reader (and an engine built on one) sees neither its rope_theta nor its scaling; "
                                  "--to v4 writes the keys both read")
-    rope = trained.rope if trained.rope is not None else own
     window = trained.window if trained.window is not None else model.max_position_embeddings
     if window is None:
         raise PosencError(f"{checkpoint_label}: neither the config nor the training settings give a window")
-    fixed = with_rope(exported, layer.rope_key, rope, window, form, head_dim=model.head_dim)
-    seq_len = window
-    want = _numbers(fixed, seq_len)
-    have = _numbers(exported, seq_len)
-    if not _same(have, want, window=False):
-        findings += _key_findings(exported, layer.rope_key, own, raw, rope, model.max_position_embeddings or window,
-                                  form, seq_len, want, trained, text)
-    if trained.window is not None and model.max_position_embeddings != trained.window:
-        findings.append(Finding("window", "max_position_embeddings", window_raw, trained.window,
-                                f"max_position_embeddings is {window_raw!r}; the model was trained for "
-                                f"{trained.window} (engines cap the context at this window)"))
+    several = len(model.layers) > 1
+    fixed: dict[str, Any] = dict(exported)
+    for layer in model.layers:
+        rope = per_group[layer.name] or dict(layer.params)
+        fixed = with_rope(fixed, layer.rope_key, rope, window, form, head_dim=layer.head_dim or model.head_dim)
     numbers = None
-    if not _same(have, want, window=False):
-        import numpy as np
-
-        h, w = have[0].astype(np.float64), want[0].astype(np.float64)
-        if h.shape == w.shape:
-            rel = np.abs(h - w) / w
-            numbers = {"pairs": int(w.size), "pairs_differing": int((rel > 0).sum()),
-                       "max_relative_difference": float(rel.max())}
+    for layer in model.layers:
+        name = layer.name if several else None
+        # dynamic NTK is plain up to the window and scales past it: compared there too
+        types = {layer.params.get("rope_type"), (per_group[layer.name] or {}).get("rope_type")}
+        for seq_len in (window, 2 * window) if "dynamic" in types else (window,):
+            want = _numbers(fixed, seq_len, name)
+            have = _numbers(exported, seq_len, name)
+            if not _same(have, want, window=False):
+                break
         else:
-            numbers = {"pairs": int(w.size), "exported_pairs": int(h.size)}
-        numbers |= {"attention_factor_exported": have[1], "attention_factor_trained": want[1]}
+            continue
+        own = dict(layer.params)
+        per_type = raw_all.get(layer.rope_key) if layer.rope_key else None
+        raw: Mapping[str, Any] = per_type if isinstance(per_type, Mapping) else raw_all
+        found = _key_findings(exported, layer.rope_key, name, own, raw, per_group[layer.name] or own,
+                              model.max_position_embeddings or window, form, seq_len, want, trained, text)
+        for finding in found:
+            finding.group = layer.name if several else ""
+        findings += found
+        if numbers is None:
+            numbers = _spectrum_difference(have, want) | ({"group": layer.name} if several else {})
+    if trained.window is not None and model.max_position_embeddings != trained.window:
+        dynamic = [g for g in model.layers if (per_group[g.name] or g.params).get("rope_type") == "dynamic"]
+        if dynamic:
+            findings.append(Finding(
+                "dynamic-window", "max_position_embeddings", window_raw, trained.window,
+                f"max_position_embeddings is {window_raw!r}; the model was trained with {trained.window}: dynamic NTK "
+                f"keeps plain RoPE up to max_position_embeddings and scales from it, so served frequencies differ "
+                f"from the trained ones (engines also cap the context there)"))
+        else:
+            findings.append(Finding("window", "max_position_embeddings", window_raw, trained.window,
+                                    f"max_position_embeddings is {window_raw!r}; the model was trained for "
+                                    f"{trained.window} (engines cap the context at this window)"))
     if not findings:
         return Audit(trained, checkpoint_label, [], None, None, None)
-    check = _numbers(fixed, seq_len)
-    assert _same(check, want), "the config written for the trained rope reads back otherwise"
     fixed_text, _, where = text_config(fixed)
-    keys = ("rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor", "max_position_embeddings")
+    keys = ("rope_theta", "rope_local_base_freq", "rope_scaling", "rope_parameters", "partial_rotary_factor",
+            "max_position_embeddings")
     fragment: dict[str, Any] = {k: fixed_text[k] for k in keys if k in fixed_text}
     for key in reversed(where.split(".") if where else []):
         fragment = {key: fragment}
     return Audit(trained, checkpoint_label, findings, fixed, fragment, numbers)
 
 
+def _spectrum_difference(have: tuple[Any, float, int | None], want: tuple[Any, float, int | None]) -> dict[str, Any]:
+    import numpy as np
+
+    h, w = have[0].astype(np.float64), want[0].astype(np.float64)
+    if h.shape == w.shape:
+        rel = np.abs(h - w) / w
+        out: dict[str, Any] = {"pairs": int(w.size), "pairs_differing": int((rel > 0).sum()),
+                               "max_relative_difference": float(rel.max())}
+    else:
+        out = {"pairs": int(w.size), "exported_pairs": int(h.size)}
+    return out | {"attention_factor_exported": have[1], "attention_factor_trained": want[1]}
+
+
 _IGNORED = {"rope_type", "rope_theta"}
 
 
-def _key_findings(exported: Mapping[str, Any], group: str, own: dict[str, Any], raw: Mapping[str, Any],
-                  rope: Mapping[str, Any], window: int, form: str, seq_len: int, want: Any, trained: Trained,
-                  text: Mapping[str, Any]) -> list[Finding]:
+def _key_findings(exported: Mapping[str, Any], group: str, name: str | None, own: dict[str, Any],
+                  raw: Mapping[str, Any], rope: Mapping[str, Any], window: int, form: str, seq_len: int, want: Any,
+                  trained: Trained, text: Mapping[str, Any]) -> list[Finding]:
     """Name each key whose exported value changes the numbers: put the trained value into the exported dict, one key
     at a time, and keep the keys that move the spectrum (a dropped key whose default is the trained value is no
     finding)."""
     from posenc_cli.convert import with_rope
 
     def numbers_with(params: Mapping[str, Any]) -> Any:
-        return _numbers(with_rope(exported, group, dict(params), window, form), seq_len)
+        return _numbers(with_rope(exported, group, dict(params), window, form), seq_len, name)
 
     out: list[Finding] = []
     own_type, want_type = own.get("rope_type", "default"), rope.get("rope_type", "default")

@@ -92,7 +92,10 @@ MEGATRON_FLAGS = (
     "--use-rope-scaling", "--rope-scaling-factor", "--rotary-scaling-factor", "--mscale", "--mscale-all-dim",
     "--yarn-original-max-position-embeddings", "--yarn-beta-fast", "--yarn-beta-slow",
     "--yarn-correction-range-round-to-int", "--no-yarn-correction-range-round-to-int", "--max-position-embeddings",
+    "--rope-type", "--qk-pos-emb-head-dim", "--no-rope-fusion",
 )
+#: flags Megatron-LM generates from TransformerConfig fields (ArgumentGroupFactory, arguments.py L2290)
+MEGATRON_FACTORY_FLAGS = ("multi_latent_attention",)
 
 
 def _tree(path: Path) -> ast.Module:
@@ -113,7 +116,49 @@ def megatron_parser() -> argparse.ArgumentParser:
             eval(code, {"add": parser.add_argument})  # noqa: S307 - Megatron's own add_argument call
             found.add(node.args[0].value)
     assert found == set(MEGATRON_FLAGS), set(MEGATRON_FLAGS) - found
+    _factory_flags(parser)
     return parser
+
+
+def megatron_config_module() -> Any:
+    """megatron-core's ``transformer/transformer_config.py`` (TransformerConfig, MLATransformerConfig): it imports
+    on CPU once ``megatron.core.transformer`` is a bare package (its ``__init__`` builds the GPU modules)."""
+    root = megatron_root()
+    assert root is not None
+    megatron_rope()
+    _bare("megatron.core.transformer", root / "core" / "transformer")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import megatron.core.transformer.transformer_config as config
+
+    return config
+
+
+def _factory_flags(parser: argparse.ArgumentParser) -> None:
+    """Megatron-LM's own ``ArgumentGroupFactory`` (argument_utils.py, run unchanged) over TransformerConfig, keeping
+    only :data:`MEGATRON_FACTORY_FLAGS` (arguments.py excludes the fields it cannot type; these are plain bools)."""
+    import builtins
+    import dataclasses
+    import enum
+    import inspect
+    import itertools
+    import typing
+
+    config = megatron_config_module()
+    root = megatron_root()
+    assert root is not None
+    tree = _tree(root / "training" / "argument_utils.py")
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)
+               and n.name in ("TypeInferenceError", "ArgumentGroupFactory")]
+    scope: dict[str, Any] = {
+        "ast": ast, "builtins": builtins, "dataclasses": dataclasses, "enum": enum, "inspect": inspect,
+        "itertools": itertools, "types": types, "typing": typing, "warnings": warnings,
+        "ArgumentParser": argparse.ArgumentParser, "Namespace": argparse.Namespace,
+        "_ArgumentGroup": argparse._ArgumentGroup, "Field": dataclasses.Field, "fields": dataclasses.fields,
+        "Any": Any, "Callable": typing.Callable, "Optional": typing.Optional}
+    exec(compile(ast.Module(body=classes, type_ignores=[]), "argument_utils.py", "exec"), scope)  # noqa: S102
+    exclude = [f.name for f in dataclasses.fields(config.TransformerConfig) if f.name not in MEGATRON_FACTORY_FLAGS]
+    scope["ArgumentGroupFactory"](config.TransformerConfig, exclude=exclude).build_group(parser, "transformer")
 
 
 def megatron_function(name: str, file: str = "argument_utils.py") -> ast.FunctionDef:

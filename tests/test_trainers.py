@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
+import functools
 import json
 import math
 import re
 import shlex
+import tempfile
 import types
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +79,9 @@ CASES = [
     ("gpt-oss-20b", ["yarn", "--target", "256k", "--fine-tuned"]),  # YaRN x64, truncate false
 ]
 IDS = [f"{name}:{'_'.join(a for a in args if not a.startswith('--f'))}" for name, args in CASES]
+#: the GPT-attention cases (the MLA ones, deepseek-v3, are test_megatron_mla's)
+GPT_CASES = [(name, args) for name, args in CASES if not name.startswith("deepseek")]
+GPT_IDS = [i for i, (name, _) in zip(IDS, CASES, strict=True) if not name.startswith("deepseek")]
 
 
 def scale(name: str, args: list[str], fmt: str) -> Any:
@@ -156,12 +163,13 @@ def cli_fields(args: argparse.Namespace) -> types.SimpleNamespace:
         rotary_percent=args.rotary_percent, seq_len_interpolation_factor=args.rotary_seq_len_interpolation_factor,
         rope_scaling=args.use_rope_scaling,
         rope_scaling_factor=args.rope_scaling_factor if megatron_llama3_factor_forwarded() else 8.0)
-    th.apply_yarn_config(config, argparse.Namespace(**vars(args), multi_latent_attention=False))
+    assert not args.multi_latent_attention  # Megatron-LM's own flag: GPT attention here
+    th.apply_yarn_config(config, args)
     return config
 
 
 @needs_megatron
-@pytest.mark.parametrize(("name", "args"), CASES, ids=IDS)
+@pytest.mark.parametrize(("name", "args"), GPT_CASES, ids=GPT_IDS)
 def test_megatron_cli(name: str, args: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     hf_inv, hf_attention, cfg = transformers_numbers(name, args)
     result = scale(name, args, "megatron")
@@ -211,8 +219,6 @@ def check_megatron_refusal(line: str, name: str, args: list[str], cfg: Any, hf_i
         nearest = float(round(rope["rope_theta"]))
         base.rotary_base = int(nearest)
         assert_measured(line, hf_inv, megatron_numbers(base, dim, monkeypatch)[0])
-    elif "uses multi-latent attention" in line:
-        assert (getattr(cfg, "text_config", None) or cfg).model_type in ("deepseek_v3",)
     else:
         assert f"has no {kind} RoPE" in line, line
         assert kind in ("dynamic", "longrope")
@@ -245,15 +251,23 @@ def bridge_fields(text: str) -> types.SimpleNamespace:
     """The printed ``provider.X = value`` lines as a provider (literals only)."""
     provider = types.SimpleNamespace(rotary_percent=1.0, seq_len_interpolation_factor=None, rope_scaling=False,
                                      rope_scaling_factor=1.0)  # GPTModelProvider's defaults (gpt_provider.py)
-    for line in text.splitlines():
-        target, value = line.split(" = ", 1)
-        assert target.startswith("provider.")
-        setattr(provider, target.removeprefix("provider."), ast.literal_eval(value))
+    for key, value in printed_provider(text).items():
+        setattr(provider, key, value)
     return provider
 
 
+def printed_provider(text: str) -> dict[str, Any]:
+    """The printed ``provider.X = value`` lines (literals only)."""
+    out = {}
+    for line in text.splitlines():
+        target, value = line.split(" = ", 1)
+        assert target.startswith("provider.")
+        out[target.removeprefix("provider.")] = ast.literal_eval(value)
+    return out
+
+
 @needs_megatron
-@pytest.mark.parametrize(("name", "args"), CASES, ids=IDS)
+@pytest.mark.parametrize(("name", "args"), GPT_CASES, ids=GPT_IDS)
 def test_megatron_bridge(name: str, args: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """Bridge's provider fields through Megatron-Core's classes as GPTModel builds them (Megatron-Bridge itself
     imports transformer_engine, so its provider is not built here)."""
@@ -433,3 +447,174 @@ def test_only_a_trainer_format_loads_the_trainer_module(fmt: str) -> None:
     loaded = set(line.split()[1:])
     assert ("posenc_cli.engines.trainers" in loaded) == (fmt == "megatron")
     assert not loaded & {"torch", "megatron", "torchtitan", "torchtune", "transformers"}
+
+
+# ------------------------------------------------------------------------------------------- Megatron-Core MLA
+
+#: every MLA config of the corpus transformers has a class for (kimi_k2 is read as deepseek_v3, posenc's alias;
+#: deepseek-vl2-tiny's language model is remote code with MLA off), with its own YaRN (the window it ships) and
+#: larger factors on top
+MLA_CORPUS = {"deepseek-v3": "160k", "deepseek-r1": "160k", "deepseek-v3.1": "160k", "deepseek-v3.2": "160k",
+              "kimi-k2": "128k", "kimi-k2.5": "256k"}
+MLA_CASES = [(name, args) for name, window in MLA_CORPUS.items()
+             for args in (["yarn", "--target", window], ["yarn", "--factor", "2", "--fine-tuned"],
+                          ["yarn", "--factor", "3.5", "--fine-tuned"], ["yarn", "--factor", "8", "--fine-tuned"])]
+MLA_CASES += [("deepseek-v3", args) for args in (
+    ["yarn", "--factor", "2", "--fine-tuned", "--mscale", "0.707"],  # mscale/mscale_all_dim 0.707/1: a ratio
+    ["yarn", "--factor", "2", "--fine-tuned", "--attention-factor", "1"],  # explicit: mscale solved
+    ["yarn", "--factor", "2", "--fine-tuned", "--beta-fast", "16"],  # the CLI cannot, Bridge can
+    ["yarn", "--factor", "2", "--fine-tuned", "--no-truncate"],  # MLA always rounds
+    ["linear", "--factor", "2", "--fine-tuned"], ["ntk", "--factor", "2", "--fine-tuned"],
+)]
+#: DeepSeek-V3 with one of its mscale keys gone (what `posenc scale` cannot write: its mscale options are > 0):
+#: transformers then takes 0.1 ln s + 1 for cos/sin, and the softmax multiplier only with mscale_all_dim
+MLA_VARIANTS = {"deepseek-v3~no-mscale-all-dim": "mscale_all_dim", "deepseek-v3~no-mscale": "mscale"}
+MLA_CASES += [(name, args) for name in MLA_VARIANTS
+              for args in (["yarn", "--target", "160k"], ["yarn", "--factor", "2", "--fine-tuned"])]
+MLA_IDS = [f"{name}:{'_'.join(a.lstrip('-') for a in args if a not in ('--fine-tuned', 'yarn'))}"
+           for name, args in MLA_CASES]
+
+
+@functools.cache
+def mla_source(name: str) -> str:
+    """A corpus config, or a :data:`MLA_VARIANTS` one written to a temporary folder."""
+    if name not in MLA_VARIANTS:
+        return str(CORPUS / f"{name}.json")
+    base, _ = name.split("~")
+    cfg = json.loads((CORPUS / f"{base}.json").read_text())
+    cfg["rope_scaling"] = {k: v for k, v in cfg["rope_scaling"].items() if k != MLA_VARIANTS[name]}
+    path = Path(tempfile.mkdtemp()) / f"{name}.json"
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+def mla_scale(name: str, args: list[str], fmt: str) -> Any:
+    return run("scale", *args, "--config", mla_source(name), "--format", fmt)
+
+
+def mla_transformers_numbers(name: str, args: list[str]) -> tuple[np.ndarray, float, float, Any]:
+    """inv_freq, cos/sin factor and softmax multiplier (``yarn_apply_mscale`` of 1) transformers' DeepSeek classes
+    build from the config posenc writes for the request."""
+    patched = json.loads(ok(mla_scale(name, [*args, "-o", "-"], "hf-v5")).stdout)
+    text = patched.get("text_config", patched)
+    if text["model_type"] == "kimi_k2":  # no transformers class: DeepSeek-V3's (posenc's alias, vLLM's mapping)
+        text = {**text, "model_type": "deepseek_v3"}
+    text.pop("auto_map", None)
+    cfg = quiet_config(AutoConfig.for_model, **text)
+    inv, attention = hf_frequencies(cfg)
+    modeling = __import__(type(cfg).__module__.replace(".configuration_", ".modeling_"), fromlist=["_"])
+    return inv, attention, float(modeling.yarn_apply_mscale(cfg.rope_parameters, 1.0)), cfg
+
+
+def mla_megatron_numbers(config: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[np.ndarray, float, float]:
+    """inv_freq, cos/sin factor and softmax multiplier of the rotary module MLA builds from an MLATransformerConfig
+    (multi_latent_attention.py L177-199, constructed as there; use_cpu_initialization only picks the device)."""
+    rotary, yarn = th.megatron_rope()
+    source = (th.megatron_root() / "core" / "transformer" / "multi_latent_attention.py").read_text()
+    assert "mscale = _yarn_get_mscale(self.config.rotary_scaling_factor, self.config.mscale_all_dim)" in source
+    assert "self.softmax_scale = mscale * mscale / math.sqrt(self.q_head_dim)" in source
+    multiplier = yarn._yarn_get_mscale(config.rotary_scaling_factor, config.mscale_all_dim) ** 2
+    if config.rope_type == "rope":
+        module = rotary.RotaryEmbedding(config.qk_pos_emb_head_dim, rotary_percent=config.rotary_percent,
+                                        rotary_base=config.rotary_base, use_cpu_initialization=True)
+        return module.get_freqs_non_repeated(2)[1].numpy(), 1.0, multiplier
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: "cpu")
+    module = yarn.YarnRotaryEmbedding(
+        config.qk_pos_emb_head_dim, rotary_base=config.rotary_base, scaling_factor=config.rotary_scaling_factor,
+        original_max_position_embeddings=config.original_max_position_embeddings, beta_fast=config.beta_fast,
+        beta_slow=config.beta_slow, mscale=config.mscale, mscale_all_dim=config.mscale_all_dim,
+        use_cpu_initialization=True)
+    emb, mscale = module.get_emb(2)
+    return emb[1, 0, 0, : emb.shape[-1] // 2].numpy(), float(mscale), multiplier
+
+
+def mla_config(values: dict[str, Any]) -> Any:
+    """An MLATransformerConfig (megatron-core's own class, its defaults for everything not given) with ``values``
+    for its fields; other names must be GPTModel's."""
+    config = th.megatron_config_module()
+    names = {f.name for f in dataclasses.fields(config.MLATransformerConfig)}
+    assert set(values) - names <= {"position_embedding_type", "max_position_embeddings", "seq_length"}
+    given = {k: v for k, v in values.items() if k in names}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return config.MLATransformerConfig(num_layers=1, hidden_size=64, num_attention_heads=1, **given)
+
+
+def mla_cli_config(text: str) -> Any:
+    """The printed flags through Megatron-LM's own definitions, then as transformer_config_from_args copies them:
+    every MLATransformerConfig field the parsed arguments name (argument_utils.py L300-303)."""
+    args = megatron_args(text)
+    assert args.multi_latent_attention and args.position_embedding_type == "rope"
+    return mla_config({k: v for k, v in vars(args).items() if k in {
+        f.name for f in dataclasses.fields(th.megatron_config_module().MLATransformerConfig)}})
+
+
+def assert_mla_same(megatron: tuple[np.ndarray, float, float], hf: tuple[np.ndarray, float, float]) -> None:
+    np.testing.assert_allclose(megatron[0], hf[0], rtol=RTOL, atol=0)
+    assert megatron[1] == pytest.approx(hf[1], rel=1e-9)
+    assert megatron[2] == pytest.approx(hf[2], rel=1e-9)
+
+
+def check_mla_refusal(line: str, rope: dict[str, Any], hf_inv: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each MLA refusal states what Megatron-Core's MLA rotary class computes for the plain mapping."""
+    kind = rope["rope_type"]
+    if kind != "yarn":
+        assert f"multi-latent attention has no {kind} RoPE" in line
+        return
+    plain = {"rope_type": "yarn", "rotary_base": rope["rope_theta"], "qk_pos_emb_head_dim": hf_inv.size * 2,
+             "rotary_scaling_factor": rope["factor"],
+             "original_max_position_embeddings": rope["original_max_position_embeddings"],
+             "beta_fast": rope.get("beta_fast") or 32.0, "beta_slow": rope.get("beta_slow") or 1.0}
+    if "no flag for MLA's" in line:
+        for key in th.megatron_config_module().MLATransformerConfig.__dataclass_fields__:
+            if key in ("original_max_position_embeddings", "beta_fast", "beta_slow"):
+                plain.pop(key)  # what the CLI leaves at the class default
+    else:
+        assert "always rounds the correction range" in line and rope["truncate"] is False
+    inv, _, _ = mla_megatron_numbers(mla_config(plain), monkeypatch)
+    assert_measured(line, hf_inv, inv)
+
+
+@needs_megatron
+@pytest.mark.parametrize("fmt", ["megatron", "megatron-bridge"])
+@pytest.mark.parametrize(("name", "args"), MLA_CASES, ids=MLA_IDS)
+def test_megatron_mla(name: str, args: list[str], fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MLA flags/fields through MLATransformerConfig and the rotary module MLA builds: transformers' inv_freq,
+    cos/sin factor and softmax multiplier, or a refusal with Megatron's measured difference."""
+    hf_inv, hf_attention, hf_softmax, cfg = mla_transformers_numbers(name, args)
+    result = mla_scale(name, args, fmt)
+    if result.exit_code == 0:
+        config = mla_cli_config(result.stdout) if fmt == "megatron" else mla_config(
+            printed_provider(result.stdout))
+        assert config.qk_pos_emb_head_dim == cfg.qk_rope_head_dim
+        assert_mla_same(mla_megatron_numbers(config, monkeypatch), (hf_inv, hf_attention, hf_softmax))
+        return
+    line = assert_usage_error(result, "Megatron")
+    if fmt == "megatron-bridge":
+        assert "no flag" not in line  # the CLI's gap, not Bridge's
+    check_mla_refusal(line, dict(cfg.rope_parameters), hf_inv, monkeypatch)
+
+
+@needs_megatron
+def test_megatron_mla_plain_rope(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An MLA model with plain RoPE: rope_type rope, no softmax multiplier (rotary_scaling_factor 1), and the
+    --no-rope-fusion MLATransformerConfig needs for it (its __post_init__ refuses the CLI's default fusion)."""
+    cfg = json.loads((CORPUS / "deepseek-v3.json").read_text())
+    cfg = {k: v for k, v in cfg.items() if k != "rope_scaling"} | {"max_position_embeddings": 4096}
+    from posenc_cli.engines import trainers
+    from posenc_cli.models import describe, model_facts
+    from posenc_cli.scaling import ScaleRequest
+
+    facts = model_facts(describe(cfg), "plain")
+    req = ScaleRequest("none", 4096, 4096, 1.0, theta=facts.theta, head_dim=64)
+    text, _ = trainers.render(req, "megatron", facts, {"rope_type": "default", "rope_theta": 10000.0})
+    assert "--no-rope-fusion" in text
+    config = mla_cli_config(text)
+    with pytest.raises(ValueError, match="apply_rope_fusion"):
+        mla_cli_config(text.replace(" --no-rope-fusion", ""))
+    hf = quiet_config(AutoConfig.for_model, **cfg)
+    hf_inv, hf_attention = hf_frequencies(hf)
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import yarn_apply_mscale
+
+    assert_mla_same(mla_megatron_numbers(config, monkeypatch),
+                    (hf_inv, hf_attention, yarn_apply_mscale(hf.rope_parameters, 1.0)))

@@ -109,7 +109,8 @@ def _render(result: Audit) -> None:
     t = result.trained
     out = [f"audit: {result.checkpoint} against {t.label}"]
     if t.rope is not None:
-        params = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in t.rope.items())
+        nested = {k: v for k, v in t.rope.items() if isinstance(v, dict)}
+        params = "; ".join(f"{k}: {_params(v)}" for k, v in nested.items()) if nested else _params(t.rope)
         window = f"; window {t.window}" if t.window is not None else ""
         out.append(f"trained with: {params}{window}")
     else:
@@ -120,16 +121,21 @@ def _render(result: Audit) -> None:
         return
     n = len(result.findings)
     out.append(f"{n} mismatch{'es' if n > 1 else ''}:")
-    out += [f"  {f.kind}: {f.message}" for f in result.findings]
+    out += [f"  {f.kind}{f' ({f.group})' if f.group else ''}: {f.message}" for f in result.findings]
     if result.numbers is not None:
         num = result.numbers
+        where = f" ({num['group']})" if "group" in num else ""
         if "pairs_differing" in num:
-            out.append(f"numbers: {num['pairs_differing']} of {num['pairs']} frequency pairs differ (by up to "
+            out.append(f"numbers{where}: {num['pairs_differing']} of {num['pairs']} frequency pairs differ (by up to "
                        f"{num['max_relative_difference']:.1%}); attention factor "
                        f"{num['attention_factor_exported']:.6g} served, {num['attention_factor_trained']:.6g} trained")
         else:
-            out.append(f"numbers: {num['exported_pairs']} frequency pairs served, {num['pairs']} trained")
+            out.append(f"numbers{where}: {num['exported_pairs']} frequency pairs served, {num['pairs']} trained")
     if result.fragment is not None:
         out.append("the config that would be right (its rope keys; --write FILE writes the whole config.json):")
         out.append(json.dumps(result.fragment, indent=2))
     sys.stdout.write("\n".join(out) + "\n")
+
+
+def _params(rope: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in rope.items())

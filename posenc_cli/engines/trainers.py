@@ -22,7 +22,7 @@ import shlex
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.attention_factors import yarn_attention_factor, yarn_mscale
+from posenc_cli.attention_factors import yarn_attention_factor, yarn_mscale, yarn_mscale_for
 from posenc_cli.errors import PosencError
 from posenc_cli.scaling import ScaleRequest, max_position_embeddings, rope_parameters
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 #: The llama3 constants Megatron-Core (``RotaryEmbedding._apply_scaling``), torchtune (``Llama3ScaledRoPE`` as its
 #: builders call it) and Megatron-Bridge's Llama mapping cannot change: low_freq_factor, high_freq_factor, original.
 FIXED_LLAMA3 = (1.0, 4.0, 8192)
-#: Model types whose attention is MLA: Megatron builds them from --multi-latent-attention flags, not rendered here.
+#: Model types whose attention is MLA: Megatron builds them from MLATransformerConfig (--multi-latent-attention).
 MLA_TYPES = frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_linear"})
 #: torchtitan models built with CosSinRoPE (models/qwen3, qwen3_5, gpt_oss); the others use ComplexRoPE
 COSSIN_PREFIXES = ("qwen3", "gpt_oss")
@@ -117,15 +117,41 @@ def _llama3_fixed(req: ScaleRequest, group: dict[str, Any], who: str) -> None:
 
 # ---------------------------------------------------------------------------------------------------------- Megatron
 
+def _megatron_mscale(group: Mapping[str, Any], factor: float, mscale_all_dim: float, who: str,
+                     caveats: list[str]) -> float:
+    """Megatron-Core's ``mscale`` that gives transformers' YaRN attention factor with ``mscale_all_dim`` as given.
+
+    Megatron has no attention_factor and always multiplies cos/sin by ``mscale(s, mscale) / mscale(s,
+    mscale_all_dim)`` (``_yarn_get_concentration_factor``), even where transformers ignores mscale (mscale_all_dim
+    unset) or takes an explicit attention_factor: then mscale is solved for (a caveat says so)."""
+    attention = yarn_attention_factor(group, factor)
+    mscale, given_all = group.get("mscale"), group.get("mscale_all_dim")
+    if group.get("attention_factor") is None and mscale and given_all and float(given_all) == mscale_all_dim:
+        return float(mscale)
+    if group.get("attention_factor") is None and not mscale and not given_all and mscale_all_dim == 0.0:
+        return 1.0  # Megatron's defaults: 0.1 ln s + 1, transformers' default
+    naive = yarn_mscale(factor, float(mscale or 1.0)) / yarn_mscale(factor, float(given_all or 0.0))
+    if factor <= 1 or not math.isfinite(attention):
+        raise PosencError(f"{who}: YaRN attention factor {attention:.6g} at factor {factor:g} cannot be "
+                          f"expressed (Megatron gives {naive:.6g})")
+    m = yarn_mscale_for(attention, factor, mscale_all_dim)
+    if math.isclose(naive, attention, rel_tol=1e-12):
+        return m
+    caveats.append(f"Megatron-Core has no YaRN attention_factor and takes mscale/mscale_all_dim as a ratio even when "
+                   f"one is unset: mapping this dict's fields one to one gives {naive:.6g} where transformers uses "
+                   f"{attention:.6g}; mscale {m:.10g} with mscale_all_dim {mscale_all_dim:g} gives transformers' "
+                   "factor")
+    return m
+
+
 def megatron_fields(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts | None,
                     who: str = "Megatron-Core") -> tuple[dict[str, Any], list[str]]:
-    """Megatron-Core's GPTModel/TransformerConfig rope fields that reproduce transformers for ``group``, and
-    caveats; refuses (PosencError) what Megatron-Core 0.19.2 cannot compute."""
+    """Megatron-Core's GPTModel/TransformerConfig rope fields (MLATransformerConfig's for an MLA model) that
+    reproduce transformers for ``group``, and caveats; refuses (PosencError) what Megatron-Core 0.19.2 cannot
+    compute."""
     _plain_only(group, who)
     if facts is not None and facts.model_type in MLA_TYPES:
-        raise PosencError(f"{who}: {facts.model_type} uses multi-latent attention, which Megatron builds from "
-                          "MLATransformerConfig (--multi-latent-attention, --rope-type); posenc renders GPT "
-                          "attention rope only")
+        return _mla_fields(req, group, who)
     rope_type = _rope_type(group)
     fraction = _rotary_fraction(req, group)
     fields: dict[str, Any] = {"rotary_base": float(group["rope_theta"])}
@@ -151,23 +177,10 @@ def megatron_fields(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts 
                 "it can express: YaRN on the whole head, or linear")
         factor = _yarn_factor(req, group)
         attention = yarn_attention_factor(group, factor)
-        mscale, mscale_all_dim = group.get("mscale"), group.get("mscale_all_dim")
-        if group.get("attention_factor") is None and mscale and mscale_all_dim:
-            m, m_all = float(mscale), float(mscale_all_dim)
-        elif group.get("attention_factor") is None and not mscale and not mscale_all_dim:
-            m, m_all = 1.0, 0.0  # Megatron's defaults: 0.1 ln s + 1, transformers' default
-        else:
-            # Megatron has no attention_factor and divides by get_mscale(s, mscale_all_dim) even when transformers
-            # ignores mscale (mscale_all_dim unset): the plain mapping gives another factor, so solve for mscale
-            naive = yarn_mscale(factor, float(mscale or 1.0)) / yarn_mscale(factor, float(mscale_all_dim or 0.0))
-            if factor <= 1 or not math.isfinite(attention):
-                raise PosencError(f"{who}: YaRN attention factor {attention:.6g} at factor {factor:g} cannot be "
-                                  f"expressed (Megatron gives {naive:.6g})")
-            m, m_all = (attention - 1.0) / (0.1 * math.log(factor)), 0.0
-            caveats.append(f"Megatron-Core has no YaRN attention_factor and takes mscale/mscale_all_dim as a ratio "
-                           f"even when one is unset: mapping this dict's fields one to one gives {naive:.6g} where "
-                           f"transformers uses {attention:.6g}; mscale {m:.10g} with mscale_all_dim 0 gives "
-                           "transformers' factor")
+        # GPT attention leaves its softmax scale alone: mscale_all_dim only divides, so 0 keeps the arithmetic plain
+        both = group.get("attention_factor") is None and group.get("mscale") and group.get("mscale_all_dim")
+        m_all = float(group["mscale_all_dim"]) if both else 0.0
+        m = _megatron_mscale(group, factor, m_all, who, caveats)
         fields = {"position_embedding_type": "yarn", **fields,
                   "yarn_rotary_scaling_factor": factor,
                   "yarn_original_max_position_embeddings": int(group["original_max_position_embeddings"]),
@@ -185,19 +198,112 @@ def megatron_fields(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts 
     return fields, caveats
 
 
+#: MLATransformerConfig's YaRN fields that Megatron-LM's CLI cannot set (its --yarn-* flags fill the GPT-only
+#: yarn_* attributes, argument_utils.py _apply_yarn_config_from_args returns early for MLA): their class defaults
+MLA_CLI_FIXED = {"original_max_position_embeddings": 4096, "beta_fast": 32.0, "beta_slow": 1.0}
+
+
+def _mla_fields(req: ScaleRequest, group: dict[str, Any], who: str) -> tuple[dict[str, Any], list[str]]:
+    """MLATransformerConfig's rope fields (Megatron-Core 0.19.2: multi_latent_attention.py builds RotaryEmbedding or
+    YarnRotaryEmbedding over qk_pos_emb_head_dim and scales its softmax by mscale(rotary_scaling_factor,
+    mscale_all_dim)**2), or a refusal with what Megatron would compute."""
+    rope_type = _rope_type(group)
+    fraction = _rotary_fraction(req, group)
+    caveats = ["Megatron's MLA de-interleaves the rope half of q and k (apply_rotary_pos_emb with "
+               "mla_rotary_interleaved=True), as transformers' DeepSeek-V3 with rope_interleave true: convert the "
+               "weights with Megatron-Bridge's DeepSeek mapping"]
+    fields: dict[str, Any] = {"position_embedding_type": "rope", "multi_latent_attention": True}
+    if rope_type == "default":
+        # Megatron's MLA softmax scale takes mscale(rotary_scaling_factor, mscale_all_dim) whatever the rope type:
+        # factor 1 keeps it 1, as transformers' plain rope does
+        fields |= {"rope_type": "rope", "rotary_base": float(group["rope_theta"]), "qk_pos_emb_head_dim": req.head_dim}
+        if fraction != 1.0:
+            fields["rotary_percent"] = fraction
+        fields |= {"rotary_scaling_factor": 1.0, "mscale": 1.0, "mscale_all_dim": 0.0}
+    elif rope_type == "yarn":
+        if fraction != 1.0:
+            raise PosencError(f"{who}'s MLA YaRN rotates all qk_pos_emb_head_dim ({req.head_dim}) dims (it passes no "
+                              f"rotary_percent); this model rotates {fraction:g} of them")
+        factor = _yarn_factor(req, group)
+        if group.get("truncate", True) is False:
+            rounded = _with(req, group, truncate=True)
+            raise PosencError(f"{who}'s MLA YaRN always rounds the correction range (multi_latent_attention.py passes "
+                              f"no correction_range_round_to_int): rounded, Megatron's "
+                              f"{measured(_hf(req, group), rounded)} from transformers' (truncate false); nearest it "
+                              "can express: the same YaRN with truncate true (those numbers)")
+        # both MLA attentions multiply the softmax scale by mscale(factor, mscale_all_dim)^2 (transformers' only when
+        # mscale_all_dim is set: 0 gives 1 in Megatron too), so mscale_all_dim is kept and mscale solved around it
+        m_all = float(group.get("mscale_all_dim") or 0.0)
+        softmax = yarn_mscale(factor, m_all) ** 2
+        m = _megatron_mscale(group, factor, m_all, who, caveats)
+        fields |= {"rope_type": "yarn", "rotary_base": float(group["rope_theta"]),
+                   "qk_pos_emb_head_dim": req.head_dim, "rotary_scaling_factor": factor,
+                   "original_max_position_embeddings": int(group["original_max_position_embeddings"]),
+                   "beta_fast": float(group.get("beta_fast") or 32.0),
+                   "beta_slow": float(group.get("beta_slow") or 1.0), "mscale": m, "mscale_all_dim": m_all}
+        if softmax != 1.0:
+            caveats.append(f"Megatron's MLA and transformers both multiply the softmax scale by mscale({factor:g}, "
+                           f"mscale_all_dim {m_all:g})^2 = {softmax:.6g}")
+    else:
+        raise PosencError(f"{who}'s multi-latent attention has no {rope_type} RoPE (MLATransformerConfig.rope_type is "
+                          "rope or yarn); nearest it can express: posenc scale yarn with the same factor")
+    fields["max_position_embeddings"] = req.target
+    return fields, caveats
+
+
+def _integer_base(req: ScaleRequest, group: dict[str, Any], theta: float, who: str, caveats: list[str]) -> float:
+    """Megatron-LM's --rotary-base is ``type=int``: the rounded theta when that keeps inv_freq, else a refusal."""
+    if float(theta).is_integer():
+        return theta
+    nearest = float(round(theta))
+    difference = measured(_hf(req, group), _with(req, group, rope_theta=nearest))
+    if difference != SAME:
+        raise PosencError(f"{who}'s --rotary-base takes an integer; with rope_theta {theta!r} rounded to "
+                          f"{nearest:.0f}, {difference}; nearest it can express: --rotary-base {nearest:.0f}")
+    caveats.append(f"{who}'s --rotary-base takes an integer: rope_theta {theta!r} rounded to {nearest:.0f} gives "
+                   f"the same inv_freq (rtol {RTOL:g})")
+    return nearest
+
+
+def _mla_cli(req: ScaleRequest, group: dict[str, Any], fields: dict[str, Any], caveats: list[str],
+             who: str) -> list[str]:
+    theta = _integer_base(req, group, fields["rotary_base"], who, caveats)
+    argv = ["--position-embedding-type", "rope", "--multi-latent-attention", "--rope-type", fields["rope_type"],
+            "--rotary-base", _num(theta), "--qk-pos-emb-head-dim", str(fields["qk_pos_emb_head_dim"])]
+    if "rotary_percent" in fields:
+        argv += ["--rotary-percent", repr(fields["rotary_percent"])]
+    if fields["rope_type"] == "rope":
+        argv.append("--no-rope-fusion")  # MLATransformerConfig refuses apply_rope_fusion (the CLI default) without yarn
+    if fields["rope_type"] == "yarn":
+        fixed = {k: v for k, v in MLA_CLI_FIXED.items() if fields[k] != v}
+        if fixed:
+            given = ", ".join(f"{k} {_num(fields[k])}" for k in fixed)
+            defaults = ", ".join(f"{k} {_num(v)}" for k, v in MLA_CLI_FIXED.items())
+            difference = measured(_hf(req, group), _with(req, group, **MLA_CLI_FIXED))
+            raise PosencError(
+                f"{who} has no flag for MLA's original_max_position_embeddings/beta_fast/beta_slow (its --yarn-* "
+                f"flags fill GPT's yarn_* fields only), so MLATransformerConfig keeps {defaults}; this model has "
+                f"{given}: Megatron's {difference} from transformers; nearest it can express: set them on the "
+                "MLATransformerConfig in Python (posenc scale --format megatron-bridge prints the fields)")
+        caveats.append(f"{who}'s --yarn-original-max-position-embeddings/--yarn-beta-* flags do not reach MLA: "
+                       "MLATransformerConfig keeps original_max_position_embeddings 4096, beta_fast 32, beta_slow 1, "
+                       "this model's values")
+    argv += ["--rotary-scaling-factor", _num(fields["rotary_scaling_factor"]), "--mscale", _num(fields["mscale"]),
+             "--mscale-all-dim", _num(fields["mscale_all_dim"]), "--max-position-embeddings", str(req.target)]
+    caveats.append(f"{who}: set the other MLA sizes (--q-lora-rank, --kv-lora-rank, --qk-head-dim, --v-head-dim) from "
+                   "the model; the softmax scale divides by sqrt(qk-head-dim + qk-pos-emb-head-dim)")
+    return argv
+
+
 def _megatron_cli(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts | None) -> tuple[str, list[str]]:
     who = "Megatron-LM"
     fields, caveats = megatron_fields(req, group, facts, who)
-    theta = fields["rotary_base"]
-    if not float(theta).is_integer():
-        nearest = float(round(theta))
-        difference = measured(_hf(req, group), _with(req, group, rope_theta=nearest))
-        if difference != SAME:
-            raise PosencError(f"{who}'s --rotary-base takes an integer; with rope_theta {theta!r} rounded to "
-                              f"{nearest:.0f}, {difference}; nearest it can express: --rotary-base {nearest:.0f}")
-        caveats.append(f"{who}'s --rotary-base takes an integer: rope_theta {theta!r} rounded to {nearest:.0f} gives "
-                       f"the same inv_freq (rtol {RTOL:g})")
-        theta = nearest
+    if fields.get("multi_latent_attention"):
+        argv = _mla_cli(req, group, fields, caveats, who)
+        caveats.append("Megatron-LM's --use-checkpoint-args restores rotary base/percent but none of the scaling "
+                       "flags: pass these again when resuming")
+        return shlex.join(argv), caveats
+    theta = _integer_base(req, group, fields["rotary_base"], who, caveats)
     argv = ["--position-embedding-type", fields["position_embedding_type"], "--rotary-base", _num(theta)]
     if "rotary_percent" in fields:
         argv += ["--rotary-percent", repr(fields["rotary_percent"])]
@@ -242,6 +348,9 @@ def _bridge(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts | None) 
     if "seq_len_interpolation_factor" in fields:
         caveats.append(f"{who} maps linear from a Hugging Face config only in its Llama bridge (0.6.2): set "
                        "seq_len_interpolation_factor on the provider as printed")
+    if fields.get("rope_type") == "yarn":
+        caveats.append(f"{who}'s MLA providers (DeepSeek, Kimi) take these unprefixed MLATransformerConfig fields; its "
+                       "Hugging Face import copies only the keys the rope dict has: set every field as printed")
     if fields["position_embedding_type"] == "yarn":
         caveats.append(f"{who}'s Hugging Face import leaves beta_fast/beta_slow None (a TypeError in Megatron-Core) "
                        "and turns rounding off when the dict has no truncate: set every yarn_* field as printed")
