@@ -207,23 +207,3 @@ def test_axolotl_export_of_dynamic(tmp_path: Path) -> None:
     stale = checkpoint(tmp_path, {**saved, "max_position_embeddings": 4096}, "stale")
     code, out, _ = audit_json(stale, settings(tmp_path, DYNAMIC_YAML, "again.yml"))
     assert code == 1 and [f["kind"] for f in out["findings"]] == ["dynamic-window"]
-
-
-# ------------------------------------------------------------------ the pending docs page's transcripts are real
-
-
-PENDING = Path(__file__).resolve().parent.parent / "docs" / "pending" / "mla-audit.md"
-
-
-def _pending() -> list[tuple[str, str]]:
-    from test_readme import transcripts
-
-    return transcripts(PENDING.read_text(encoding="utf-8"))
-
-
-@pytest.mark.parametrize(("command", "expected"), _pending(), ids=[c for c, _ in _pending()])
-def test_pending_doc_transcript_is_real(command: str, expected: str) -> None:
-    from test_readme import run as run_transcript
-    from test_readme import same_output
-
-    assert same_output(expected, run_transcript(command)), command

@@ -10,7 +10,8 @@ runs each framework's own RoPE code (pinned versions below) against transformers
 the refusals.
 
 Versions modelled: megatron-core 0.19.2 (it ships Megatron-LM's ``megatron/training`` CLI), megatron-bridge 0.6.2,
-torchtitan 0.3.0, torchtune 0.6.1.
+torchtitan 0.3.0, torchtune 0.6.1. MLA models (DeepSeek-V2/V3, Kimi K2) get Megatron's ``--multi-latent-attention``
+flags or the MLA provider fields, proven against megatron-core's YaRN class as MLA builds it.
 
 stdlib at import (``posenc scale`` loads this module only for these formats); numpy loads when a refusal measures.
 """
