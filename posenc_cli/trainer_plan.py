@@ -54,19 +54,40 @@ def check_trainer(name: str) -> str:
     return name
 
 
-def _run(req: ScaleRequest, argv: list[str], length: int, fmt: str, result: PickResult) -> dict[str, Any]:
-    """One training run at ``length``: the ``posenc scale`` command, the rope dict and window it trains with,
-    and the trainer's settings (or its refusal)."""
+def _render(req: ScaleRequest, fmt: str, result: PickResult) -> tuple[str, list[str]]:
+    """``posenc scale --format fmt`` of ``req`` on the plan's model (its config, its served name), as scale does."""
     from posenc_cli.engines.render import render_request
-    from posenc_cli.scaling import at_length, max_position_embeddings, rope_parameters
 
-    at = at_length(req, length)
     config = result.source.config if result.source is not None and result.model is not None else None
     name = "MODEL"
     if result.source is not None:
         from posenc_cli.sources import served_name
 
         name = served_name(result.source)
+    gguf = result.source is not None and result.source.kind == "gguf"
+    return render_request(req, fmt, config, result.model, name, gguf=gguf)
+
+
+def _serving(config: dict[str, Any], config_format: str, argv: list[str], req: ScaleRequest,
+             result: PickResult) -> dict[str, Any]:
+    """The serving part: the config keys, their ``posenc scale`` command, and each engine's command with the
+    refusal that command gives (an engine that cannot express the rope: llama.cpp has no llama3 flag)."""
+    refusals: dict[str, str] = {}
+    for engine in ENGINES:
+        try:
+            _render(req, engine, result)
+        except PosencError as exc:
+            refusals[engine] = str(exc)
+    return {"config": config, "config_format": config_format, "command": shlex.join(argv),
+            "engines": {e: shlex.join([*argv, "--format", e]) for e in ENGINES}, "engine_refusals": refusals}
+
+
+def _run(req: ScaleRequest, argv: list[str], length: int, fmt: str, result: PickResult) -> dict[str, Any]:
+    """One training run at ``length``: the ``posenc scale`` command, the rope dict and window it trains with,
+    and the trainer's settings (or its refusal)."""
+    from posenc_cli.scaling import at_length, max_position_embeddings, rope_parameters
+
+    at = at_length(req, length)
     run: dict[str, Any] = {
         "seq_len": length,
         "rope_parameters": rope_parameters(at),
@@ -74,9 +95,8 @@ def _run(req: ScaleRequest, argv: list[str], length: int, fmt: str, result: Pick
         "command": shlex.join([*argv, "--seq-len", format_length(length), "--format", fmt]),
         "settings": None, "caveats": [], "refusal": None,
     }
-    gguf = result.source is not None and result.source.kind == "gguf"
     try:
-        run["settings"], run["caveats"] = render_request(at, fmt, config, result.model, name, gguf=gguf)
+        run["settings"], run["caveats"] = _render(at, fmt, result)
     except PosencError as exc:
         run["refusal"] = str(exc)
     return run
@@ -120,17 +140,15 @@ def trainer_plan(result: PickResult, fmt: str) -> dict[str, Any]:
     served_to = ext["to"] if ext is not None else trained_ctx
     if served_to > last:
         out["training_free"] = {"from": last, "to": served_to, "factor": served_to / last}
-    if ext is not None:
-        argv = shlex.split(ext["command"])
-        out["serving"] = {"config": ext["config"], "config_format": ext["config_format"], "command": ext["command"],
-                          "engines": {e: shlex.join([*argv, "--format", e]) for e in ENGINES}}
+    if ext is not None and reqs is not None:
+        out["serving"] = _serving(ext["config"], ext["config_format"], shlex.split(ext["command"]), reqs.served,
+                                  result)
     elif pre_req is not None:
         from posenc_cli.engines import hf
 
-        argv = scale_argv("ntk", plain_request(f, trained_ctx, float(f["theta_new"]), prf)[1], None,
-                          int(f["head_dim"]), prf)
-        out["serving"] = {"config": hf.format_hf(pre_req), "config_format": "hf", "command": shlex.join(argv),
-                          "engines": {e: shlex.join([*argv, "--format", e]) for e in ENGINES}}
+        assert out["pretraining"] is not None
+        argv = shlex.split(out["pretraining"]["command"])[:-4]  # without --seq-len L --format NAME
+        out["serving"] = _serving(hf.format_hf(pre_req), "hf", argv, pre_req, result)
     if out["serving"] is not None:
         # the served frequencies are the ones the last run trained (a stage's rope dict is the plan's), unless no
         # stage trained the extension (training-free) or an ABF plan adds a training-free yarn jump

@@ -177,5 +177,7 @@ def _render_trainer(t: dict[str, Any]) -> list[str]:
                 else "other frequencies than trained: the jump is training-free")
         out.append(f"   serving ({same}): config.json keys")
         out += ["      " + line for line in json.dumps(serving["config"], indent=2).splitlines()]
-        out += [f"      {engine}: {command}" for engine, command in serving["engines"].items()]
+        for engine, command in serving["engines"].items():
+            refusal = serving["engine_refusals"].get(engine)
+            out.append(f"      {engine}: {command}" + (f" (refuses: {refusal})" if refusal else ""))
     return out
