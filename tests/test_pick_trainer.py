@@ -262,3 +262,19 @@ def test_llamafactory_refuses_a_stage_its_cutoff_cannot_train() -> None:
                               "nearest: rope_scaling yarn with cutoff_len 131072")
     assert "inv_freq off by up to" in line
     ok(run(*BARE, "--seq-len", "128k", "--format", "llamafactory"))
+
+
+# ------------------------------------------------------------------------------------------------------ the docs
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "pending" / "pick-trainer.md"
+
+
+def test_the_docs_transcripts_are_real() -> None:
+    """docs/pending/pick-trainer.md, checked as test_readme.py checks the README (until the docs site runs it)."""
+    from test_readme import run as run_transcript
+    from test_readme import same_output, transcripts
+
+    found = transcripts(DOC.read_text(encoding="utf-8"))
+    assert len(found) == 5
+    for command, expected in found:
+        assert same_output(expected, run_transcript(command)), command
