@@ -92,6 +92,7 @@ MEGATRON_FLAGS = (
     "--use-rope-scaling", "--rope-scaling-factor", "--rotary-scaling-factor", "--mscale", "--mscale-all-dim",
     "--yarn-original-max-position-embeddings", "--yarn-beta-fast", "--yarn-beta-slow",
     "--yarn-correction-range-round-to-int", "--no-yarn-correction-range-round-to-int", "--max-position-embeddings",
+    "--seq-length",  # a pick stage's training length
 )
 
 

@@ -278,3 +278,19 @@ def test_the_docs_transcripts_are_real() -> None:
     assert len(found) == 5
     for command, expected in found:
         assert same_output(expected, run_transcript(command)), command
+
+
+def test_audit_reads_a_megatron_stage_as_the_plans_rope(tmp_path: Path) -> None:
+    """The last stage's Megatron-LM flags, read back by ``posenc audit --trained-with`` (its own Megatron reading),
+    give the serving config's frequencies and window."""
+    answer = pick_trainer(PLANS["qwen3-yarn-x4"], "megatron")
+    stage, served = answer["trainer"]["stages"][-1], answer["extension"]["config_v5"]
+    path = tmp_path / "train.args"
+    path.write_text(stage["settings"] + "\n")
+    got = trained_rope(str(path), None, "megatron")
+    assert got.rope is not None and got.window == served["max_position_embeddings"]
+    head_dim = answer["inputs"]["head_dim"]
+    theirs = compute(RopeSpec(got.rope, head_dim, got.window), got.window)
+    ours = compute(RopeSpec(served["rope_parameters"], head_dim, served["max_position_embeddings"]), got.window)
+    assert abs(theirs.inv_freq / ours.inv_freq - 1).max() <= RTOL
+    assert math.isclose(theirs.attention_factor, ours.attention_factor, rel_tol=RTOL)
