@@ -259,7 +259,7 @@ def base_is_exported(cfg: Mapping[str, Any], raw: Mapping[str, Any]) -> bool:
 
 
 _PLAN_KEYS = {"encoding", "reason", "caveats", "hyperparameters", "extension", "test_plan", "tests", "fallback",
-              "rule", "why", "vetoed", "inputs", "plan", "rules_file", "warnings"}
+              "rule", "why", "vetoed", "inputs", "plan", "rules_file", "warnings", "trainer"}
 
 
 def _plan(data: Mapping[str, Any], path: str) -> Trained:

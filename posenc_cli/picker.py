@@ -13,6 +13,7 @@ from typing import Any
 from posenc_cli import scaling
 from posenc_cli.errors import PosencError
 from posenc_cli.rules import Rule, RulesError, RuleSet, Trace, decide, extension_factor, load_rules, render
+from posenc_cli.scaling import ScaleRequest
 from posenc_cli.slopes import MAX_HEADS, alibi_slope_list
 from posenc_cli.units import format_length
 
@@ -171,8 +172,43 @@ def _targets(rule: Rule, facts: dict[str, Any]) -> tuple[int, int] | None:
     return target, full
 
 
+@dataclass
+class PlanRequests:
+    """The requests behind a plan's extension (for ``pick --trainer``). ``served`` is the one ``extension.config``
+    and ``extension.command`` carry; ``trained`` is the rope the plan's fine-tuning stages train with, ``trained_argv``
+    the ``posenc scale`` command that gives it: the served one, except for an ABF plan that stops short of the
+    target (plain RoPE at the raised theta is trained, the yarn jump on top is training-free)."""
+
+    served: ScaleRequest
+    trained: ScaleRequest
+    trained_argv: list[str]
+
+
+def scale_argv(method: str, flags: list[str], source: Any, head_dim: int, prf: float | None) -> list[str]:
+    """The ``posenc scale`` command for ``flags``: on the model as the user named it, else with the head dim (and
+    partial rotary factor) a bare request needs."""
+    if source is not None:
+        return ["posenc", "scale", method, "--config", inputs_config(source), *flags]
+    argv = ["posenc", "scale", method, *flags, "--head-dim", str(head_dim)]
+    return argv + (["--partial-rotary-factor", f"{prf:g}"] if prf is not None else [])
+
+
+def plain_request(facts: dict[str, Any], length: int, theta: float, prf: float | None,
+                  model: Any = None) -> tuple[ScaleRequest, list[str]]:
+    """Plain RoPE at ``theta`` with window ``length`` and its ``posenc scale`` command (ntk x1 is exactly
+    "rope_theta, no scaling"): what a new model pre-trains with, and an ABF plan's stages."""
+    from posenc_cli.extension import extend
+
+    if model is not None:
+        req = extend("ntk", model, original_max=length, factor=1.0, theta=theta, notes=[])
+    else:
+        req = extend("ntk", None, original_max=length, factor=1.0, theta=theta, head_dim=int(facts["head_dim"]),
+                     partial_rotary_factor=prf)
+    return req, ["--original-max", format_length(length), "--factor", "1", "--theta", f"{theta:g}"]
+
+
 def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: float | None,
-               model: Any, source: Any, targets: tuple[int, int]) -> dict[str, Any] | None:
+               model: Any, source: Any, targets: tuple[int, int]) -> tuple[dict[str, Any], PlanRequests] | None:
     ext = rule.body["extension"]
     method = ext["method"]
     if method == "keep":
@@ -199,6 +235,8 @@ def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: fl
     trained = int(facts["trained_ctx"])
     # the keys posenc scale needs on its command line to give the same numbers
     flags: list[str] = ["--target", format_length(target)]
+    trained_req: ScaleRequest | None = None  # what the stages train, when not the served request
+    trained_flags: list[str] = []
     if method == "abf":
         # adjusted base frequency: rope_theta raised to theta_stage, the window set to the length the plan trains
         # to, and a training-free yarn jump on top when the plan stops short of the target; built as the plain
@@ -224,10 +262,15 @@ def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: fl
                                   "its own length)") + (", with that jump." if target > window else ".")
         if ext.get("note"):
             note += " " + render(str(ext["note"]), facts)
+        if target > window:
+            trained_req, trained_flags = plain_request(facts, window, new_theta, prf, model)
     elif model is not None:
-        # --trained-ctx other than the model's window: the user says the checkpoint was trained elsewhere
+        # --trained-ctx other than the model's window: the user says the checkpoint was trained elsewhere (and the
+        # "same numbers" command must say so too)
         req = extend(method, model, target=target, fine_tuned=fine_tune,
                      original_max=trained if trained != model.native else None)
+        if trained != model.native:
+            flags += ["--original-max", format_length(trained)]
     else:
         req = extend(method, None, original_max=trained, target=target, theta=float(theta),
                      head_dim=int(facts["head_dim"]), partial_rotary_factor=prf, fine_tuned=fine_tune)
@@ -236,16 +279,15 @@ def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: fl
     if model is not None:
         config_format = hf.own_format(model)
         config = hf.fragment(source.config, req, config_format, model.group)
-        argv = ["posenc", "scale", req.method, "--config", inputs_config(source), *flags]
-    else:
-        if ext["method"] != "abf":
-            flags = ["--original-max", format_length(req.original_max), "--target", format_length(req.target),
-                     "--theta", f"{req.theta:g}"]
-        argv = ["posenc", "scale", req.method, *flags, "--head-dim", str(req.head_dim)]
-        if prf is not None:
-            argv += ["--partial-rotary-factor", f"{prf:g}"]
+    elif ext["method"] != "abf":
+        flags = ["--original-max", format_length(req.original_max), "--target", format_length(req.target),
+                 "--theta", f"{req.theta:g}"]
+    argv = scale_argv(req.method, flags, source if model is not None else None, req.head_dim, prf)
     if req.fine_tuned:
         argv.append("--fine-tuned")
+    requests = PlanRequests(req, req, argv) if trained_req is None else PlanRequests(
+        req, trained_req, scale_argv(trained_req.method, trained_flags, source if model is not None else None,
+                                     req.head_dim, prf))
     return {
         "method": ext["method"] if ext["method"] == "abf" else req.method,
         "factor": req.factor if ext["method"] != "abf" else target / trained,
@@ -260,7 +302,7 @@ def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: fl
         "config_v5": v5,
         "command": shlex.join(argv),
         "warnings": scaling.warnings_for(req),
-    }
+    }, requests
 
 
 def inputs_config(source: Any) -> str:
@@ -287,6 +329,10 @@ class PickResult:
     traces: list[Trace]
     rules: RuleSet
     facts: dict[str, Any]  # every fact the rules saw (inputs, plan, derived), for --explain and tests
+    requests: PlanRequests | None = None  # the extension's requests (None without an extension)
+    model: Any = None  # the existing model's facts (ModelFacts) and source (sources.Source), for renderings
+    source: Any = None
+    partial_rotary_factor: float | None = None
 
 
 def pick(inp: PickInputs) -> PickResult:
@@ -302,7 +348,8 @@ def pick(inp: PickInputs) -> PickResult:
     rule, traces = decide(rules, facts)
     hyper = {k: _hyper_value(v, facts) for k, v in (rule.body.get("hyperparameters") or {}).items()}
     targets = _targets(rule, facts)
-    extension = _extension(rule, facts, hyper, prf, model, source, targets) if targets else None
+    built = _extension(rule, facts, hyper, prf, model, source, targets) if targets else None
+    extension, requests = built if built is not None else (None, None)
     reason = render(rule.body["reason"], facts)
     items: list[dict[str, Any]] = list(rule.body["test_plan"])
     deployed: int | None = None
@@ -327,7 +374,7 @@ def pick(inp: PickInputs) -> PickResult:
             reason = f"{reason} {DYNAMIC_CAVEAT}"
     inputs = {k: facts[k] for k in ("ctx", "trained_ctx", "original_ctx", "typical_ctx", "extrapolation", "budget",
                                     "existing", "model_encoding", "model_rope_type", "head_dim", "heads", "theta")}
-    plan_facts = {k: facts[k] for k in ("theta_new", "theta_stage", "free_cap", "train_to", "stages",
+    plan_facts = {k: facts[k] for k in ("theta_new", "theta_stage", "free_cap", "train_to", "stages", "stage_lengths",
                                         "stage_tokens", "plan_tokens_min", "plan_tokens_full", "plan_tokens",
                                         "missing_tokens", "final_jump", "stage_plan", "target_stages",
                                         "target_tokens_min", "target_plan")}
@@ -347,4 +394,4 @@ def pick(inp: PickInputs) -> PickResult:
         "plan": plan_facts,
         "rules_file": rules.source,
     }
-    return PickResult(answer, traces, rules, facts)
+    return PickResult(answer, traces, rules, facts, requests, model, source, prf)

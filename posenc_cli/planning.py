@@ -54,7 +54,8 @@ def _ends_text(ends: list[int]) -> str:
 
 
 def plan(rules: RuleSet, facts: dict[str, Any]) -> dict[str, Any]:
-    """The plan facts for ``facts`` (ctx, trained_ctx, budget, extrapolation, theta, existing)."""
+    """The plan facts for ``facts`` (ctx, trained_ctx, budget, extrapolation, theta, existing); ``stage_lengths``
+    lists the length each stage trains at (``stages`` of them, from ``trained_ctx`` up to ``train_to``)."""
     c = {name: const.value for name, const in rules.constants.items()}
     ctx, trained, budget = int(facts["ctx"]), int(facts["trained_ctx"]), int(facts["budget"])
     asked = facts["extrapolation"] in ("moderate", "strong")
@@ -76,13 +77,14 @@ def plan(rules: RuleSet, facts: dict[str, Any]) -> dict[str, Any]:
         if ctx > trained and budget >= least:
             # a budget for one stage is spent at the target itself (Code Llama 4k -> 16k, PI, YaRN's 400 steps):
             # fine-tuned beats training-free at the same factor
-            out.update(train_to=ctx, stages=1, stage_tokens=budget, plan_tokens_min=int(least),
+            out.update(train_to=ctx, stages=1, stage_lengths=[ctx], stage_tokens=budget,
+                       plan_tokens_min=int(least),
                        plan_tokens_full=int(c["stage_tokens"]), plan_tokens=budget, missing_tokens=0, final_jump=1.0,
                        stage_plan=_stage_text(trained, [ctx], budget), stage_ends=format_length(ctx))
             out["theta_stage"] = rules.lookup("theta_by_length", ctx).value
             return out
-        out.update(train_to=trained, stages=0, stage_tokens=0, plan_tokens_min=0, plan_tokens_full=0, plan_tokens=0,
-                   missing_tokens=0, final_jump=max(ctx / trained, 1.0),
+        out.update(train_to=trained, stages=0, stage_lengths=[], stage_tokens=0, plan_tokens_min=0, plan_tokens_full=0,
+                   plan_tokens=0, missing_tokens=0, final_jump=max(ctx / trained, 1.0),
                    stage_plan="no training: one training-free jump", stage_ends=format_length(trained))
         return out
     # the furthest the plan trains when the budget pays for it: the target over funded_final_jump
@@ -108,7 +110,7 @@ def plan(rules: RuleSet, facts: dict[str, Any]) -> dict[str, Any]:
     if final > 1:
         text += f"; then a training-free x{final:g} to {format_length(ctx)}"
     out["theta_stage"] = rules.lookup("theta_by_length", train_to).value
-    out.update(train_to=train_to, stages=stages, stage_tokens=per_stage, plan_tokens_min=need_min,
+    out.update(train_to=train_to, stages=stages, stage_lengths=ends, stage_tokens=per_stage, plan_tokens_min=need_min,
                plan_tokens_full=int(stages * c["stage_tokens"]),
                plan_tokens=tokens, missing_tokens=max(0, need_min - budget), final_jump=final, stage_plan=text,
                stage_ends=_ends_text(ends))

@@ -108,6 +108,10 @@ class ScaleRequest:
     own: dict[str, Any] | None = field(default=None, compare=False)
     # the model's class applies partial_rotary_factor to plain RoPE too (Llama's does not: ntk then rotates all)
     default_partial: bool = True
+    # ``target`` is the length one training run trains at (a stage of a ``pick`` plan, ``scale --seq-len``), which the
+    # factor may reach past: trainer renderings then set that training length, and refuse where the trainer ties its
+    # scaling to it (see :func:`at_length`)
+    stage: bool = False
 
     @property
     def unchanged(self) -> bool:
@@ -316,6 +320,20 @@ def max_position_embeddings(req: ScaleRequest) -> int:
     if req.method == "dynamic":
         return req.original_max
     return req.target
+
+
+def at_length(req: ScaleRequest, seq_len: int) -> ScaleRequest:
+    """``req`` trained at ``seq_len`` (1 to its target): the same rope dict (every key, the factor included) with
+    ``max_position_embeddings`` and every rendered length at ``seq_len``; the request is marked as a training run
+    (:attr:`ScaleRequest.stage`), so a trainer must train at exactly this length.
+
+    A staged plan trains each stage at its own length with the plan's one scaling (as DeepSeek-V3 trained both of its
+    YaRN stages, 32k and 128k, with one s=40 configuration): only the length differs between its stages.
+    """
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or not 1 <= seq_len <= req.target:
+        raise PosencError(f"--seq-len must be a whole number from 1 to the target {req.target} "
+                          f"({format_length(req.target)}), got {seq_len!r}")
+    return replace(req, target=seq_len, stage=True)
 
 
 def with_method(req: ScaleRequest, method: str) -> ScaleRequest:

@@ -93,6 +93,7 @@ MEGATRON_FLAGS = (
     "--yarn-original-max-position-embeddings", "--yarn-beta-fast", "--yarn-beta-slow",
     "--yarn-correction-range-round-to-int", "--no-yarn-correction-range-round-to-int", "--max-position-embeddings",
     "--rope-type", "--qk-pos-emb-head-dim", "--no-rope-fusion",
+    "--seq-length",  # a pick stage's training length
 )
 #: flags Megatron-LM generates from TransformerConfig fields (ArgumentGroupFactory, arguments.py L2290)
 MEGATRON_FACTORY_FLAGS = ("multi_latent_attention",)

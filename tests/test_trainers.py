@@ -618,3 +618,27 @@ def test_megatron_mla_plain_rope(monkeypatch: pytest.MonkeyPatch) -> None:
 
     assert_mla_same(mla_megatron_numbers(config, monkeypatch),
                     (hf_inv, hf_attention, yarn_apply_mscale(hf.rope_parameters, 1.0)))
+
+
+def test_a_stage_sets_each_trainers_own_training_length() -> None:
+    """``scale --seq-len`` (a pick stage): the length flags and fields exist in the frameworks' own code and carry
+    the stage's length, while the rope flags stay the target's."""
+    bare = ["scale", "yarn", "--original-max", "32k", "--target", "128k", "--theta", "1e6", "--head-dim", "128",
+            "--seq-len", "64k"]
+    args = megatron_args(ok(run(*bare, "--format", "megatron")).stdout)
+    assert (args.seq_length, args.max_position_embeddings, args.rotary_scaling_factor) == (65536, 65536, 4.0)
+    # pick's --train-samples for a stage's tokens: Megatron-LM makes its flags from TrainingConfig's fields
+    fields = {n.target.id for n in ast.walk(th._tree(th.megatron_root() / "training" / "config" / "training_config.py"))
+              if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    assert "train_samples" in fields
+    from torchtitan.config.configs import TrainingConfig
+
+    text = ok(run("scale", "ntk", "--original-max", "32k", "--factor", "1", "--theta", "1e6", "--head-dim", "128",
+                  "--seq-len", "16k", "--format", "torchtitan")).stdout
+    field, value = text.splitlines()[-1].split(" = ")
+    assert field == "training.seq_len" and TrainingConfig(seq_len=int(value)).seq_len == 16384
+    import dataclasses
+
+    from trl import SFTConfig
+
+    assert "max_length" in {f.name for f in dataclasses.fields(SFTConfig)}

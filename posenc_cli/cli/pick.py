@@ -40,6 +40,11 @@ def pick(
         help=f"The model's rope_theta, if not in --config; {THETA_RANGE}.", show_default="the config's")] = None,
     rules: Annotated[str | None, typer.Option(
         help="A rules YAML file replacing the shipped policy.", show_default="the shipped rules")] = None,
+    trainer: Annotated[str | None, typer.Option(
+        help="Also give each training run (sequence length, rope settings, tokens) in this trainer's format, and "
+             "the serving config of the same numbers: megatron, megatron-bridge, torchtitan, torchtune, llamafactory, "
+             "axolotl, unsloth or trl. Exit 1 when the trainer cannot express a run.",
+        show_default="none")] = None,
     explain: Annotated[bool, typer.Option(help="Show every rule in order and which conditions held (stderr).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -48,6 +53,10 @@ def pick(
     from posenc_cli.picker import pick as run_pick
     from posenc_cli.units import parse_length, parse_tokens
 
+    if trainer is not None:
+        from posenc_cli.trainer_plan import check_trainer
+
+        check_trainer(trainer)  # a bad name fails before any model is read
     inputs = PickInputs(
         ctx=parse_length(ctx, name="--ctx"),
         trained_ctx=parse_length(trained_ctx, name="--trained-ctx") if trained_ctx is not None else None,
@@ -58,10 +67,22 @@ def pick(
     result = run_pick(inputs)
     if explain:
         _render_trace(result.traces)
+    plan: dict[str, Any] | None = None
+    if trainer is not None:
+        from posenc_cli.trainer_plan import trainer_plan
+
+        plan = result.answer["trainer"] = trainer_plan(result, trainer)
     if as_json:
         print_json(result.answer)
     else:
         _render_pick(result.answer)
+    if plan is not None and not plan["runnable"]:
+        from posenc_cli.errors import ExitCode
+
+        refused = [r for r in [plan["pretraining"], *plan["stages"]] if r is not None and r["refusal"] is not None]
+        note(f"note: {trainer} cannot train {len(refused)} of the plan's runs as planned (see the refusal and nearest "
+             "setting above); exit 1")
+        raise typer.Exit(ExitCode.CHECK_FAILED)
 
 
 def _render_trace(traces: Any) -> None:
@@ -113,4 +134,50 @@ def _render_pick(a: dict[str, Any]) -> None:
     out += ["", f"5. Fallback: {a['fallback']}", "", f"rule: {a['rule']}: {a['why']}"]
     for v in a["vetoed"]:
         out.append(f"vetoed: {v['rule']} (guard {v['guard']})")
+    if "trainer" in a:
+        out += ["", *_render_trainer(a["trainer"])]
     sys.stdout.write("\n".join(out) + "\n")
+
+
+def _render_run(run: dict[str, Any]) -> list[str]:
+    out = [f"      $ {run['command']}"]
+    if run["refusal"] is not None:
+        return out + [f"      REFUSED: {run['refusal']}"]
+    out += ["      " + line for line in run["settings"].splitlines()]
+    return out + [f"      caveat: {c}" for c in run["caveats"]]
+
+
+def _render_trainer(t: dict[str, Any]) -> list[str]:
+    from posenc_cli.units import format_length, format_tokens
+
+    out = [f"6. Training with {t['name']}" + ("" if t["runnable"] else " (not runnable as planned: see REFUSED)")
+           + ":"]
+    pre = t["pretraining"]
+    if pre is not None:
+        out.append(f"   pre-training at {format_length(pre['seq_len'])}, plain RoPE with rope_theta {pre['theta']:g} "
+                   "(tokens: not planned by pick):")
+        out += _render_run(pre)
+    for s in t["stages"]:
+        samples = f"; {s['samples_setting']}" if s["samples_setting"] else ""
+        out.append(f"   stage {s['stage']}: {format_length(s['from'])} -> {format_length(s['seq_len'])}, sequences "
+                   f"of {s['seq_len']:,} tokens, {format_tokens(s['tokens'])} tokens ({s['sequences']:,} sequences"
+                   f"{samples}):")
+        out += _render_run(s)
+    if t["nothing_to_train"]:
+        out.append(f"   {'after pre-training, nothing more to train' if pre else 'nothing to train'}: "
+                   f"{t['nothing_to_train']}")
+    serving = t["serving"]
+    if j := t["training_free"]:
+        how = ("the frequencies trained, served longer" if serving["trained_numbers"]
+               else "the serving config's scaling, not trained")
+        out.append(f"   then training-free: {format_length(j['from'])} -> {format_length(j['to'])} (x{j['factor']:g}), "
+                   f"{how}")
+    if serving is not None:
+        same = ("the frequencies the last run trained" if serving["trained_numbers"]
+                else "other frequencies than trained: the jump is training-free")
+        out.append(f"   serving ({same}): config.json keys")
+        out += ["      " + line for line in json.dumps(serving["config"], indent=2).splitlines()]
+        for engine, command in serving["engines"].items():
+            refusal = serving["engine_refusals"].get(engine)
+            out.append(f"      {engine}: {command}" + (f" (refuses: {refusal})" if refusal else ""))
+    return out

@@ -46,6 +46,10 @@ def scale(
     long_factor: opts.LongFactorOpt = None,
     fine_tuned: Annotated[bool, typer.Option(
         help="The model is fine-tuned at this scale (no warning for a jump past x4).")] = False,
+    seq_len: Annotated[str | None, typer.Option(
+        help="hf, hf-v5 and trainer formats: the length one training run trains at, up to the target (a stage of a "
+             "staged plan); the rope dict stays the target's, the lengths become this one.",
+        show_default="the target")] = None,
     explain: Annotated[bool, typer.Option(help="Per-pair table on stderr.")] = False,
     output: Annotated[str | None, typer.Option(
         "--output", "-o", help="Write the patched --config here.", show_default="print it")] = None,
@@ -59,7 +63,7 @@ def scale(
     """
     from posenc_cli import scaling
     from posenc_cli.engines import hf
-    from posenc_cli.engines.render import FORMATS, render, render_for_model
+    from posenc_cli.engines.render import FORMATS, TRAINING_FORMATS, render_request
 
     if fmt is not None and fmt not in FORMATS:
         raise PosencError(f"--format {fmt!r} is not known; use one of: {', '.join(FORMATS)}")
@@ -94,6 +98,13 @@ def scale(
     notes: list[str] = []
     req = opts.scale_request(method, options, theta=theta, head_dim=head_dim, fine_tuned=fine_tuned, model=facts,
                              notes=notes)
+    if seq_len is not None:
+        from posenc_cli.units import parse_length
+
+        if fmt not in TRAINING_FORMATS:
+            raise PosencError(f"--seq-len sets the length a training run trains at; --format {fmt} serves the whole "
+                              f"target (use it with one of: {', '.join(TRAINING_FORMATS)})")
+        req = scaling.at_length(req, parse_length(seq_len, name="--seq-len"))
     # build the result before any note, so a rejected request or format ends as the one `error:` line on stderr
     writing = source is not None and config is not None and bool(output or in_place)
     caveats: list[str] = []
@@ -102,10 +113,10 @@ def scale(
         if writing:
             patched = hf.patch_config(source, req, fmt, facts.group)
         else:
-            text, caveats = render_for_model(source, facts, req, fmt, served_name(src) if model == "MODEL" else model,
-                                             gguf=src.kind == "gguf")
+            text, caveats = render_request(req, fmt, source, facts,
+                                           served_name(src) if model == "MODEL" else model, gguf=src.kind == "gguf")
     else:
-        text, caveats = render(req, fmt, model)
+        text, caveats = render_request(req, fmt, model=model)
     for line in facts.notes if facts else ():
         note(line)
     for line in notes:

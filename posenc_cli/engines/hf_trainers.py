@@ -223,6 +223,16 @@ def llamafactory(t: TrainerInput) -> tuple[str, list[str]]:
         else:
             why = "LLaMA-Factory writes only rope_type, factor and original_max_position_embeddings " \
                   f"(original {old}; low/high_freq_factor fixed at 1/4; no beta, mscale, attention_factor, truncate)"
+    if req.stage and not why and cutoff != req.target:
+        # a training run at a set length (a pick stage): cutoff_len is both LLaMA-Factory's training length and its
+        # factor, so this length trains with another factor than the plan's
+        at = math.ceil(req.target / old)
+        theirs = (llamafactory_rope(lf_type, at, old, theta, prf), old * at) if at >= 2 else _own_rope(t)
+        raise PosencError(
+            f"LLaMA-Factory's factor is ceil(cutoff_len / {old}): training at {req.target} (cutoff_len {req.target}) "
+            + (f"gives {lf_type} factor {at}" if at >= 2 else "keeps the model's own rope")
+            + f", not {factor:g}, measured at {req.target} positions: {difference(*theirs, t)}; nearest: rope_scaling "
+            f"{lf_type} with cutoff_len {cutoff} (factor {lf_factor:g}, these numbers, training at {_length(cutoff)})")
     if dropped and diff.within():
         raise PosencError(f"{why}: its dict gives the same frequencies, but the model needs {', '.join(dropped)}; "
                           "nearest: none, use --format hf and train from the patched config.json")
@@ -262,12 +272,16 @@ def axolotl(t: TrainerInput) -> tuple[str, list[str]]:
     else:
         caveats.append(f"keep sequence_len at most {t.max_pos}: axolotl raises max_position_embeddings to a longer "
                        "one without changing the rope")
+    if t.req.stage:  # a training run at this length (a pick stage): axolotl's training length
+        return _dump({"sequence_len": t.req.target, "model_config": _complete(t)}), caveats
     return _dump({"model_config": _complete(t)}), caveats
 
 
 def trl(t: TrainerInput) -> tuple[str, list[str]]:
     _top_level_only("TRL", "model_init_kwargs", t)
-    return _dump({"model_init_kwargs": _complete(t)}), [
+    # a training run at a set length (a pick stage): SFTConfig.max_length, where TRL cuts and packs sequences
+    length = {"max_length": t.req.target} if t.req.stage else {}
+    return _dump({**length, "model_init_kwargs": _complete(t)}), [
         "model_init_kwargs go to from_pretrained, which sets them on the loaded config: keep rope_parameters "
         "whole (rope_scaling without rope_theta fails under transformers 5)"]
 

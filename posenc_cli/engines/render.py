@@ -24,6 +24,9 @@ HF_TRAINER_FORMATS = ("llamafactory", "axolotl", "unsloth", "trl")
 #: Training frameworks (:mod:`posenc_cli.engines.trainers`, loaded only for these; a test holds the names equal).
 TRAINER_FORMATS = ("megatron", "megatron-bridge", "torchtitan", "torchtune")
 FORMATS = (*hf.FORMATS, "vllm", "sglang", "llama.cpp", "llama-cpp-python", *TRAINER_FORMATS, *HF_TRAINER_FORMATS)
+#: The formats a training run reads (``scale --seq-len``, ``pick --trainer`` stages): transformers' config keys (the
+#: config a stage's checkpoint carries) and every trainer.
+TRAINING_FORMATS = (*hf.FORMATS, *TRAINER_FORMATS, *HF_TRAINER_FORMATS)
 
 
 def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bool = False,
@@ -124,3 +127,13 @@ def render_for_model(config: dict[str, Any], facts: ModelFacts, req: ScaleReques
     else:
         rope = text_config(hf.patch_config(config, req, "hf-v5", facts.group))[0]["rope_parameters"]
     return render(req, fmt, model, text_config=facts.text_config, rope=rope, facts=facts, gguf=gguf)
+
+
+def render_request(req: ScaleRequest, fmt: str, config: dict[str, Any] | None = None, facts: ModelFacts | None = None,
+                   model: str = "MODEL", *, gguf: bool = False) -> tuple[str, list[str]]:
+    """What ``posenc scale --format fmt`` prints (stdout text, stderr caveats) for ``req``: on the model whose
+    config dict and facts are given (``--config``), else for the bare request. ``posenc scale`` and
+    ``posenc pick --trainer`` both render through here."""
+    if config is not None and facts is not None:
+        return render_for_model(config, facts, req, fmt, model, gguf=gguf)
+    return render(req, fmt, model)

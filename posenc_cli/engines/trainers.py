@@ -335,6 +335,8 @@ def _megatron_cli(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts | 
                  "--yarn-correction-range-round-to-int" if fields["yarn_correction_range_round_to_int"]
                  else "--no-yarn-correction-range-round-to-int"]
     argv += ["--max-position-embeddings", str(req.target)]
+    if req.stage:  # a training run at this length (scale --seq-len, a pick stage): Megatron's training length
+        argv += ["--seq-length", str(req.target)]
     caveats.append("Megatron-LM's --use-checkpoint-args restores rotary base/percent but none of the scaling flags: "
                    "pass these again when resuming")
     return shlex.join(argv), caveats
@@ -383,6 +385,8 @@ def _torchtune(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts | Non
                           "meta-pytorch/torchtune #1183); nearest it can express: a larger rope_base "
                           "(posenc scale ntk)")
     lines.append(f"  max_seq_len: {req.target}")
+    if req.stage:  # the training length: torchtune's tokenizer builders cut (and pack) sequences at max_seq_len
+        lines += ["tokenizer:", f"  max_seq_len: {req.target}"]
     caveats = [f"{who} computes its RoPE cache for max_seq_len positions only (longer inputs fail), and its "
                "checkpointer copies the source config.json on save: write the exported rope with posenc scale "
                "--format hf-v5"]
@@ -436,6 +440,8 @@ def _torchtitan(req: ScaleRequest, group: dict[str, Any], facts: ModelFacts | No
     else:
         raise PosencError(f"{who} has no {rope_type} RoPE (its RoPE.Config scaling is none, llama or yarn); nearest "
                           "it can express: posenc scale yarn, or a larger theta (posenc scale ntk)")
+    if req.stage:  # the training length (TrainingConfig.seq_len, which also sizes the RoPE cache it needs)
+        text += f"\ntraining.seq_len = {req.target}"
     caveats.append(f"{who} writes no config.json with a Hugging Face checkpoint: write its rope with posenc scale "
                    "--format hf-v5")
     if text.startswith("ComplexRoPE"):
