@@ -19,14 +19,19 @@ def check(
     "hf,vllm,sglang,llama.cpp",
     max_model_len: Annotated[str | None, typer.Option(
         help=f"Serving length (4k, 128k); {LENGTHS}.", show_default="the model's native window")] = None,
+    trainers: Annotated[str, typer.Option(
+        help="Comma-separated training frameworks, or all: megatron, megatron-bridge, torchtitan, torchtune, "
+             "llamafactory, axolotl, unsloth, trl. Each is compared with transformers and with every engine "
+             "(trained at --max-model-len).", show_default="none")] = "",
     revision: RevisionOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Compare each engine's RoPE with transformers', per layer group.
+    """Compare each engine's RoPE with transformers', per layer group (and each trainer's, with --trainers).
 
-    Exit 0 only when every engine asked for computes what transformers computes; 1 when one differs or will not
-    start; else 3 when one was not compared (not modelled: leave it out with --engines). A model without RoPE is
-    exit 0 (nothing can differ).
+    Exit 0 only when every engine and trainer asked for computes what transformers computes; 1 when one differs,
+    will not start or (a trainer) cannot express the model's rope, or a trained-with/served-with pair differs;
+    else 3 when one was not compared (not modelled: leave it out with --engines or --trainers). A model without
+    RoPE is exit 0 (nothing can differ).
     """
     from posenc_cli.cli.output import print_json
     from posenc_cli.engines.check import check as run_check
@@ -37,6 +42,7 @@ def check(
     names = [e.strip() for e in engines.split(",") if e.strip()]
     if not names:
         raise PosencError("--engines is empty; use some of: hf, vllm, sglang, llama.cpp")
+    trainer_names = _trainer_names(trainers)
     src = read_source(source, revision=revision)
     model = describe_source(src)
     if max_model_len is not None:
@@ -48,12 +54,26 @@ def check(
         length = window or int(model.max_position_embeddings * float(model.layers[0].params.get("factor", 1)))
     else:
         raise PosencError(f"{src.label} names no max_position_embeddings: pass --max-model-len")
-    report = run_check(model, src.config, names, length, served_name(src))
+    report = run_check(model, src.config, names, length, served_name(src), trainer_names)
     if as_json:
         print_json(report.as_dict())
     else:
         _render(report, src.label)
     raise typer.Exit(report.exit_code())
+
+
+def _trainer_names(option: str) -> list[str] | None:
+    """The trainers asked for (None: the option was not given)."""
+    if not option.strip():
+        return None
+    from posenc_cli.engines.trainer_runs import TRAINER_NAMES
+
+    names = [t.strip() for t in option.split(",") if t.strip()]
+    if names == ["all"]:
+        return list(TRAINER_NAMES)
+    if not names:
+        raise PosencError(f"--trainers is empty; use all or some of: {', '.join(TRAINER_NAMES)}")
+    return names
 
 
 def _diff(value: float, pair: int | None) -> str:
@@ -65,6 +85,80 @@ def _diff(value: float, pair: int | None) -> str:
     return f"{value:.3g} (pair {pair})"
 
 
+def _table(report: Any, verdicts: list[Any], i: int, who: str) -> list[str]:
+    """One rope group's row per engine (or trainer) against transformers."""
+    short = f"at {report.short_len:,}" if report.short_len else None
+    header = [who, "verdict", "inv_freq diff at max len", *([f"inv_freq diff {short}"] if short else []),
+              "attention factor", "softmax scale", "cos/sin diff at max len"]
+    rows = [tuple(header)]
+    for v in verdicts:
+        if not v.groups:
+            rows.append((v.run.engine, v.verdict, *["-"] * (len(header) - 2)))
+            continue
+        g = v.groups[i]
+        cells = [v.run.engine, "same" if g.same else ("differs" if v.verdict == "same" else v.verdict),
+                 _diff(g.inv_freq_rel_diff, g.worst_pair)]
+        if short:
+            cells.append(_diff(g.short_diff or 0.0, g.short_worst_pair))
+        cells += [f"{g.attention_factor[1]:.6g}", f"x{g.softmax_scale[1]:.6g}", f"{g.cos_sin_diff:.3g}"]
+        rows.append(tuple(cells))
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def _runs(verdicts: list[Any], trainer: bool) -> list[str]:
+    """Each engine's (or trainer's) verdict, invocation and notes."""
+    out = []
+    for v in verdicts:
+        r = v.run
+        if r.refusal:
+            why = r.refusal.removeprefix(v.verdict).lstrip(": ")
+            out.append(f"{r.engine} {r.version}: {v.verdict}: {why}")
+            continue
+        if trainer:
+            out.append(f"{r.engine} {r.version}: {v.verdict}; layout {r.layout}")
+            out += [f"  setup: {line}" for line in r.invocation]
+        else:
+            accepts = f"; accepts {r.accepts:,} without flags" if r.accepts else ""
+            out.append(f"{r.engine} {r.version}: {v.verdict}{accepts}")
+            out.append(f"  run: {shlex.join(r.invocation)}")
+        out += [f"  note: {w}" for w in r.warnings]
+    return out
+
+
+def _pair_line(pair: Any, several: bool) -> str:
+    """'trained with X, served with Y: same' or what differs, group by group."""
+    head = f"  {pair.trainer} -> {pair.engine}: "
+    if pair.same:
+        return head + "same"
+    parts = []
+    for g in pair.groups:
+        if g.same:
+            continue
+        what = [f"inv_freq {_diff(g.inv_freq_rel_diff, g.worst_pair)}"]
+        if g.short_diff is not None:
+            what.append(f"at the short length {_diff(g.short_diff, g.short_worst_pair)}")
+        (a_eng, a_tr), (s_eng, s_tr) = g.attention_factor, g.softmax_scale
+        if a_eng != a_tr:
+            what.append(f"attention factor {a_tr:.6g} trained, {a_eng:.6g} served")
+        if s_eng != s_tr:
+            what.append(f"softmax scale x{s_tr:.6g} trained, x{s_eng:.6g} served")
+        parts.append((f"[{g.name}] " if several else "") + ", ".join(what))
+    return head + "differs: " + "; ".join(parts)
+
+
+def _pair_lines(pairs: list[Any], several: bool) -> list[str]:
+    """Per trainer: one line naming the engines it is the same as, one per engine it differs from."""
+    out: list[str] = []
+    for trainer in dict.fromkeys(p.trainer for p in pairs):
+        mine = [p for p in pairs if p.trainer == trainer]
+        same = [p.engine for p in mine if p.same]
+        if same:
+            out.append(f"  {trainer} -> {', '.join(same)}: same")
+        out += [_pair_line(p, several) for p in mine if not p.same]
+    return out
+
+
 def _render(report: Any, label: str) -> None:
     from posenc_cli.engines.runs import NOT_MODELLED
 
@@ -73,7 +167,7 @@ def _render(report: Any, label: str) -> None:
         return
     out = [f"posenc check: {label} (model_type {report.model_type}) at max_model_len {report.max_model_len:,}"]
     if report.reference is None:  # remote code: no transformers numbers, nothing compared
-        for v in report.verdicts:
+        for v in report.verdicts + (report.trainers or []):
             why = (v.run.refusal or "").removeprefix(NOT_MODELLED).lstrip(": ")
             out.append(f"{v.run.engine} {v.run.version}: {v.verdict}: {why}")
         sys.stdout.write("\n".join([*out, report.summary()]) + "\n")
@@ -85,33 +179,18 @@ def _render(report: Any, label: str) -> None:
         out.append("")
         out.append(f"[{group.name}] transformers: attention factor {group.attention_factor:.6g}, softmax scale "
                    f"x{group.softmax_scale:.6g}")
-        short = f"at {report.short_len:,}" if report.short_len else None
-        header = ["engine", "verdict", "inv_freq diff at max len", *([f"inv_freq diff {short}"] if short else []),
-                  "attention factor", "softmax scale", "cos/sin diff at max len"]
-        rows = [tuple(header)]
-        for v in report.verdicts:
-            if not v.groups:
-                rows.append((v.run.engine, v.verdict, *["-"] * (len(header) - 2)))
-                continue
-            g = v.groups[i]
-            cells = [v.run.engine, "same" if g.same else ("differs" if v.verdict == "same" else v.verdict),
-                     _diff(g.inv_freq_rel_diff, g.worst_pair)]
-            if short:
-                cells.append(_diff(g.short_diff or 0.0, g.short_worst_pair))
-            cells += [f"{g.attention_factor[1]:.6g}", f"x{g.softmax_scale[1]:.6g}", f"{g.cos_sin_diff:.3g}"]
-            rows.append(tuple(cells))
-        widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
-        out += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+        out += _table(report, report.verdicts, i, "engine")
+        if report.trainers is not None:
+            out += _table(report, report.trainers, i, "trainer")
     out.append("")
-    for v in report.verdicts:
-        r = v.run
-        if r.refusal:
-            why = r.refusal.removeprefix(NOT_MODELLED).lstrip(": ")
-            out.append(f"{r.engine} {r.version}: {v.verdict}: {why}")
-            continue
-        accepts = f"; accepts {r.accepts:,} without flags" if r.accepts else ""
-        out.append(f"{r.engine} {r.version}: {v.verdict}{accepts}")
-        out.append(f"  run: {shlex.join(r.invocation)}")
-        out += [f"  note: {w}" for w in r.warnings]
+    out += _runs(report.verdicts, trainer=False)
+    if report.trainers is not None:
+        out.append("")
+        out.append(f"trainers (training at {report.max_model_len:,} tokens):")
+        out += _runs(report.trainers, trainer=True)
+        out.append("")
+        out.append("trained with X, served with Y:")
+        several = len(report.reference.groups) > 1
+        out += _pair_lines(report.pairs, several) or ["  no trainer and engine both ran"]
     out.append(report.summary())
     sys.stdout.write("\n".join(out) + "\n")

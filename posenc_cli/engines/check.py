@@ -7,12 +7,12 @@ nothing of the others or of the request layer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from posenc_cli import remote_code
 from posenc_cli.engines import llamacpp, sglang, transformers, vllm
-from posenc_cli.engines.runs import VERDICTS, EngineRun, EngineVerdict, compare
+from posenc_cli.engines.runs import TRAINER_VERDICTS, VERDICTS, EngineRun, EngineVerdict, GroupVerdict, compare
 from posenc_cli.errors import ExitCode, PosencError
 from posenc_cli.models import ModelPositions
 
@@ -26,6 +26,24 @@ def registry() -> dict[str, Runner]:
 
 
 ENGINE_NAMES = ("hf", "vllm", "sglang", "llama.cpp")
+
+
+@dataclass
+class PairVerdict:
+    """A model trained with one framework and served with one engine: their numbers, group by group, at the last
+    position of the window (and at the short length where the rope depends on the length)."""
+
+    trainer: str
+    engine: str
+    groups: list[GroupVerdict]
+
+    @property
+    def same(self) -> bool:
+        return all(g.same for g in self.groups)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"trainer": self.trainer, "engine": self.engine, "verdict": "same" if self.same else "differs",
+                "groups": [g.as_dict() for g in self.groups]}
 
 
 @dataclass
@@ -43,18 +61,25 @@ class CheckReport:
     short_len: int | None = None  # where length-dependent rope was compared too
     no_rope: str | None = None  # the model's position family when it has no RoPE
     no_reference: str | None = None  # why transformers' numbers are missing (remote code): nothing was compared
+    trainers: list[EngineVerdict] | None = None  # None: no trainer asked for
+    pairs: list[PairVerdict] = field(default_factory=list)  # every trainer that ran x every engine that ran
 
     @property
     def passed(self) -> bool:
-        return self.no_reference is None and all(v.verdict == "same" for v in self.verdicts)
+        return (self.no_reference is None and all(v.verdict == "same" for v in self.verdicts + (self.trainers or []))
+                and all(p.same for p in self.pairs))
 
     def exit_code(self) -> ExitCode:
-        """0 all same; 1 one differs or will not start (a check ran and failed); 3 otherwise when one was not
-        compared (posenc has no model of that engine for this case: nothing was judged)."""
+        """0 all same; 1 an engine or trainer differs from transformers, will not start or (a trainer) cannot
+        express the model's rope, or a trained-with/served-with pair differs (a check ran and failed); 3 otherwise
+        when one was not compared (posenc has no model of that engine or trainer for this case: nothing was
+        judged)."""
         groups = self.by_verdict()
-        if groups["differs"] or groups["will not start"]:
+        trained = self.by_trainer_verdict()
+        if (groups["differs"] or groups["will not start"] or trained["differs"] or trained["will not start"]
+                or trained["cannot express"] or not all(p.same for p in self.pairs)):
             return ExitCode.CHECK_FAILED
-        if groups["not modelled"] or self.no_reference:
+        if groups["not modelled"] or trained["not modelled"] or self.no_reference:
             return ExitCode.COULD_NOT_RUN
         return ExitCode.OK
 
@@ -62,6 +87,13 @@ class CheckReport:
         """Engine names per verdict, in report order (same, differs, will not start, not modelled)."""
         out: dict[str, list[str]] = {k: [] for k in VERDICTS}
         for v in self.verdicts:
+            out[v.verdict].append(v.run.engine)
+        return out
+
+    def by_trainer_verdict(self) -> dict[str, list[str]]:
+        """Trainer names per verdict (same, differs, will not start, cannot express, not modelled)."""
+        out: dict[str, list[str]] = {k: [] for k in TRAINER_VERDICTS}
+        for v in self.trainers or []:
             out[v.verdict].append(v.run.engine)
         return out
 
@@ -75,11 +107,23 @@ class CheckReport:
         if self.no_reference:
             parts = [f"nothing compared: {self.no_reference}"]
             return "; ".join(parts + [f"{verdict}: {', '.join(names)}" for verdict, names in groups.items() if names])
-        if self.passed:
-            return f"all {n} engines compute what transformers computes" if n != 1 else \
-                "the engine computes what transformers computes"
-        parts = [f"{len(groups['same'])} of {n} compute what transformers computes"]
+        if self.trainers is None:
+            if self.passed:
+                return f"all {n} engines compute what transformers computes" if n != 1 else \
+                    "the engine computes what transformers computes"
+            parts = [f"{len(groups['same'])} of {n} compute what transformers computes"]
+            parts += [f"{verdict}: {', '.join(names)}" for verdict, names in groups.items()
+                      if names and verdict != "same"]
+            return "; ".join(parts)
+        trained = self.by_trainer_verdict()
+        t = len(self.trainers)
+        parts = [f"engines: {len(groups['same'])} of {n} compute what transformers computes"]
         parts += [f"{verdict}: {', '.join(names)}" for verdict, names in groups.items() if names and verdict != "same"]
+        parts.append(f"trainers: {len(trained['same'])} of {t} train what transformers computes")
+        parts += [f"{verdict}: {', '.join(names)}" for verdict, names in trained.items() if names and verdict != "same"]
+        if self.pairs:
+            same = sum(p.same for p in self.pairs)
+            parts.append(f"trained with X, served with Y: {same} of {len(self.pairs)} pairs the same")
         return "; ".join(parts)
 
     def as_dict(self) -> dict[str, Any]:
@@ -94,7 +138,11 @@ class CheckReport:
                                 "softmax_scale": g.softmax_scale,
                                 "inv_freq": [float(x) for x in (g.inv_freq if g.inv_freq is not None else [])]}
                                for g in ref.groups]},
-                "engines": [v.as_dict() for v in self.verdicts]}
+                "engines": [v.as_dict() for v in self.verdicts],
+                **({} if self.trainers is None else {
+                    "trainer_verdicts": self.by_trainer_verdict(),
+                    "trainers": [v.as_dict() for v in self.trainers],
+                    "pairs": [p.as_dict() for p in self.pairs]})}
 
 
 def _length_dependent(model: ModelPositions) -> int | None:
@@ -109,25 +157,61 @@ def _length_dependent(model: ModelPositions) -> int | None:
 
 
 def check(model: ModelPositions, cfg: dict[str, Any], engines: list[str], max_model_len: int,
-          model_name: str = "MODEL") -> CheckReport:
+          model_name: str = "MODEL", trainers: list[str] | None = None) -> CheckReport:
     """Run every engine in ``engines`` on ``model`` at ``max_model_len`` and compare each with transformers.
 
     Dynamic NTK and LongRoPE are also compared at the original length, where transformers changes its frequencies
     and a static engine does not. ``model_name``: what the engines' command lines call the model (the engine
-    models write ``MODEL``).
+    models write ``MODEL``). ``trainers`` (None: none): training frameworks (``trainer_runs.TRAINER_NAMES``), each
+    compared with transformers and with every engine that ran (trained at ``max_model_len``).
     """
     known = registry()
     unknown = [e for e in engines if e not in known]
     if unknown:
         raise PosencError(f"engine {unknown[0]!r} is not known; use some of: {', '.join(ENGINE_NAMES)}")
+    trainer_runners: dict[str, Runner] = {}
+    if trainers is not None:
+        from posenc_cli.engines import trainer_runs
+
+        trainer_runners = trainer_runs.registry()
+        bad = [t for t in trainers if t not in trainer_runners]
+        if bad:
+            raise PosencError(f"trainer {bad[0]!r} is not known; use all or some of: "
+                              f"{', '.join(trainer_runs.TRAINER_NAMES)}")
     if model.family != "rope" or not model.layers:
-        return CheckReport(model.model_type, max_model_len, None, [], no_rope=model.family)
+        return CheckReport(model.model_type, max_model_len, None, [], no_rope=model.family,
+                           trainers=None if trainers is None else [])
     if model.engine is not None and model.engine.remote_code:
-        return _without_reference(model, engines, max_model_len)
+        return _without_reference(model, engines, max_model_len, trainers)
     reference = transformers.run(model, cfg, max_model_len)
     short = _length_dependent(model)
     short = short if short is not None and short < max_model_len else None
+    short_reference = transformers.short_run(model, cfg, short) if short is not None else None
+
+    def judged(name: str, runner: Runner) -> tuple[EngineVerdict, EngineRun | None]:
+        """``name``'s verdict against transformers, and its run at the short length (None: none)."""
+        run = runner(model, cfg, max_model_len, None)
+        named = {"MODEL": model_name}
+        if model_name.endswith(".gguf"):  # llama.cpp's command names the GGUF itself
+            named["MODEL.gguf"] = model_name
+        run.invocation = [named.get(arg, arg) for arg in run.invocation]
+        verdict = compare(reference, run)
+        if short_reference is None or run.refusal:
+            return verdict, None
+        # the same server, a sequence of `short` tokens: static engines keep their tables, per-batch ones switch
+        at = runner(model, cfg, max_model_len, short_reference.max_model_len)
+        served_short = EngineRun(run.engine, run.version, short_reference.max_model_len, at.groups, run.invocation)
+        at_short = compare(short_reference, served_short)
+        for long_v, short_v in zip(verdict.groups, at_short.groups, strict=True):
+            long_v.short_diff = short_v.inv_freq_rel_diff
+            long_v.short_worst_pair = short_v.worst_pair
+            long_v.same = long_v.same and short_v.same
+        return verdict, served_short
+
     verdicts = []
+    served: list[tuple[EngineRun, EngineRun | None]] = []
+    if "hf" in engines:
+        served.append((reference, short_reference))
     for name in engines:
         if name == "hf":
             continue
@@ -135,29 +219,44 @@ def check(model: ModelPositions, cfg: dict[str, Any], engines: list[str], max_mo
         if refusal is not None:  # an engine-only mechanism the engine model does not cover, or will not serve
             verdicts.append(EngineVerdict(EngineRun(name, _VERSIONS[name], max_model_len, [], [], refusal=refusal), []))
             continue
-        run = known[name](model, cfg, max_model_len, None)
-        named = {"MODEL": model_name}
-        if model_name.endswith(".gguf"):  # llama.cpp's command names the GGUF itself
-            named["MODEL.gguf"] = model_name
-        run.invocation = [named.get(arg, arg) for arg in run.invocation]
-        verdict = compare(reference, run)
-        if short is not None and not run.refusal:
-            # the same server, a sequence of `short` tokens: static engines keep their tables, per-batch ones switch
-            served_short = known[name](model, cfg, max_model_len, short)
-            at_short = compare(transformers.short_run(model, cfg, short),
-                               EngineRun(run.engine, run.version, short, served_short.groups, run.invocation))
-            for long_v, short_v in zip(verdict.groups, at_short.groups, strict=True):
-                long_v.short_diff = short_v.inv_freq_rel_diff
-                long_v.short_worst_pair = short_v.worst_pair
-                long_v.same = long_v.same and short_v.same
+        verdict, at_short = judged(name, known[name])
         verdicts.append(verdict)
-    return CheckReport(model.model_type, max_model_len, reference, verdicts, short)
+        if not verdict.run.refusal:
+            served.append((verdict.run, at_short))
+    trained: list[EngineVerdict] | None = None
+    pairs: list[PairVerdict] = []
+    if trainers is not None:
+        trained = []
+        for name in trainers:
+            verdict, at_short = judged(name, trainer_runners[name])
+            trained.append(verdict)
+            if not verdict.run.refusal:
+                pairs += [_pair(verdict.run, at_short, engine, engine_short) for engine, engine_short in served]
+    return CheckReport(model.model_type, max_model_len, reference, verdicts, short, trainers=trained, pairs=pairs)
+
+
+def _pair(trainer: EngineRun, trainer_short: EngineRun | None, engine: EngineRun,
+          engine_short: EngineRun | None) -> PairVerdict:
+    """The trainer's numbers against the engine's, group by group (the engine in the reference's place)."""
+    from posenc_cli.engines.runs import group_verdict
+
+    position = max(trainer.max_model_len - 1, 0)
+    by_name = {g.name: g for g in engine.groups}
+    groups = [group_verdict(by_name[g.name], g, position) for g in trainer.groups]
+    if trainer_short is not None and engine_short is not None:
+        short_by_name = {g.name: g for g in engine_short.groups}
+        for v, g in zip(groups, trainer_short.groups, strict=True):
+            at = group_verdict(short_by_name[g.name], g, max(trainer_short.max_model_len - 1, 0))
+            v.short_diff, v.short_worst_pair = at.inv_freq_rel_diff, at.worst_pair
+            v.same = v.same and at.same
+    return PairVerdict(trainer.engine, engine.engine, groups)
 
 
 _VERSIONS = {"vllm": vllm.VERSION, "sglang": sglang.VERSION, "llama.cpp": llamacpp.VERSION}
 
 
-def _without_reference(model: ModelPositions, engines: list[str], max_model_len: int) -> CheckReport:
+def _without_reference(model: ModelPositions, engines: list[str], max_model_len: int,
+                       trainers: list[str] | None = None) -> CheckReport:
     """A remote-code family: transformers runs the model's own code, which posenc does not, so there is no reference
     and no engine is compared (each says why; ``posenc inspect`` has the engine's own numbers)."""
     assert model.engine is not None
@@ -166,4 +265,13 @@ def _without_reference(model: ModelPositions, engines: list[str], max_model_len:
                 for name in engines if name != "hf"]
     why = (f"transformers needs trust_remote_code for {model.engine.family}; posenc does not run the model's own "
            "code, so it has no transformers numbers to compare with")
-    return CheckReport(model.model_type, max_model_len, None, verdicts, no_reference=why)
+    trained = None if trainers is None else [
+        EngineVerdict(EngineRun(name, _trainer_version(name), max_model_len, [], [],
+                                refusal=f"not modelled: {why}"), []) for name in trainers]
+    return CheckReport(model.model_type, max_model_len, None, verdicts, no_reference=why, trainers=trained)
+
+
+def _trainer_version(name: str) -> str:
+    from posenc_cli.engines.trainer_runs import VERSIONS
+
+    return VERSIONS[name]

@@ -174,6 +174,19 @@ def llamafactory_rope(rope_type: str, factor: float, old: int, theta: float,
     return p
 
 
+def llamafactory_configure(own: dict[str, Any], max_pos: int, cutoff_len: int,
+                           rope_scaling: str) -> tuple[dict[str, Any], int] | None:
+    """What LLaMA-Factory 0.9.5's ``configure_rope`` sets for YAML ``rope_scaling`` and ``cutoff_len`` on a model
+    with rope dict ``own`` and ``max_position_embeddings`` ``max_pos``: the new rope dict and length, or None when it
+    leaves the model alone (``cutoff_len`` within the old length)."""
+    old = int(own.get("original_max_position_embeddings") or max_pos)
+    if cutoff_len <= old:
+        return None
+    factor = math.ceil(cutoff_len / old)
+    return (llamafactory_rope(rope_scaling, factor, old, float(own["rope_theta"]), own.get("partial_rotary_factor")),
+            old * factor)
+
+
 def llamafactory(t: TrainerInput) -> tuple[str, list[str]]:
     req = t.req
     _top_level_only("LLaMA-Factory", "rope_scaling", t)
@@ -291,6 +304,38 @@ def trl(t: TrainerInput) -> tuple[str, list[str]]:
 UNSLOTH_TYPES = ("linear", "yarn", "llama3")
 
 
+def unsloth_rope(own: dict[str, Any], max_pos: int, max_seq_length: int, model_type: str | None = None,
+                 asked: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The rope dict Unsloth 2026.10.9 trains (``FastLanguageModel.from_pretrained(max_seq_length=,
+    rope_scaling=asked)``, models/llama.py) for a model with rope dict ``own``, and why:
+
+    * a ``rope_scaling`` of type linear, yarn or llama3 (not for gemma/gemma2) replaces the model's; any other is
+      ignored, and the model's own rope is trained;
+    * without one, ``max_seq_length`` past ``max_position_embeddings`` sets linear scaling by their ratio, rope_theta
+      kept (``_extended_rope_scaling``), except over a llama3 rope, which stays;
+    * its rotary computes the dict once at init (``_compute_config_rope_inv_freq``), so dynamic NTK is plain RoPE at
+      rope_theta whatever the length.
+    """
+    notes: list[str] = []
+    rope = dict(own)
+    if asked is not None:
+        if model_type not in ("gemma", "gemma2") and asked.get("rope_type", asked.get("type")) in UNSLOTH_TYPES:
+            rope = dict(asked)
+        else:
+            notes.append(f"Unsloth ignores rope_scaling of type {asked.get('rope_type', asked.get('type'))} for "
+                         f"{model_type} and trains the checkpoint's own rope")
+    elif max_seq_length > max_pos and own.get("rope_type", "default") != "llama3":
+        factor = max_seq_length / max_pos
+        rope = {"rope_type": "linear", "factor": factor, "rope_theta": float(own["rope_theta"])}
+        notes.append(f"Unsloth replaces the model's {own.get('rope_type', 'default')} rope with linear x{factor:g} "
+                     f"when max_seq_length {max_seq_length} passes max_position_embeddings {max_pos} "
+                     "(_extended_rope_scaling)")
+    if rope.get("rope_type") == "dynamic":
+        rope = {k: v for k, v in rope.items() if k not in ("factor", "rope_type")} | {"rope_type": "default"}
+        notes.append("Unsloth computes dynamic NTK once at init: plain RoPE at rope_theta at every length")
+    return rope, notes
+
+
 def unsloth(t: TrainerInput) -> tuple[str, list[str]]:
     req = t.req
     _top_level_only("Unsloth", "rope_scaling", t)
@@ -302,7 +347,9 @@ def unsloth(t: TrainerInput) -> tuple[str, list[str]]:
     rope_type = rope.get("rope_type", "default")
     gemma = t.model_type in ("gemma", "gemma2")
     if gemma or rope_type not in UNSLOTH_TYPES:
-        diff = difference(*_own_rope(t), t)  # Unsloth ignores the dict and trains the checkpoint's own rope
+        own, own_max = _own_rope(t)
+        trained, _ = unsloth_rope(own, own_max, req.target, t.model_type, asked=rope)  # the checkpoint's own rope
+        diff = difference(trained, own_max, t)
         what = f"{t.model_type} models" if gemma else f"rope type {rope_type}"
         raise PosencError(f"Unsloth {VERSIONS['unsloth']} ignores rope_scaling for {what} (it takes "
                           f"{', '.join(UNSLOTH_TYPES)}) and trains the checkpoint's own rope, measured at "

@@ -25,8 +25,12 @@ if TYPE_CHECKING:  # the reader loads only when an engine runs a model
 SAME_RTOL = 1e-6
 #: How a refusal starts when posenc has no model of the engine for this case (reported as not compared).
 NOT_MODELLED = "not modelled"
+#: How a trainer's refusal starts when the framework has no setting for the model's rope.
+CANNOT_EXPRESS = "cannot express"
 #: Every verdict an engine can get, in report order.
 VERDICTS = ("same", "differs", "will not start", "not modelled")
+#: Every verdict a trainer can get, in report order.
+TRAINER_VERDICTS = ("same", "differs", "will not start", CANNOT_EXPRESS, "not modelled")
 
 
 @dataclass
@@ -53,6 +57,7 @@ class EngineRun:
     needs: list[str] = field(default_factory=list)  # env vars / flags needed to accept max_model_len
     refusal: str | None = None  # why the engine cannot serve this at all
     warnings: list[str] = field(default_factory=list)
+    layout: str | None = None  # a trainer's pairing of dims: rotate-half (transformers') or interleaved
 
 
 @dataclass
@@ -83,6 +88,8 @@ class EngineVerdict:
     def verdict(self) -> str:
         if self.run.refusal and self.run.refusal.startswith(NOT_MODELLED):
             return "not modelled"
+        if self.run.refusal and self.run.refusal.startswith(CANNOT_EXPRESS):
+            return CANNOT_EXPRESS
         if self.run.refusal:
             return "will not start"
         if all(g.same for g in self.groups):
@@ -93,10 +100,11 @@ class EngineVerdict:
         r = self.run
         return {"engine": r.engine, "version": r.version, "verdict": self.verdict, "max_model_len": r.max_model_len,
                 "accepts": r.accepts, "needs": r.needs, "refusal": r.refusal, "warnings": r.warnings,
-                "invocation": r.invocation, "groups": [g.as_dict() for g in self.groups]}
+                "invocation": r.invocation, "groups": [g.as_dict() for g in self.groups],
+                **({"layout": r.layout} if r.layout is not None else {})}
 
 
-def _group_verdict(ref: GroupRun, other: GroupRun, position: int) -> GroupVerdict:
+def group_verdict(ref: GroupRun, other: GroupRun, position: int) -> GroupVerdict:
     import numpy as np
 
     assert ref.inv_freq is not None
@@ -129,7 +137,7 @@ def compare(reference: EngineRun, other: EngineRun) -> EngineVerdict:
         return EngineVerdict(other, [])
     by_name = {g.name: g for g in other.groups}
     position = max(other.max_model_len - 1, 0)
-    return EngineVerdict(other, [_group_verdict(g, by_name[g.name], position) for g in reference.groups])
+    return EngineVerdict(other, [group_verdict(g, by_name[g.name], position) for g in reference.groups])
 
 
 def static_longrope(spec: RopeSpec, layer: LayerRope, max_model_len: int, max_position_embeddings: int) -> GroupRun:

@@ -1,0 +1,191 @@
+"""What each training framework computes when it trains a model as shipped, in the shape of an engine run
+(``(model, cfg, max_model_len, seq_len) -> EngineRun``, ``max_model_len`` the training length), for
+``posenc check --trainers``.
+
+Each runner calls the one function of :mod:`.trainers` or :mod:`.hf_trainers` that says what its framework computes
+(the same one ``posenc scale --format`` refuses with), then posenc's frequency code on the rope dict that makes
+transformers compute the same numbers:
+
+* megatron: the Megatron-LM flags posenc renders for the model's rope (``posenc scale --format megatron``), or where
+  it refuses, the one-to-one flags, through Megatron-LM's parsing (integers; the llama3 factor never forwarded; MLA's
+  YaRN original length and betas unreachable) and Megatron-Core's rotary classes (for DeepSeek-V2/V3 and Kimi K2,
+  MLA's, with its own softmax scale);
+* megatron-bridge: ``AutoBridge.from_hf_pretrained`` on the config (its lossy import), then Megatron-Core;
+* torchtitan, torchtune: the ``RoPE.Config`` / builder fields posenc renders, through their RoPE classes;
+* trl, axolotl: transformers' modeling of the config as it is (neither changes the rope of a config it loads);
+* llamafactory: the same, with no ``rope_scaling`` key in the YAML (the key would replace the model's scaling: what
+  it would train is measured in a note);
+* unsloth: ``FastLanguageModel.from_pretrained(max_seq_length=max_model_len)``: linear scaling past
+  ``max_position_embeddings``, dynamic NTK static.
+
+A framework that cannot train the model's rope gets a refusal whose verdict says why (cannot express, will not
+start, not modelled), never numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from posenc_cli.engines import hf_trainers, trainers
+from posenc_cli.engines.runs import CANNOT_EXPRESS, NOT_MODELLED, EngineRun, GroupRun
+
+if TYPE_CHECKING:
+    from posenc_cli.models import LayerRope, ModelPositions
+
+Runner = Callable[["ModelPositions", "dict[str, Any]", int, "int | None"], EngineRun]
+Setup = Callable[[trainers.Rope], "tuple[list[str], trainers.Trained, list[str]]"]
+
+VERSIONS = {**trainers.VERSIONS, **hf_trainers.VERSIONS}
+#: report order: the Megatron stack, the PyTorch-native ones, then the Hugging Face-based ones
+TRAINER_NAMES = ("megatron", "megatron-bridge", "torchtitan", "torchtune", "llamafactory", "axolotl", "unsloth", "trl")
+
+
+def _rope(model: ModelPositions, layer: LayerRope, max_model_len: int) -> trainers.Rope:
+    from posenc_cli.inspection import spec_for
+
+    spec = spec_for(model, layer)
+    return trainers.Rope(dict(layer.params), spec.head_dim, spec.max_position_embeddings, max_model_len,
+                         model.default_partial, model.text_model_type or model.model_type or "")
+
+
+def _refused(name: str, max_model_len: int, verdict: str, why: str) -> EngineRun:
+    return EngineRun(name, VERSIONS[name], max_model_len, [], [], refusal=f"{verdict}: {why}")
+
+
+def _core(name: str, setup: Setup, attention_types: frozenset[str] = frozenset()) -> Runner:
+    """A runner for a framework with one rotary embedding per model (Megatron, torchtitan, torchtune);
+    ``attention_types``: model types whose attention (softmax scale included) the framework builds itself and posenc
+    models (Megatron's MLA)."""
+
+    def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
+        if len(model.layers) != 1:
+            return _refused(name, max_model_len, CANNOT_EXPRESS,
+                            f"{name} builds one rotary embedding per model; this model has {len(model.layers)} rope "
+                            f"groups ({', '.join(g.name for g in model.layers)})")
+        layer = model.layers[0]
+        rope = _rope(model, layer, max_model_len)
+        if model.softmax_scale != 1.0 and rope.model_type not in attention_types:
+            return _refused(name, max_model_len, NOT_MODELLED,
+                            f"this model's attention scales the softmax by x{model.softmax_scale:.6g} "
+                            f"({model.softmax_scale_reason or 'its attention module'}); posenc does not model "
+                            f"{name}'s attention for it")
+        try:
+            invocation, trained, _ = setup(rope)
+        except trainers.Refusal as refusal:
+            return _refused(name, max_model_len, refusal.verdict, str(refusal))
+        freqs = trained.freqs(rope, seq_len or max_model_len)
+        softmax = trained.softmax_scale if trained.own_attention else model.softmax_scale * trained.softmax_scale
+        group = GroupRun(layer.name, freqs.inv_freq, freqs.attention_factor, softmax)
+        return EngineRun(name, VERSIONS[name], max_model_len, [group], invocation,
+                         warnings=list(dict.fromkeys(trained.notes)), layout=trained.layout)
+
+    return run
+
+
+def _megatron(rope: trainers.Rope) -> tuple[list[str], trainers.Trained, list[str]]:
+    """The flags posenc renders; where no flags reproduce transformers (llama3's constants, MLA's always-rounded
+    YaRN), the one-to-one flags and what Megatron-Core trains with them (its fixed 1/4/8192, rounding); a refusal
+    only where those cannot run either."""
+    import shlex
+
+    try:
+        argv, trained, caveats = trainers.megatron_setup(rope)
+    except trainers.Refusal as refusal:
+        if refusal.verdict != CANNOT_EXPRESS:
+            raise
+        argv, trained, caveats = trainers.megatron_setup(rope, solve=False)
+    return [shlex.join(argv)], trained, caveats
+
+
+def _titan(rope: trainers.Rope) -> tuple[list[str], trainers.Trained, list[str]]:
+    text, trained, caveats = trainers.torchtitan_setup(rope)
+    trained.notes[:0] = caveats
+    return [text], trained, caveats
+
+
+def _tune(rope: trainers.Rope) -> tuple[list[str], trainers.Trained, list[str]]:
+    text, trained, caveats = trainers.torchtune_setup(rope)
+    if rope.params.get("rope_type") == "llama3" and trainers.fixed_llama3(rope.params) != rope.params:
+        trained.notes.append("torchtune's Llama3ScaledRoPE takes only scale_factor: low_freq_factor/high_freq_factor/"
+                             "original length are 1/4/8192")
+    return text.splitlines(), trained, caveats
+
+
+def _transformers_groups(model: ModelPositions, seq_len: int) -> list[GroupRun]:
+    from posenc_cli.engines.transformers import groups_at
+
+    return groups_at(model, seq_len)
+
+
+def _llamafactory(model: ModelPositions, cfg: dict[str, Any], max_model_len: int,
+                  seq_len: int | None = None) -> EngineRun:
+    groups = _transformers_groups(model, seq_len or max_model_len)
+    notes = []
+    if len(model.layers) == 1 and model.max_position_embeddings:
+        own = model.layers[0].params
+        rope_type = own.get("rope_type", "default")
+        if rope_type in hf_trainers.LLAMAFACTORY_TYPES:
+            configured = hf_trainers.llamafactory_configure(own, model.max_position_embeddings, max_model_len,
+                                                            rope_type)
+            if configured is not None:
+                rope = _rope(model, model.layers[0], max_model_len)
+                theirs, ours = rope.freqs(configured[0]), rope.freqs()
+                import numpy as np
+
+                rel = float(np.max(np.abs(theirs.inv_freq.astype(np.float64) - ours.inv_freq) / ours.inv_freq))
+                lf, _ = configured
+                what = f"with rope_scaling: {rope_type} in the YAML, LLaMA-Factory replaces the model's scaling " \
+                       f"with factor {lf['factor']:g} from {lf.get('original_max_position_embeddings', '')} " \
+                       "(ceil(cutoff_len / original))"
+                if rel > hf_trainers.RTOL or theirs.attention_factor != ours.attention_factor:
+                    notes.append(f"{what}: inv_freq off by up to {rel:.3g} relative, attention factor "
+                                 f"{theirs.attention_factor:.6g} instead of {ours.attention_factor:.6g}")
+                else:
+                    notes.append(f"{what}: the same numbers")
+    notes.append("LLaMA-Factory 0.9.5 trains the model's own rope when the YAML has no rope_scaling key")
+    return EngineRun("llamafactory", VERSIONS["llamafactory"], max_model_len, groups,
+                     [f"cutoff_len: {max_model_len}"], warnings=notes, layout="rotate-half")
+
+
+def _axolotl(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
+    return EngineRun("axolotl", VERSIONS["axolotl"], max_model_len,
+                     _transformers_groups(model, seq_len or max_model_len), [f"sequence_len: {max_model_len}"],
+                     layout="rotate-half")
+
+
+def _trl(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
+    return EngineRun("trl", VERSIONS["trl"], max_model_len, _transformers_groups(model, seq_len or max_model_len),
+                     [f"max_length={max_model_len}"], layout="rotate-half")
+
+
+def _unsloth(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
+    name = "unsloth"
+    if len(model.layers) != 1:
+        return _refused(name, max_model_len, NOT_MODELLED,
+                        f"posenc models Unsloth's Llama rotary, one rope per model; this model has {len(model.layers)}"
+                        " rope groups")
+    layer = model.layers[0]
+    rope = _rope(model, layer, max_model_len)
+    own_type = layer.params.get("rope_type", "default")
+    if own_type not in ("default", "linear", "dynamic", "yarn", "llama3"):
+        return _refused(name, max_model_len, NOT_MODELLED,
+                        f"Unsloth computes {own_type} with its own rotary class, which posenc does not model")
+    if rope.freqs().inv_freq.size * 2 != rope.head_dim:
+        return _refused(name, max_model_len, NOT_MODELLED,
+                        "Unsloth's plain rotary ignores partial_rotary_factor; posenc does not model partial rotary "
+                        "for it")
+    trained, notes = hf_trainers.unsloth_rope(layer.params, rope.max_pos, max_model_len, model.text_model_type)
+    freqs = rope.freqs(trained, seq_len=seq_len or max_model_len)
+    group = GroupRun(layer.name, freqs.inv_freq, freqs.attention_factor, model.softmax_scale)
+    return EngineRun(name, VERSIONS[name], max_model_len, [group],
+                     [f"FastLanguageModel.from_pretrained(MODEL, max_seq_length={max_model_len})"], warnings=notes,
+                     layout="rotate-half")
+
+
+def registry() -> dict[str, Runner]:
+    """Trainer name (``posenc scale --format`` names) -> runner, in report order."""
+    return {"megatron": _core("megatron", _megatron, trainers.MLA_TYPES),
+            "megatron-bridge": _core("megatron-bridge", trainers.bridge_setup),
+            "torchtitan": _core("torchtitan", _titan), "torchtune": _core("torchtune", _tune),
+            "llamafactory": _llamafactory, "axolotl": _axolotl, "unsloth": _unsloth, "trl": _trl}
