@@ -44,7 +44,7 @@ import functools
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +134,18 @@ _RULES: dict[str, dict[str, Any]] = {
     # rotate `rotary_dim` features in their own attention code (no rotary class for the generator to probe)
     "gptj": {"default_partial": True, "known": True}, "codegen": {"default_partial": True, "known": True},
 }
+
+
+def _text_kind(text: Mapping[str, Any], text_type: str) -> _Kind:
+    """:func:`_kind`, and a DeepSeek-V2 text whose file says ``use_mla: false`` (DeepSeek-VL2's remote code, and
+    vLLM, then build plain multi-head attention: rope over all ``hidden_size / heads`` dims, no mscale on the
+    softmax) read without MLA."""
+    kind = _kind(text_type)
+    if kind.mla and text.get("use_mla") is False:
+        # the class's head_dim (= qk_rope_head_dim) is MLA's; plain attention splits hidden_size over the heads
+        return replace(kind, mla=False, head_dim=None,
+                       defaults={k: v for k, v in kind.defaults.items() if k != "head_dim"})
+    return kind
 
 
 @functools.cache
@@ -615,7 +627,7 @@ def describe(cfg: Mapping[str, Any]) -> ModelPositions:
         return _engine_read(reading)
     model_type = str(cfg.get("model_type", "")) or None
     text, text_type, where = text_config(cfg)
-    kind = _kind(text_type)
+    kind = _text_kind(text, text_type)
     if kind.image:
         raise PosencError(f"{text_type} is a vision encoder whose rotary embedding turns with 2-D image-patch "
                           "coordinates; posenc reads the rotary embeddings of sequence models only")
@@ -736,7 +748,7 @@ def rope_dicts(cfg: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], bool]
     """The text model's rope dict(s) as transformers 5 stores them in ``rope_parameters`` (what ``convert`` writes):
     ``({"": flat}, False)``, or ``({layer type: dict}, True)`` for classes that build one per layer type."""
     text, text_type, _ = text_config(cfg)
-    kind = _kind(text_type)
+    kind = _text_kind(text, text_type)
     text = with_class_defaults(text, kind)
     max_pos = _int_or_none(text.get("max_position_embeddings")) or kind.max_positions
     return _resolve(text, text_type, kind, max_pos, _head_dim(text, kind, text_type))

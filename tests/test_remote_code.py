@@ -403,3 +403,18 @@ def test_vllm_registry_serves_what_posenc_says() -> None:
                                                   "num_attention_heads": 2}}).engine
         assert served_by_vllm is not None and served_by_vllm.family == family
         assert ("vllm" not in served_by_vllm.refusal) == (arch in served), arch
+
+
+def test_deepseek_v2_text_with_mla_off_is_plain_multi_head_attention() -> None:
+    """DeepSeek-VL2's language_config says ``use_mla: false``: its remote code (and vLLM, whose DeepseekV2 builds
+    DeepseekAttention when kv_lora_rank is None) rotates all hidden_size / heads dims with no MLA softmax scale; the
+    same text with MLA on keeps transformers' qk_rope_head_dim."""
+    cfg = json.loads((CORPUS / "deepseek-vl2-tiny.json").read_text(encoding="utf-8"))
+    text = cfg["language_config"]
+    plain = describe(cfg)
+    assert plain.head_dim == text["hidden_size"] // text["num_attention_heads"] == 128
+    assert plain.softmax_scale == 1.0
+    mla = describe({**cfg, "language_config": {**text, "use_mla": True, "qk_rope_head_dim": 64,
+                                               "rope_scaling": {"type": "yarn", "factor": 4.0, "mscale_all_dim": 1.0,
+                                                                "original_max_position_embeddings": 4096}}})
+    assert mla.head_dim == 64 and mla.softmax_scale > 1.0
