@@ -13,6 +13,7 @@ arithmetic; 1e-6 where transformers' float32 path gives it). A refusal must name
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import types
@@ -370,3 +371,18 @@ def test_bad_trainers(args: list[str], needle: str) -> None:
 def test_a_model_without_rope_with_trainers() -> None:
     code, r = check(str(CORPUS / "nemotron-h-56b-base-8k.json"), "--trainers", "all")
     assert code == 0 and r["trainers"] == [] and r["pairs"] == []
+
+
+@pytest.mark.skipif(th.installed("megatron-bridge") != th.BRIDGE_VERSION, reason="megatron-bridge 0.6.2 not installed")
+def test_per_layer_rope_is_not_modelled_for_bridge_and_cannot_be_expressed_by_megatron_lm() -> None:
+    """Gemma 3's two rope groups: Megatron-Bridge's Gemma3 provider holds both bases (``rotary_base = (local,
+    global)``), so posenc says not modelled rather than cannot express; Megatron-LM's CLI has one ``--rotary-base``."""
+    root = th.megatron_root()
+    assert root is not None
+    provider = th._tree(root / "bridge" / "models" / "gemma" / "gemma3_provider.py")
+    assert any(isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.target.id == "rotary_base"
+               and isinstance(n.value, ast.Tuple) for n in ast.walk(provider))
+    assert sum("'--rotary-base'" in line for line in (root / "training" / "arguments.py").read_text().splitlines()) == 1
+    code, r = check(str(CORPUS / "gemma-3-4b-it.json"), "--trainers", "megatron,megatron-bridge", "--engines", "hf")
+    assert r["trainer_verdicts"]["not modelled"] == ["megatron-bridge"]
+    assert r["trainer_verdicts"]["cannot express"] == ["megatron"] and code == 1

@@ -53,16 +53,20 @@ def _refused(name: str, max_model_len: int, verdict: str, why: str) -> EngineRun
     return EngineRun(name, VERSIONS[name], max_model_len, [], [], refusal=f"{verdict}: {why}")
 
 
-def _core(name: str, setup: Setup, attention_types: frozenset[str] = frozenset()) -> Runner:
-    """A runner for a framework with one rotary embedding per model (Megatron, torchtitan, torchtune);
+def _core(name: str, setup: Setup, attention_types: frozenset[str] = frozenset(),
+          several_groups: str | None = None) -> Runner:
+    """A runner for a framework with one rotary embedding per model (Megatron-LM's CLI, torchtitan, torchtune);
     ``attention_types``: model types whose attention (softmax scale included) the framework builds itself and posenc
-    models (Megatron's MLA)."""
+    models (Megatron's MLA); ``several_groups``: why a model with several rope groups is not modelled, where the
+    framework has a model-specific way to build them (else it cannot express them)."""
 
     def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
         if len(model.layers) != 1:
+            groups = f"this model has {len(model.layers)} rope groups ({', '.join(g.name for g in model.layers)})"
+            if several_groups is not None:
+                return _refused(name, max_model_len, NOT_MODELLED, f"{several_groups}; {groups}")
             return _refused(name, max_model_len, CANNOT_EXPRESS,
-                            f"{name} builds one rotary embedding per model; this model has {len(model.layers)} rope "
-                            f"groups ({', '.join(g.name for g in model.layers)})")
+                            f"{name} builds one rotary embedding per model; {groups}")
         layer = model.layers[0]
         rope = _rope(model, layer, max_model_len)
         if model.softmax_scale != 1.0 and rope.model_type not in attention_types:
@@ -186,6 +190,9 @@ def _unsloth(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq
 def registry() -> dict[str, Runner]:
     """Trainer name (``posenc scale --format`` names) -> runner, in report order."""
     return {"megatron": _core("megatron", _megatron, trainers.MLA_TYPES),
-            "megatron-bridge": _core("megatron-bridge", trainers.bridge_setup),
+            # Bridge's Gemma 3/4 providers build local and global rope (rotary_base = (local, global))
+            "megatron-bridge": _core("megatron-bridge", trainers.bridge_setup, several_groups=(
+                "Megatron-Bridge builds per-layer rope in model-specific providers (Gemma 3/4: rotary_base "
+                "(local, global)), which posenc does not model")),
             "torchtitan": _core("torchtitan", _titan), "torchtune": _core("torchtune", _tune),
             "llamafactory": _llamafactory, "axolotl": _axolotl, "unsloth": _unsloth, "trl": _trl}
