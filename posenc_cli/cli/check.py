@@ -126,7 +126,17 @@ def _runs(verdicts: list[Any], trainer: bool) -> list[str]:
     return out
 
 
-def _pair_line(pair: Any, several: bool) -> str:
+def _off(value: float, pair: int | None) -> str:
+    """'the same', or how far one inv_freq is off (relative to transformers', in percent) at its worst pair."""
+    from posenc_cli.engines.runs import SAME_RTOL
+
+    if value <= SAME_RTOL:
+        return "the same"
+    percent = 100 * value
+    return f"off by {percent:,.0f}% (pair {pair})" if percent >= 100 else f"off by {percent:.3g}% (pair {pair})"
+
+
+def _pair_line(pair: Any, several: bool, lengths: tuple[int, int | None]) -> str:
     """'trained with X, served with Y: same' or what differs, group by group."""
     head = f"  {pair.trainer} -> {pair.engine}: "
     if pair.same:
@@ -135,9 +145,10 @@ def _pair_line(pair: Any, several: bool) -> str:
     for g in pair.groups:
         if g.same:
             continue
-        what = [f"inv_freq {_diff(g.inv_freq_rel_diff, g.worst_pair)}"]
-        if g.short_diff is not None:
-            what.append(f"at the short length {_diff(g.short_diff, g.short_worst_pair)}")
+        long, short = lengths
+        what = [f"inv_freq {_off(g.inv_freq_rel_diff, g.worst_pair)} at {long:,}"]
+        if g.short_diff is not None and short is not None:
+            what.append(f"{_off(g.short_diff, g.short_worst_pair)} at {short:,}")
         (a_eng, a_tr), (s_eng, s_tr) = g.attention_factor, g.softmax_scale
         if a_eng != a_tr:
             what.append(f"attention factor {a_tr:.6g} trained, {a_eng:.6g} served")
@@ -147,7 +158,7 @@ def _pair_line(pair: Any, several: bool) -> str:
     return head + "differs: " + "; ".join(parts)
 
 
-def _pair_lines(pairs: list[Any], several: bool) -> list[str]:
+def _pair_lines(pairs: list[Any], several: bool, lengths: tuple[int, int | None]) -> list[str]:
     """Per trainer: one line naming the engines it is the same as, one per engine it differs from."""
     out: list[str] = []
     for trainer in dict.fromkeys(p.trainer for p in pairs):
@@ -155,7 +166,7 @@ def _pair_lines(pairs: list[Any], several: bool) -> list[str]:
         same = [p.engine for p in mine if p.same]
         if same:
             out.append(f"  {trainer} -> {', '.join(same)}: same")
-        out += [_pair_line(p, several) for p in mine if not p.same]
+        out += [_pair_line(p, several, lengths) for p in mine if not p.same]
     return out
 
 
@@ -191,6 +202,7 @@ def _render(report: Any, label: str) -> None:
         out.append("")
         out.append("trained with X, served with Y:")
         several = len(report.reference.groups) > 1
-        out += _pair_lines(report.pairs, several) or ["  no trainer and engine both ran"]
+        lengths = (report.max_model_len, report.short_len)
+        out += _pair_lines(report.pairs, several, lengths) or ["  no trainer and engine both ran"]
     out.append(report.summary())
     sys.stdout.write("\n".join(out) + "\n")

@@ -117,7 +117,7 @@ class CheckReport:
             return "; ".join(parts)
         trained = self.by_trainer_verdict()
         t = len(self.trainers)
-        parts = [f"engines: {len(groups['same'])} of {n} compute what transformers computes"]
+        parts = [f"engines: {len(groups['same'])} of {n} compute what transformers computes"] if n else []
         parts += [f"{verdict}: {', '.join(names)}" for verdict, names in groups.items() if names and verdict != "same"]
         parts.append(f"trainers: {len(trained['same'])} of {t} train what transformers computes")
         parts += [f"{verdict}: {', '.join(names)}" for verdict, names in trained.items() if names and verdict != "same"]
