@@ -386,3 +386,16 @@ def test_per_layer_rope_is_not_modelled_for_bridge_and_cannot_be_expressed_by_me
     code, r = check(str(CORPUS / "gemma-3-4b-it.json"), "--trainers", "megatron,megatron-bridge", "--engines", "hf")
     assert r["trainer_verdicts"]["not modelled"] == ["megatron-bridge"]
     assert r["trainer_verdicts"]["cannot express"] == ["megatron"] and code == 1
+
+
+def test_mla_models_are_not_modelled_outside_megatron(tmp_path: Path) -> None:
+    """DeepSeek-V3 without mscale_all_dim has softmax scale 1, yet torchtitan and torchtune would train it with
+    their own MLA model code (torchtitan's deepseek_v3 folds YaRN's mscale into the softmax): not modelled, never a
+    verdict from the Llama-style rope."""
+    cfg = json.loads((CORPUS / "deepseek-v3.json").read_text(encoding="utf-8"))
+    cfg["rope_scaling"] = {k: v for k, v in cfg["rope_scaling"].items() if k != "mscale_all_dim"}
+    path = write_json(tmp_path, cfg)
+    assert describe(cfg).softmax_scale == 1.0
+    code, r = check(str(path), "--trainers", "torchtitan,torchtune,megatron-bridge", "--engines", "hf")
+    assert sorted(r["trainer_verdicts"]["not modelled"]) == ["megatron-bridge", "torchtitan", "torchtune"]
+    assert code == 3

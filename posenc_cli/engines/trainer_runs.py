@@ -69,6 +69,12 @@ def _core(name: str, setup: Setup, attention_types: frozenset[str] = frozenset()
                             f"{name} builds one rotary embedding per model; {groups}")
         layer = model.layers[0]
         rope = _rope(model, layer, max_model_len)
+        if rope.model_type in trainers.MLA_TYPES and rope.model_type not in attention_types:
+            # its rope and softmax scale come from the framework's own MLA model code (torchtitan's deepseek_v3 folds
+            # YaRN's mscale into the softmax), not from the Llama-style rope posenc renders
+            return _refused(name, max_model_len, NOT_MODELLED,
+                            f"{rope.model_type} uses multi-latent attention, which {name} builds in its own model "
+                            "code; posenc does not model it")
         if model.softmax_scale != 1.0 and rope.model_type not in attention_types:
             return _refused(name, max_model_len, NOT_MODELLED,
                             f"this model's attention scales the softmax by x{model.softmax_scale:.6g} "
