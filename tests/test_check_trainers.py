@@ -347,6 +347,19 @@ def test_dynamic_unsloth_is_static_and_matches_vllm_at_no_length(tmp_path: Path)
     assert r["trainer_verdicts"]["differs"] == ["unsloth"] and r["trainer_verdicts"]["same"] == ["trl"]
 
 
+def test_llamafactory_notes_say_what_rope_scaling_would_do() -> None:
+    """The note on a YAML rope_scaling (llamafactory_configure, checked against configure_rope in
+    test_trainers_hf.py): Llama 3.1 at its window is rescaled from rope_scaling's original 8192; Llama 4's composite
+    config gives LLaMA-Factory no rope_scaling to set, so the key changes nothing."""
+    _, r = check(str(CORPUS / "llama-3.1-8b-instruct.json"), "--trainers", "llamafactory", "--engines", "hf")
+    (note, _) = by_name(r["trainers"], "llamafactory")["warnings"]
+    assert "with factor 16 from 8192" in note and "inv_freq off by up to 0.5 relative" in note
+    assert "attention factor" not in note  # llama3 scaling keeps it at 1 on both sides
+    _, r = check(str(CORPUS / "llama-4-scout-17b-16e-instruct.json"), "--trainers", "llamafactory", "--engines", "hf")
+    (note, _) = by_name(r["trainers"], "llamafactory")["warnings"]
+    assert "changes nothing here" in note and "llama4 config" in note
+
+
 def test_not_modelled_is_exit_3() -> None:
     code, r = check(str(CORPUS / "phi-3-mini-128k-instruct.json"), "--trainers", "unsloth", "--engines", "hf")
     assert r["trainer_verdicts"]["not modelled"] == ["unsloth"] and code == 3

@@ -209,6 +209,73 @@ def test_llamafactory_scalable_types_are_transformers4s() -> None:
     assert {k for k, v in has.items() if v} == LLAMAFACTORY_SCALABLE
 
 
+def _lf_sweep() -> list[tuple[str, dict[str, Any], int, str, int]]:
+    """(corpus config, its one rope dict, max_position_embeddings, YAML rope_scaling, cutoff_len) for every corpus
+    config with one rope group whose text type LLaMA-Factory can scale (the ones ``check --trainers`` notes on), each
+    of its types, and cutoff lengths around both lengths it could scale from (the rope dict's original, the
+    config's): half, equal, one past, four times, and two and a half times plus 7 (not a multiple)."""
+    from posenc_cli.engines.hf_trainers import LLAMAFACTORY_SCALABLE, LLAMAFACTORY_TYPES
+    from posenc_cli.models import describe
+
+    out = []
+    for path in sorted(CORPUS.glob("*.json")):
+        if path.stem == "SOURCES":
+            continue
+        model = describe(corpus(path.stem))
+        if (model.family != "rope" or len(model.layers) != 1 or not model.max_position_embeddings
+                or (model.text_model_type or model.model_type) not in LLAMAFACTORY_SCALABLE):
+            continue
+        own, max_pos = model.layers[0].params, model.max_position_embeddings
+        olds = {int(own.get("original_max_position_embeddings") or max_pos), max_pos}
+        cutoffs = sorted({c for old in olds for c in (old // 2, old, old + 1, 4 * old, 5 * old // 2 + 7)})
+        out += [(path.stem, own, max_pos, t, c) for t in LLAMAFACTORY_TYPES for c in cutoffs]
+    return out
+
+
+@needs_lf
+@pytest.mark.skipif(not TF4, reason="POSENC_TRANSFORMERS4 (a --target dir with transformers 4.57.6) is not set")
+def test_llamafactory_configure_is_configure_rope() -> None:
+    """``llamafactory_configure`` (what ``check --trainers`` says LLaMA-Factory does with a YAML rope_scaling) against
+    the real configure_rope under transformers 4.57.6, all cases in one subprocess (~10 s): where it says the rope
+    stays, the text config is unchanged; else the text config's rope_scaling is its dict (rope_theta and
+    partial_rotary_factor, which configure_rope leaves alone, aside), its max_position_embeddings the length (a
+    float) and its rope_theta the dict's. A config type transformers 4.57.6 has no class for cannot be loaded by
+    LLaMA-Factory either (without remote code) and is left out."""
+    from posenc_cli.engines.hf_trainers import llamafactory_configure
+
+    sweep = _lf_sweep()
+    results = th.run_llamafactory([{"config": corpus(name), "rope_scaling": rope_scaling, "cutoff_len": cutoff,
+                                    "rotary": False} for name, _, _, rope_scaling, cutoff in sweep], TF4)
+    outcomes: dict[str, set[str]] = {}
+    for (name, own, max_pos, rope_scaling, cutoff), got in zip(sweep, results, strict=True):
+        ctx = f"{name} rope_scaling {rope_scaling} cutoff_len {cutoff}: {got}"
+        if "error" in got:
+            assert got["error"].startswith("ValueError: Unrecognized model identifier"), ctx
+            outcomes.setdefault(name, set()).add("no class")
+            continue
+        assert got["transformers"] == th.VERSIONS["transformers4"]
+        expected = llamafactory_configure(own, max_pos, cutoff, rope_scaling, corpus(name))
+        if expected is None:
+            assert not got["changed"], ctx
+            outcomes.setdefault(name, set()).add("kept")
+            continue
+        rope, length = expected
+        assert got["changed"], ctx
+        assert got["rope_scaling"] == {k: v for k, v in rope.items()
+                                       if k not in ("rope_theta", "partial_rotary_factor")}, ctx
+        assert isinstance(got["max_position_embeddings"], float) and got["max_position_embeddings"] == length, ctx
+        assert got["rope_theta"] in (None, rope["rope_theta"]), ctx
+        outcomes.setdefault(name, set()).add("scaled")
+    # the sweep reaches each kind of case: scaled within a model's own scaling, from the config's length, and models
+    # whose rope configure_rope never reaches
+    assert outcomes["llama-3.1-8b-instruct"] == {"kept", "scaled"}  # from rope_scaling's original 8192
+    assert outcomes["phi-3-mini-128k-instruct"] == {"kept", "scaled"}  # from 131072: the top-level 4096 is not read
+    assert outcomes["qwen2.5-vl-7b-instruct"] == {"kept", "scaled"}  # passed on to the text config
+    assert outcomes["llava-1.5-7b-hf"] == outcomes["llama-4-scout-17b-16e-instruct"] == {"kept"}
+    assert outcomes["glm-4.1v-9b-thinking"] == {"kept"}
+    assert sum("scaled" in v for v in outcomes.values()) >= 20, outcomes
+
+
 @needs_lf
 def test_llamafactory_fails_under_transformers5() -> None:
     """The caveat posenc prints: LLaMA-Factory 0.9.5's configure_rope on transformers 5 (the installed one) fails."""

@@ -90,12 +90,21 @@ sys.path.insert(0, sys.argv[2])
 from trainers_harness import rotary
 out = []
 for case in json.load(sys.stdin):
-    config = transformers.AutoConfig.for_model(**case["config"])
     args = types.SimpleNamespace(rope_scaling=RopeScaling(case["rope_scaling"]), model_max_length=case["cutoff_len"])
     try:
+        config = transformers.AutoConfig.for_model(**case["config"])
         before = json.dumps(config.to_dict(), sort_keys=True, default=str)
+        text = config.get_text_config()
+        text_before = json.dumps(text.to_dict(), sort_keys=True, default=str)
         configure_rope(config, args)
-        if json.dumps(config.to_dict(), sort_keys=True, default=str) == before:
+        changed = json.dumps(config.to_dict(), sort_keys=True, default=str) != before
+        if not case.get("rotary", True):  # what configure_rope left on the config the text model is built from
+            out.append({"changed": json.dumps(text.to_dict(), sort_keys=True, default=str) != text_before,
+                        "rope_scaling": getattr(text, "rope_scaling", None),
+                        "max_position_embeddings": getattr(text, "max_position_embeddings", None),
+                        "rope_theta": getattr(text, "rope_theta", None), "transformers": transformers.__version__})
+            continue
+        if not changed:
             out.append({"error": "unchanged"})
             continue
         inv, att = rotary(config, case.get("seq_len"))
@@ -116,7 +125,10 @@ def llamafactory_root() -> Path:
 def run_llamafactory(cases: list[dict[str, Any]], transformers_path: str | None) -> list[dict[str, Any]]:
     """LLaMA-Factory's configure_rope on each case (config dict, rope_scaling, cutoff_len, optional seq_len) and
     the frequencies the model class computes from the result, under transformers 4.57.6 (``transformers_path``)
-    or the installed transformers (None)."""
+    or the installed transformers (None). A case with ``"rotary": false`` gets only what configure_rope (which
+    LLaMA-Factory calls on the top-level config) left on the config the text model is built from
+    (``get_text_config()``: ``changed``, ``rope_scaling``, ``max_position_embeddings``, ``rope_theta``); an error,
+    in ``error``."""
     env = dict(os.environ)
     if transformers_path:
         env["PYTHONPATH"] = os.pathsep.join([transformers_path, env.get("PYTHONPATH", "")])

@@ -28,7 +28,7 @@ measured difference.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,12 +174,34 @@ def llamafactory_rope(rope_type: str, factor: float, old: int, theta: float,
     return p
 
 
-def llamafactory_configure(own: dict[str, Any], max_pos: int, cutoff_len: int,
-                           rope_scaling: str) -> tuple[dict[str, Any], int] | None:
+def llamafactory_scales(config: Mapping[str, Any]) -> bool:
+    """Whether LLaMA-Factory's ``configure_rope``, which it calls on the top-level config, reaches the rope the model
+    is built with: only where transformers 4.57.6's class for the top-level ``model_type`` has ``rope_scaling``
+    (Qwen2-VL and Qwen2.5-VL pass it on to their text config; a composite such as Llava, Llama 4 or Qwen3-VL has none,
+    and Glm4v's top-level copy never reaches its text config)."""
+    return str(config.get("model_type") or "") in LLAMAFACTORY_SCALABLE
+
+
+def llamafactory_configure(own: dict[str, Any], max_pos: int, cutoff_len: int, rope_scaling: str,
+                           config: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], int] | None:
     """What LLaMA-Factory 0.9.5's ``configure_rope`` sets for YAML ``rope_scaling`` and ``cutoff_len`` on a model
-    with rope dict ``own`` and ``max_position_embeddings`` ``max_pos``: the new rope dict and length, or None when it
-    leaves the model alone (``cutoff_len`` within the old length)."""
-    old = int(own.get("original_max_position_embeddings") or max_pos)
+    with rope dict ``own`` and ``max_position_embeddings`` ``max_pos``: the new rope dict and length, or None when the
+    model's rope stays as shipped (``cutoff_len`` within the old length, or ``config`` is one it cannot scale, see
+    :func:`llamafactory_scales`).
+
+    The old length is ``original_max_position_embeddings`` inside the config's ``rope_scaling`` as transformers 4.x
+    keeps it, else ``max_pos``: with the config file ``config`` given, its text config's ``rope_scaling`` dict (Phi-3's
+    top-level original length does not count); without it, ``own``'s."""
+    if config:
+        if not llamafactory_scales(config):
+            return None
+        from posenc_cli.models import text_config
+
+        shipped = text_config(config)[0].get("rope_scaling")
+        scaling = shipped if isinstance(shipped, Mapping) else {}
+    else:
+        scaling = own
+    old = int(scaling.get("original_max_position_embeddings") or max_pos)
     if cutoff_len <= old:
         return None
     factor = math.ceil(cutoff_len / old)

@@ -14,7 +14,8 @@ transformers compute the same numbers:
 * torchtitan, torchtune: the ``RoPE.Config`` / builder fields posenc renders, through their RoPE classes;
 * trl, axolotl: transformers' modeling of the config as it is (neither changes the rope of a config it loads);
 * llamafactory: the same, with no ``rope_scaling`` key in the YAML (the key would replace the model's scaling: what
-  it would train is measured in a note);
+  it would train is measured in a note; a note also says where the key changes nothing, on a config LLaMA-Factory
+  cannot scale);
 * unsloth: ``FastLanguageModel.from_pretrained(max_seq_length=max_model_len)``: linear scaling past
   ``max_position_embeddings``, dynamic NTK static.
 
@@ -24,6 +25,7 @@ start, not modelled), never numbers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -135,9 +137,13 @@ def _llamafactory(model: ModelPositions, cfg: dict[str, Any], max_model_len: int
     if len(model.layers) == 1 and model.max_position_embeddings:
         own = model.layers[0].params
         rope_type = own.get("rope_type", "default")
-        if rope_type in hf_trainers.LLAMAFACTORY_TYPES:
+        if rope_type in hf_trainers.LLAMAFACTORY_TYPES and cfg and not hf_trainers.llamafactory_scales(cfg):
+            notes.append(f"rope_scaling: {rope_type} in the YAML changes nothing here: LLaMA-Factory sets it on the "
+                         f"top-level config, and transformers 4.x's {cfg.get('model_type')} config has no "
+                         "rope_scaling that reaches the text model")
+        elif rope_type in hf_trainers.LLAMAFACTORY_TYPES:
             configured = hf_trainers.llamafactory_configure(own, model.max_position_embeddings, max_model_len,
-                                                            rope_type)
+                                                            rope_type, cfg or None)
             if configured is not None:
                 rope = _rope(model, model.layers[0], max_model_len)
                 theirs, ours = rope.freqs(configured[0]), rope.freqs()
@@ -148,9 +154,11 @@ def _llamafactory(model: ModelPositions, cfg: dict[str, Any], max_model_len: int
                 what = f"with rope_scaling: {rope_type} in the YAML, LLaMA-Factory replaces the model's scaling " \
                        f"with factor {lf['factor']:g} from {lf.get('original_max_position_embeddings', '')} " \
                        "(ceil(cutoff_len / original))"
-                if rel > hf_trainers.RTOL or theirs.attention_factor != ours.attention_factor:
-                    notes.append(f"{what}: inv_freq off by up to {rel:.3g} relative, attention factor "
-                                 f"{theirs.attention_factor:.6g} instead of {ours.attention_factor:.6g}")
+                same_attention = math.isclose(theirs.attention_factor, ours.attention_factor, rel_tol=hf_trainers.RTOL)
+                if rel > hf_trainers.RTOL or not same_attention:
+                    notes.append(f"{what}: inv_freq off by up to {rel:.3g} relative" + ("" if same_attention else
+                                 f", attention factor {theirs.attention_factor:.6g} instead of "
+                                 f"{ours.attention_factor:.6g}"))
                 else:
                     notes.append(f"{what}: the same numbers")
     notes.append("LLaMA-Factory 0.9.5 trains the model's own rope when the YAML has no rope_scaling key")
