@@ -14,9 +14,11 @@ arithmetic; 1e-6 where transformers' float32 path gives it). A refusal must name
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import math
 import types
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -257,10 +259,10 @@ def test_unsloth(name: str, model: Any, length: int) -> None:
 
 
 @pytest.mark.skipif(hf.installed("axolotl") is None, reason="axolotl 0.21.0 is not installed")
-@pytest.mark.parametrize(("name", "model", "length"), CASES[::4], ids=IDS[::4])
+@pytest.mark.parametrize(("name", "model", "length"), CASES, ids=IDS)
 def test_axolotl(name: str, model: Any, length: int, tmp_path: Path) -> None:
     """axolotl's load_model_config on the config as shipped: transformers' rotary gives the runner's numbers
-    (every fourth config: each loads transformers' model module)."""
+    (every config: ~5 s for all)."""
     folder = tmp_path / name
     folder.mkdir()
     write_json(folder, CONFIGS[name])
@@ -273,6 +275,113 @@ def test_axolotl(name: str, model: Any, length: int, tmp_path: Path) -> None:
     if len(got.groups) != 1:
         return
     assert_numbers(got, np.array(inv, dtype=np.float32), attention, rel=RTOL)
+
+
+class _ConfigBuilt(Exception):  # noqa: N818 - a stop signal carrying the config, not an error
+    def __init__(self, config: Any) -> None:
+        super().__init__("config built")
+        self.config = config
+
+
+@functools.cache
+def _trl_create() -> Any:
+    return hf.trl_create_model_from_path()
+
+
+def trl_config(folder: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, type]:
+    """The config TRL 1.16.0's ``create_model_from_path`` (as shipped) builds its model from, and the model class,
+    for a checkpoint folder and SFTTrainer's model_init_kwargs when the user sets none (``trust_remote_code=False``,
+    sft_trainer.py): its architecture lookup, then transformers' own ``from_pretrained`` up to the config, stopped at
+    ``get_hf_quantizer``, the first step after the config is loaded and adjusted and before any weight is read."""
+    import sys
+
+    import transformers.modeling_utils as modeling_utils
+
+    def built(config: Any, *args: Any, **kwargs: Any) -> Any:
+        raise _ConfigBuilt((config, sys._getframe(1).f_locals["cls"]))  # from_pretrained's frame
+
+    monkeypatch.setattr(modeling_utils, "get_hf_quantizer", built)
+    try:
+        _trl_create()(folder, trust_remote_code=False)
+    except _ConfigBuilt as stop:
+        got: tuple[Any, type] = stop.config
+        return got
+    raise AssertionError("from_pretrained went past get_hf_quantizer")
+
+
+def _rotary_module(model_class: type, text: Any) -> Any:
+    """The modeling module whose rotary class builds the text model: the text config's, else (a config class with no
+    modeling module: transformers builds EXAONE 3.5's config with LlamaForCausalLM) the model class's."""
+    import importlib
+
+    for name in (type(text).__module__.replace(".configuration_", ".modeling_"), model_class.__module__):
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError:
+            continue
+        if any(n.endswith("RotaryEmbedding") and getattr(getattr(module, n), "__module__", "") == name
+               for n in dir(module)):
+            return module
+    raise AssertionError(f"no rotary class for {model_class.__name__}")
+
+
+def hf_numbers(config: Any, model_class: type, names: list[str], length: int) -> dict[str, tuple[np.ndarray, float]]:
+    """inv_freq and attention factor per rope group (posenc's group names) of transformers' rotary class for the text
+    config: one group through the harness's ``rotary`` (at ``length`` for dynamic and longrope), several through the
+    class's per-layer-type buffers (``{layer_type}_inv_freq``, Gemma 3 style)."""
+    text = config.get_text_config()
+    module = _rotary_module(model_class, text)
+    if len(names) == 1:
+        inv, attention = hf.rotary(text, length, module)
+        return {names[0]: (np.array(inv, dtype=np.float32), attention)}
+    cls = next(getattr(module, n) for n in dir(module) if n.endswith("RotaryEmbedding")
+               and getattr(getattr(module, n), "__module__", "") == module.__name__)
+    emb = cls(text)
+    return {n: (getattr(emb, f"{n}_inv_freq").numpy(), float(getattr(emb, f"{n}_attention_scaling"))) for n in names}
+
+
+@pytest.mark.skipif(hf.installed("trl") is None, reason="trl 1.16.0 is not installed")
+def test_trl_every_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TRL trains the config as it is: for every config the runner covers, the config TRL's own loading builds gives,
+    through transformers' rotary class, the runner's numbers for each rope group (inv_freq rtol 1e-6, attention
+    factor rel 1e-6: transformers' float32 path). One test over the whole sweep (config loading only, no weights: a
+    few seconds), so that the counts can be checked: 82 of 94 compared when written. Not compared, as TRL's loading
+    stops before a model exists: a model_type transformers does not recognize (DeepSeek-VL2, Janus); one only the
+    checkpoint's auto_map code defines (nine, e.g. Kimi K2, MiniCPM3: TRL needs ``trust_remote_code=True``, which
+    the runner's invocation does not say); an architecture transformers lacks without an auto_map (LLaVA's own repo:
+    TRL 1.16.0 reads ``config.auto_map``, an AttributeError)."""
+    compared, no_class, remote, fails = [], [], [], []
+    for name, model, length in CASES:
+        cfg = CONFIGS[name]
+        folder = tmp_path / name
+        folder.mkdir()
+        write_json(folder, cfg)
+        got = trainer("trl", model, length)
+        assert got.refusal is None and got.invocation == [f"max_length={length}"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                config, model_class = trl_config(str(folder), monkeypatch)
+            except ValueError as e:
+                if "does not recognize this architecture" in str(e):  # transformers has no class: nor can TRL
+                    no_class.append(name)
+                    continue
+                # a model_type only the checkpoint's auto_map code defines (Kimi K2)
+                assert "trust_remote_code=True" in str(e) and "auto_map" in cfg, (name, e)
+                remote.append(name)
+                continue
+            except AttributeError as e:  # an architecture not in transformers and no auto_map (LLaVA's own repo)
+                assert "'auto_map'" in str(e) and "auto_map" not in cfg, (name, e)
+                fails.append(name)
+                continue
+        theirs = hf_numbers(config, model_class, [g.name for g in got.groups], length)
+        for group in got.groups:
+            inv, attention = theirs[group.name]
+            np.testing.assert_allclose(inv, group.inv_freq, rtol=RTOL, atol=0, err_msg=f"{name} {group.name}")
+            assert attention == pytest.approx(group.attention_factor, rel=RTOL), (name, group.name)
+        compared.append(name)
+    assert len(compared) >= 0.8 * len(CASES), (no_class, remote, fails, len(CASES))
+    assert {"gemma-3-4b-it", "llama-3.1-8b-instruct", "deepseek-v3", "qwen2.5-vl-7b-instruct"} <= set(compared)
 
 
 # ------------------------------------------------------------------------------------------------------------ CLI

@@ -56,10 +56,12 @@ def _site_file(package: str, relative: str) -> Path:
 
 # --- transformers' numbers for a config object (whatever transformers is imported) ------------------------------
 
-def rotary(config: Any, seq_len: int | None = None) -> tuple[list[float], float]:
+def rotary(config: Any, seq_len: int | None = None, module: Any = None) -> tuple[list[float], float]:
     """inv_freq and attention scaling the model class computes at ``seq_len``: its rotary module at init, or for
-    the types that change with the length (dynamic, longrope) transformers' rope function at ``seq_len``."""
-    module = importlib.import_module(type(config).__module__.replace(".configuration_", ".modeling_"))
+    the types that change with the length (dynamic, longrope) transformers' rope function at ``seq_len``. The rotary
+    class is the one defined in ``module`` (default: the config class's modeling module)."""
+    if module is None:
+        module = importlib.import_module(type(config).__module__.replace(".configuration_", ".modeling_"))
     classes = [getattr(module, n) for n in dir(module) if n.endswith("RotaryEmbedding")
                and isinstance(getattr(module, n), type)]
     cls = next(c for c in classes if c.__module__ == module.__name__)
