@@ -317,8 +317,20 @@ def _generate() -> dict[str, Any]:
             if target:
                 entry["defaults"].pop(target, None)
         texts[text_type] = _jsonable(entry)
+    import transformers.models.auto.modeling_auto as modeling_auto
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    # what a trainer loading through the Auto classes without remote code can build (TRL's create_model_from_path:
+    # AutoConfig by model_type, then getattr(transformers, architectures[0])): every model_type AutoConfig knows,
+    # and every model class the Auto mappings name
+    classes: set[str] = set()
+    for name in dir(modeling_auto):
+        if name.endswith("_MAPPING_NAMES"):
+            for value in getattr(modeling_auto, name).values():
+                classes.update(value if isinstance(value, (tuple, list)) else [value])
     return {"transformers": transformers.__version__, "models": models, "text": texts,
-            "without_rotary": without}
+            "without_rotary": without, "auto_config_types": sorted(CONFIG_MAPPING_NAMES),
+            "auto_model_classes": sorted(classes)}
 
 
 def main() -> int:

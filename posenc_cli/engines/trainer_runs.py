@@ -172,7 +172,34 @@ def _axolotl(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq
                      layout="rotate-half")
 
 
+def hf_loadable(cfg: dict[str, Any]) -> tuple[str, str] | None:
+    """Why TRL 1.16.0's ``create_model_from_path`` cannot build this config with transformers' own classes, as
+    (verdict, reason); None when it can. It loads ``AutoConfig`` by ``model_type`` (an unknown type loads only with
+    ``trust_remote_code=True`` from the checkpoint's ``auto_map`` code), then takes ``getattr(transformers,
+    architectures[0])``; where that is no transformers class it falls back to an Auto class, which may run the
+    checkpoint's code: posenc runs neither, so those are not modelled."""
+    from posenc_cli.models import generated
+
+    data = generated()
+    model_type = cfg.get("model_type")
+    if model_type not in data["auto_config_types"]:  # None too: AutoConfig picks its class by model_type
+        if "auto_map" in cfg:
+            named = f"a {model_type} config class" if model_type else "config class for a file without model_type"
+            return NOT_MODELLED, (f"transformers has no {named}: it loads only with trust_remote_code=True "
+                                  "(model_init_kwargs), which runs the checkpoint's own code; posenc does not run it")
+        return trainers.WILL_NOT_START, (f"transformers {data['transformers']} does not recognize model_type "
+                                         f"{model_type} and the config has no auto_map: from_pretrained fails")
+    architectures = cfg.get("architectures") or []
+    if architectures and architectures[0] not in data["auto_model_classes"]:
+        return NOT_MODELLED, (f"{architectures[0]} is no transformers class: TRL falls back to an Auto class (from "
+                              "auto_map, or AutoModelForCausalLM), whose choice posenc does not model")
+    return None
+
+
 def _trl(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
+    unloadable = hf_loadable(cfg)
+    if unloadable is not None:
+        return _refused("trl", max_model_len, *unloadable)
     return EngineRun("trl", VERSIONS["trl"], max_model_len, _transformers_groups(model, seq_len or max_model_len),
                      [f"max_length={max_model_len}"], layout="rotate-half")
 
