@@ -494,7 +494,8 @@ def test_text_output_has_the_trainer_table_and_pairs(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("args", "needle"), [(["--trainers", "deepspeed"], "deepspeed"),
-                                              (["--trainers", ","], "--trainers")])
+                                              (["--trainers", ","], "--trainers"), (["--trainers", ""], "--trainers"),
+                                              (["--trainers", "all,megatron"], "all stands alone")])
 def test_bad_trainers(args: list[str], needle: str) -> None:
     assert_usage_error(run("check", str(CORPUS / "qwen3-8b.json"), *args), needle)
 

@@ -19,10 +19,10 @@ def check(
     "hf,vllm,sglang,llama.cpp",
     max_model_len: Annotated[str | None, typer.Option(
         help=f"Serving length (4k, 128k); {LENGTHS}.", show_default="the model's native window")] = None,
-    trainers: Annotated[str, typer.Option(
+    trainers: Annotated[str | None, typer.Option(
         help="Comma-separated training frameworks, or all: megatron, megatron-bridge, torchtitan, torchtune, "
              "llamafactory, axolotl, unsloth, trl. Each is compared with transformers and with every engine "
-             "(trained at --max-model-len).", show_default="none")] = "",
+             "(trained at --max-model-len).", show_default="none")] = None,
     revision: RevisionOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -62,9 +62,9 @@ def check(
     raise typer.Exit(report.exit_code())
 
 
-def _trainer_names(option: str) -> list[str] | None:
+def _trainer_names(option: str | None) -> list[str] | None:
     """The trainers asked for (None: the option was not given)."""
-    if not option.strip():
+    if option is None:
         return None
     from posenc_cli.engines.trainer_runs import TRAINER_NAMES
 
@@ -73,6 +73,9 @@ def _trainer_names(option: str) -> list[str] | None:
         return list(TRAINER_NAMES)
     if not names:
         raise PosencError(f"--trainers is empty; use all or some of: {', '.join(TRAINER_NAMES)}")
+    if "all" in names:
+        raise PosencError(f"--trainers {option!r}: all stands alone (it is every trainer); or name some of: "
+                          f"{', '.join(TRAINER_NAMES)}")
     return names
 
 
