@@ -45,14 +45,15 @@ class SlowPath:
 #: Keyed by the engine name :func:`posenc_cli.evaluation.probe.probe` reports. llama-cpp-python 0.3.36's
 #: ``create_completion`` with ``echo`` and ``logprobs`` keeps the logits of every prompt position (n_vocab floats
 #: each) and sorts all of them in Python per position. Measured on its server, SmolLM2-135M (49,152-token
-#: vocabulary, float16 GGUF, 2 threads): see docs/pending/eval-real-model.md's table (time and peak memory per loss
-#: request at 512 to 8k tokens, both linear in the length); 2k tokens is the longest request that stays under a
-#: minute and about 1 GB there, while the curve to 2k still covers the first 11 of its 13 half-octave bins at 8k.
+#: vocabulary, float32 GGUF, 2 threads; docs/pending/eval-real-model.md): 14.5, 28 and 66 CPU-seconds and 0.29,
+#: 0.65 and 1.16 GB above the plain request's peak at 512, 1k and 2k tokens, against 2-11 CPU-seconds for the same
+#: prompt without echo. 2k is the longest power of two whose request stays near one CPU-minute and 1 GB there;
+#: the curve to 2k still covers 22 of the 26 half-octave bins a curve to 8k has.
 SLOW_LOSS_PATHS: dict[str, SlowPath] = {
     "llama-cpp-python": SlowPath(
         cap=2048,
         why="llama-cpp-python's echo sorts the whole vocabulary at every prompt position (time and memory grow "
-            "with length x vocabulary: measured about 16 ms and 0.35 MB per token with a 49k vocabulary)"),
+            "with length x vocabulary: measured about 30 ms of CPU and 0.6 MB per token with a 49k vocabulary)"),
 }
 
 
