@@ -202,6 +202,16 @@ def _server_counter(url: str) -> Any:
     return server_counter(client, probe(client))
 
 
+def same_flags_as_the_docs_config() -> None:
+    """docs/pending/eval-real-model.md shows `posenc scale` on docs/examples/smollm2-135m.json: the GGUF must agree."""
+    def flags(config: str) -> str:
+        return subprocess.run([sys.executable, "-m", "posenc_cli", "scale", "yarn", "--factor", "2", "--config", config,
+                               "--format", "llama.cpp"], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    gguf_flags, json_flags = flags(str(model())), flags("docs/examples/smollm2-135m.json")
+    if gguf_flags != json_flags:
+        raise SystemExit(f"the GGUF gives {gguf_flags!r}, docs/examples/smollm2-135m.json {json_flags!r}")
+
+
 def run_eval(name: str, argv: list[str], grid: list[str]) -> dict[str, Any]:
     folder = OUT / name
     shutil.rmtree(folder, ignore_errors=True)
@@ -235,6 +245,7 @@ def main() -> None:
         return
     # 1.5x the trained window at most, one prompt per cell, and one loss request at 10k (past the window: about
     # 5 CPU-minutes and 6 GB on llama-cpp-python's echo path, see loss-cost): what two shared cores allow
+    same_flags_as_the_docs_config()
     grid = ["--lengths", args.lengths or "2k,8k,12k", "--depths", "0,0.5,1", "--trials", "1", "--template",
             "needle", "--loss", "--loss-max-length", "10k"]
     timings = {}

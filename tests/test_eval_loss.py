@@ -12,9 +12,14 @@ from typing import Any
 import pytest
 from clihelpers import assert_usage_error, ok, run, write_json
 from fake_server import FakeServer, Script
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from posenc_cli.evaltemplate import load_template
 from posenc_cli.evaluation import MAX_EVAL_LENGTH, MIN_EVAL_LENGTH
-from posenc_cli.evaluation.losspolicy import SLOW_LOSS_PATHS
+from posenc_cli.evaluation.losspolicy import SLOW_LOSS_PATHS, choose
+from posenc_cli.evaluation.plan import Plan, PlanTest
+from posenc_cli.evaluation.probe import Capabilities
 from posenc_cli.units import format_length
 
 GRID = ("--lengths", "64,128,256", "--depths", "0,1", "--trials", "1", "--template", "passkey")
@@ -185,3 +190,40 @@ def test_bad_loss_flags_are_one_error_line_before_any_request(tmp_path: Path, co
         assert_usage_error(run("eval", command, server.url, *args, *flags), *needles)
     assert script.completions == 0
     assert not (tmp_path / "run").exists()
+
+
+# --- the choice itself, over many plans --------------------------------------------------------------------------
+
+lengths_st = st.lists(st.integers(MIN_EVAL_LENGTH, 1 << 16), min_size=1, max_size=5, unique=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lengths=lengths_st, regression=st.lists(st.integers(MIN_EVAL_LENGTH, 1 << 16), max_size=2),
+       engine=st.sampled_from(["llama-cpp-python", "vllm", "sglang"]), want=st.sampled_from([None, True, False]),
+       cap=st.one_of(st.none(), st.integers(MIN_EVAL_LENGTH, 1 << 16)))
+def test_the_choice_never_passes_the_cap_and_keeps_what_fits(lengths: list[int], regression: list[int], engine: str,
+                                                            want: bool | None, cap: int | None) -> None:
+    if want is False:
+        cap = None  # the CLI refuses the pair (tested above)
+    # as from_pick builds it: a test's length is one of the plan's lengths
+    plan = Plan(tuple(sorted(set(lengths) | set(regression))), (0.5,), 1, load_template("passkey"),
+                tuple(PlanTest("regression", n, 0.02) for n in regression))
+    caps = Capabilities("http://127.0.0.1:1", "m", engine, None, "", None, None, "echo", "echo")
+    choice = choose(plan, caps, want, cap)
+    limit = cap if cap is not None else SLOW_LOSS_PATHS[engine].cap if engine in SLOW_LOSS_PATHS else None
+    if want is False:
+        assert choice.mode == "off" and choice.lengths == ()
+        return
+    if want is None and cap is None and engine in SLOW_LOSS_PATHS and not regression:
+        assert choice.mode == "off" and choice.lengths == () and "--loss" in choice.why
+        return
+    assert choice.lengths and list(choice.lengths) == sorted(set(choice.lengths))
+    if limit is not None:
+        assert max(choice.lengths) <= limit
+        assert choice.cap == limit
+    wanted = plan.loss_lengths
+    # every wanted length that fits is kept as it is; the curve goes to the longest length the cap allows
+    assert {n for n in wanted if limit is None or n <= limit} <= set(choice.lengths)
+    capped = limit is not None and max(wanted) > limit
+    assert (choice.mode == "capped") == capped
+    assert max(choice.lengths) == (limit if capped else max(plan.lengths))
