@@ -227,3 +227,18 @@ def test_the_choice_never_passes_the_cap_and_keeps_what_fits(lengths: list[int],
     capped = limit is not None and max(wanted) > limit
     assert (choice.mode == "capped") == capped
     assert max(choice.lengths) == (limit if capped else max(plan.lengths))
+
+
+def test_a_misaligned_echo_is_no_loss(tmp_path: Path) -> None:
+    """llama-cpp-python serving a model without a BOS echoes one value per prompt token, each one position off:
+    the probe says so and a run measures no loss, even with --loss."""
+    with FakeServer(Script(echo="no-bos")) as server:
+        caps = json.loads(ok(run("eval", "probe", server.url, "--json")).stdout)
+        result = ok(run("eval", "run", server.url, *GRID, "--pass-rate", "0", "--loss", "--out",
+                        str(tmp_path / "run")))
+    assert caps["prompt_logprobs"] is None and caps["parameters"]["echo"].startswith("misaligned")
+    assert caps["loss"]["mode"] == "unavailable" and "one position off" in caps["loss"]["why"]
+    assert "per-position loss unavailable" in result.stderr and "no BOS" in result.stderr
+    assert loss_lengths(tmp_path / "run") == []
+    with FakeServer(Script(style="vllm", echo="no-bos")) as server:  # vLLM's echo keeps every token, aligned
+        assert json.loads(ok(run("eval", "probe", server.url, "--json")).stdout)["prompt_logprobs"] == "echo"
