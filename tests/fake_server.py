@@ -165,9 +165,14 @@ class Handler(BaseHTTPRequestHandler):
             choice["text"] = prompt + text
             # llama-cpp-python drops the BOS from the echo (one value fewer than prompt tokens); a model without a
             # BOS keeps every token, and its values are one position off (echo "no-bos")
-            first = 2 if s.style == "llama-cpp-python" and s.echo == "honour" else 1
-            choice["logprobs"] = {"token_logprobs": [None] + [_logprob(i) for i in range(first, len(ids))] +
-                                  [-0.1] * len(text)}
+            # (the answer's token falls off the end then, and the echoed tokens spell the prompt alone)
+            if s.echo == "no-bos":
+                choice["logprobs"] = {"token_logprobs": [None] + [_logprob(i) for i in range(1, len(ids))],
+                                      "tokens": list(prompt)}
+            else:
+                first = 2 if s.style == "llama-cpp-python" else 1
+                choice["logprobs"] = {"token_logprobs": [None] + [_logprob(i) for i in range(first, len(ids))] +
+                                      [-0.1] * len(text), "tokens": list(prompt + text)}
         self._send(200, {"choices": [choice], "usage": {"prompt_tokens": len(ids), "completion_tokens": len(text)}})
 
 
