@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import llama_server  # noqa: E402
 
-GRID = ["--lengths", "64,128,192,256,384,512,768,1024", "--trials", "4"]
+GRID = ["--lengths", "64,128,192,256,384,512,768,1024", "--trials", "4", "--loss"]  # loss.png needs it
 CONFIGS = {
     "plain": llama_server.plain_command(1024),
     "yarn-x2": llama_server.scale_command("yarn", "--factor", "2", "--config", str(llama_server.FIXTURE)),

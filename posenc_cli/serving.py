@@ -192,6 +192,7 @@ class Completion:
     prompt_tokens: int | None  # usage.prompt_tokens as the server reports it
     completion_tokens: int | None
     prompt_logprobs: list[float | None] | None  # one per prompt token (None where the server gives none)
+    echoed_tokens: str | None = None  # the echo's logprobs.tokens joined: which tokens its values belong to
 
     @classmethod
     def parse(cls, data: Any, echoed_prompt: str | None) -> Completion:
@@ -204,6 +205,7 @@ class Completion:
             raise ServerError("the completion answer's choices[0].text is not a string")
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         logprobs: list[float | None] | None = None
+        joined: str | None = None
         if echoed_prompt is not None:
             lp = choice.get("logprobs")
             values = lp.get("token_logprobs") if isinstance(lp, dict) else None
@@ -215,10 +217,14 @@ class Completion:
                 if prompt_tokens is not None and len(logprobs) == prompt_tokens - 1:
                     # llama-cpp-python echoes the prompt without its BOS: align the list to token positions
                     logprobs.insert(0, None)
+            pieces = choice["logprobs"].get("tokens") if isinstance(choice.get("logprobs"), dict) else None
+            if isinstance(pieces, list) and all(isinstance(t, str) for t in pieces):
+                joined = "".join(pieces)
             if text.startswith(echoed_prompt):
                 text = text[len(echoed_prompt):]
         return cls(text=text, prompt_tokens=_int(usage.get("prompt_tokens")),
-                   completion_tokens=_int(usage.get("completion_tokens")), prompt_logprobs=logprobs)
+                   completion_tokens=_int(usage.get("completion_tokens")), prompt_logprobs=logprobs,
+                   echoed_tokens=joined)
 
 
 def _int(value: Any) -> int | None:

@@ -34,6 +34,7 @@ class Script:
     drop_first: int = 0  # then close this many connections without an answer
     die_after: int | None = None  # completions served before the server stops answering for good
     echo: str = "honour"  # honour | reject (HTTP 400) | fail (HTTP 500, as some llama-server versions) | ignore
+    # | no-bos (llama-cpp-python serving a model without a BOS token: one value per prompt token)
     redirect_models: str | None = None  # answer GET /v1/models with a 302 to this URL
     bad_utf8: bool = False  # completions answer with a body that is not UTF-8
     delay: float = 0.0  # seconds a completion waits before it answers (client timeouts)
@@ -160,10 +161,18 @@ class Handler(BaseHTTPRequestHandler):
         answer = found.group(1) if found and distance is not None and distance <= s.reach else "00000"
         text = answer[: body.get("max_tokens", 16)]
         choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": "length"}
-        if echo and s.echo == "honour":
+        if echo and s.echo in ("honour", "no-bos"):
             choice["text"] = prompt + text
-            choice["logprobs"] = {"token_logprobs": [None] + [_logprob(i) for i in range(1, len(ids))] +
-                                  [-0.1] * len(text)}
+            # llama-cpp-python drops the BOS from the echo (one value fewer than prompt tokens); a model without a
+            # BOS keeps every token, and its values are one position off (echo "no-bos")
+            # (the answer's token falls off the end then, and the echoed tokens spell the prompt alone)
+            if s.echo == "no-bos":
+                choice["logprobs"] = {"token_logprobs": [None] + [_logprob(i) for i in range(1, len(ids))],
+                                      "tokens": list(prompt)}
+            else:
+                first = 2 if s.style == "llama-cpp-python" else 1
+                choice["logprobs"] = {"token_logprobs": [None] + [_logprob(i) for i in range(first, len(ids))] +
+                                      [-0.1] * len(text), "tokens": list(prompt + text)}
         self._send(200, {"choices": [choice], "usage": {"prompt_tokens": len(ids), "completion_tokens": len(text)}})
 
 

@@ -82,15 +82,17 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(argv: list[str], *, timeout: float = 60.0) -> Iterator[str]:
-    """Run the server command ``argv`` on a free loopback port; yields its base URL (``http://127.0.0.1:P/v1``)."""
+def serve(argv: list[str], *, timeout: float = 60.0, threads: str = "1") -> Iterator[str]:
+    """Run the server command ``argv`` on a free loopback port; yields its base URL (``http://127.0.0.1:P/v1``).
+
+    ``threads``: llama.cpp's threads (one in the tests, which share the machine)."""
     port = _free_port()
     if Path(argv[0]).name.startswith("llama-server"):
         full = [*argv, "--host", "127.0.0.1", "--port", str(port), "--log-disable"]
     else:
-        full = [*argv, "--host", "127.0.0.1", "--port", str(port), "--n_threads", "1", "--n_threads_batch", "1",
-                "--seed", "0", "--verbose", "False"]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+        full = [*argv, "--host", "127.0.0.1", "--port", str(port), "--n_threads", threads, "--n_threads_batch",
+                threads, "--seed", "0", "--verbose", "False"]
+    env = dict(os.environ, OMP_NUM_THREADS=threads)
     proc = subprocess.Popen(full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
                             start_new_session=True)
     url = f"http://127.0.0.1:{port}"

@@ -523,7 +523,8 @@ def test_regression_not_run(tmp_path: Path) -> None:
     no_logprobs = write_run(tmp_path / "b", plan, needles, logprobs=None)
     summary = summarise(no_logprobs, with_loss)
     assert summary["tests"][0]["result"] == NOT_RUN
-    assert summary["loss"] == {"available": False, "why": caps(None).logprobs_detail}
+    assert summary["loss"] == {"available": False, "measured": False, "lengths": [], "curve": [],
+                               "why": caps(None).logprobs_detail}
     no_cells = write_run(tmp_path / "c", plan, needles)  # logprobs available, but no loss line written yet
     assert summarise(no_cells, with_loss)["tests"][0]["result"] == NOT_RUN
 

@@ -29,7 +29,9 @@ def posenc(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def run_grid(url: str, out: Path, lengths: str) -> dict[str, Any]:
-    proc = posenc("eval", "run", url, "--lengths", lengths, *DEPTHS, "--out", str(out), "--json")
+    # --loss: llama-cpp-python's loss path is the slow one, left out by default when no test needs it; the tiny
+    # model's 260-token vocabulary makes it cheap here, and the loss tests below read it
+    proc = posenc("eval", "run", url, "--lengths", lengths, *DEPTHS, "--loss", "--out", str(out), "--json")
     assert proc.returncode == 3, proc.stderr  # no --pass-rate: the run has no test to pass ("not run")
     summary: dict[str, Any] = json.loads(proc.stdout)
     return summary

@@ -44,6 +44,12 @@ RetriesOpt = Annotated[int, typer.Option(
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 PngOpt = Annotated[Path | None, typer.Option("--png", help="Write the depth x length pass-rate heatmap(s) here.",
                                              show_default="none")]
+LossOpt = Annotated[bool | None, typer.Option(
+    "--loss/--no-loss", help="Measure the per-position loss (prompt log-probabilities), or leave it out.",
+    show_default="on, except when no test needs it and the engine's loss path is slow (llama-cpp-python)")]
+LossMaxOpt = Annotated[str | None, typer.Option(
+    "--loss-max-length", help=f"Longest loss request; a longer one is sent at this length; {_EVAL_LENGTHS}.",
+    show_default="none; 2k on llama-cpp-python")]
 LossPngOpt = Annotated[Path | None, typer.Option("--loss-png", help="Write the per-position loss curve(s) here.",
                                                  show_default="none")]
 
@@ -83,16 +89,21 @@ def probe_command(
         f"{_EVAL_LENGTHS}.", show_default="no such request")] = None,
     template: Annotated[str | None, typer.Option("--template", help="Template for that prompt's text.",
                                                  show_default="needle")] = None,
+    loss: LossOpt = None,
+    loss_max_length: LossMaxOpt = None,
     api_key_env: KeyEnvOpt = "OPENAI_API_KEY",
     timeout: TimeoutOpt = 600.0,
     retries: RetriesOpt = 1,
     as_json: JsonOpt = False,
 ) -> None:
-    """What the server supports (tokenize, prompt logprobs, context per slot) and whether it serves a context."""
+    """What the server supports (tokenize, prompt logprobs, context per slot), whether it serves a context, and
+    what a run with the same loss flags would send for the loss."""
     from posenc_cli.evaltemplate import build_prompt, load_template
+    from posenc_cli.evaluation.losspolicy import check_flags, choose
     from posenc_cli.evaluation.probe import expect_context, probe
     from posenc_cli.units import parse_length
 
+    cap = check_flags(loss, loss_max_length)
     client = _client(url, api_key_env, timeout, retries)
     length = parse_length(expect_ctx, name="--expect-ctx") if expect_ctx is not None else None
     if length is not None and not MIN_EVAL_LENGTH <= length <= MAX_EVAL_LENGTH:
@@ -109,7 +120,8 @@ def probe_command(
             return prompt.text, prompt.tokens
 
         expect_context(client, caps, length, long_prompt)
-    result = caps.as_dict()
+    choice = choose(None, caps, loss, cap)
+    result = caps.as_dict() | {"loss": choice.as_dict()}
     expected = caps.expected_context
     served = expected is None or (
         bool(expected.get("served")) and expected.get("prompt_tokens") in (None, expected.get("built_tokens")))
@@ -118,12 +130,12 @@ def probe_command(
 
         print_json(result)
     else:
-        _render_probe(caps)
+        _render_probe(caps, choice.describe())
     if not served:
         raise typer.Exit(ExitCode.CHECK_FAILED)
 
 
-def _render_probe(caps: Capabilities) -> None:
+def _render_probe(caps: Capabilities, loss: str) -> None:
     from rich.table import Table
 
     from posenc_cli.cli.output import console
@@ -147,6 +159,7 @@ def _render_probe(caps: Capabilities) -> None:
         e = caps.expected_context
         table.add_row(f"{e['tokens']} tokens of context", f"served ({e.get('prompt_tokens')} prompt tokens + 1)"
                       if e.get("served") else f"refused: {e.get('message')}")
+    table.add_row("loss in a run", loss)
     table.add_row("requests", str(caps.requests))
     console().print(table)
 
@@ -177,6 +190,8 @@ def run_command(
         show_default="passkey with --lengths, else needle")] = None,
     model: ModelOpt = None,
     tokenizer: TokenizerOpt = None,
+    loss: LossOpt = None,
+    loss_max_length: LossMaxOpt = None,
     concurrency: Annotated[int, typer.Option(
         "--concurrency", help=f"Requests in flight at once; 1 to {MAX_CONCURRENCY}.")] = 1,
     label: Annotated[str | None, typer.Option("--label", help="A name for this run in reports.",
@@ -190,6 +205,7 @@ def run_command(
     from posenc_cli.config import load_json
     from posenc_cli.evaltemplate import load_template
     from posenc_cli.evaluation import plan as plans
+    from posenc_cli.evaluation.losspolicy import check_flags, choose
     from posenc_cli.evaluation.probe import probe
     from posenc_cli.evaluation.run import Runner
     from posenc_cli.folderlock import hold
@@ -204,6 +220,7 @@ def run_command(
         raise PosencError("--pass-rate goes with --lengths; a plan or a model brings its own thresholds")
     if not 1 <= concurrency <= MAX_CONCURRENCY:
         raise PosencError(f"--concurrency {concurrency}: allowed 1 to {MAX_CONCURRENCY}")
+    cap = check_flags(loss, loss_max_length)
     chosen = load_template(template if template is not None else ("passkey" if lengths else "needle"))
     depth_list = tuple(_floats(depths, "--depths")) if depths is not None else plans.DEFAULT_DEPTHS
     if plan_file is not None:
@@ -224,14 +241,17 @@ def run_command(
     client = _client(url, api_key_env, timeout, retries)
     caps = probe(client, model)
     count = _counter(client, caps, tokenizer)
+    loss_choice = choose(plan, caps, loss, cap)
     runner = Runner(client, caps, plan, out, count, concurrency=concurrency, label=label,
-                    counter=f"local:{tokenizer}" if tokenizer else f"server:{caps.tokenize}")
+                    counter=f"local:{tokenizer}" if tokenizer else f"server:{caps.tokenize}", loss=loss_choice)
     # held from reading the manifest to the report: a second run on the folder would send and append every cell
     # again; the kernel drops the lock when this process dies, so a killed run never blocks its rerun
     with hold(out):
         todo, done = runner.prepare()
         if caps.prompt_logprobs is None:
             sys.stderr.write(f"note: per-position loss unavailable: {caps.logprobs_detail}\n")
+        elif loss_choice.mode != "on":  # a loss left out or shortened is said; one measured as planned is not
+            sys.stderr.write(f"note: per-position loss {loss_choice.describe()}\n")
         if done:
             sys.stderr.write(f"note: {out}: {done} cells already done, {len(todo)} to run\n")
         with _Bar(len(todo)) as bar:
@@ -332,9 +352,10 @@ def _figures(summaries: list[dict[str, Any]], png: Path | None, loss_png: Path |
     if loss_png is not None:
         curves = [LossCurve(s["label"] or s["run"], [b["from"] for b in s["loss"]["curve"]],
                             [b["to"] for b in s["loss"]["curve"]], [b["loss"] for b in s["loss"]["curve"]])
-                  for s in summaries if s["loss"]["available"]]
+                  for s in summaries if s["loss"]["curve"]]
         if not curves:
-            raise PosencError("--loss-png: no run has prompt log-probabilities (the server gave none)")
+            raise PosencError("--loss-png: no run has prompt log-probabilities (the server gave none, or the run "
+                              "left the loss out: --no-loss, or no test needed it)")
         # the plan's own lengths: where the regression is judged and where the needle test deploys
         names = {"regression": "regression check", "niah": "needle test"}
         marks = sorted({(t["length"], names[t["kind"]]) for s in summaries for t in s["tests"]})
@@ -362,11 +383,15 @@ def _render_summary(summary: dict[str, Any]) -> None:
         table.add_row(format_length(n), *cells, rate)
     out.print(table)
     loss = summary["loss"]
-    if loss["available"]:
+    if loss["curve"]:
+        at = ", ".join(format_length(n) for n in loss["lengths"])
+        capped = f", capped at {format_length(loss['cap'])}" if loss.get("mode") == "capped" else ""
         points = ", ".join(f"{b['from']}-{b['to']}: {b['loss']:.3f}" for b in loss["curve"][-6:])
-        out.print(f"loss per token by position (last bins): {points}")
-    else:
+        out.print(f"per-position loss measured at {at}{capped}; by position (last bins): {points}")
+    elif not loss["available"]:
         out.print(f"per-position loss: unavailable ({loss['why']})")
+    else:
+        out.print(f"per-position loss: not measured ({loss.get('why') or 'no loss request finished'})")
     if summary["refused"]:
         out.print(f"{summary['refused']} prompts refused by the server (counted as failures; a rerun sends them again)")
     if summary["mismatched_lengths"]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,9 +109,11 @@ class Plan:
         """
         return sorted({max(self.lengths)} | {t.length for t in self.tests if t.kind == "regression"})
 
-    def cells(self, with_loss: bool) -> list[Cell]:
+    def cells(self, with_loss: bool, loss_lengths: Sequence[int] | None = None) -> list[Cell]:
+        """Every cell; loss requests at ``loss_lengths`` (default :attr:`loss_lengths`) when ``with_loss``."""
         # loss first: the cheapest way to see whether the server applied a scaling, and what a baseline run needs
-        out = [Cell("loss", n, 0.5, t) for n in self.loss_lengths for t in range(self.loss_trials)] if with_loss else []
+        at = self.loss_lengths if loss_lengths is None else loss_lengths
+        out = [Cell("loss", n, 0.5, t) for n in at for t in range(self.loss_trials)] if with_loss else []
         out += [Cell("needle", n, d, t) for n in self.lengths for d in self.depths for t in range(self.trials)]
         return out
 

@@ -25,6 +25,18 @@ from posenc_cli.serving import ENGINE_SAMPLING, TOKENIZE_STYLES, Client, Refused
 
 PROBE_TEXT = "the key is 12345. what is the key? the key is "
 
+#: Engines whose echoed prompt log-probabilities are right only when the prompt starts with a BOS token, and why.
+#: llama-cpp-python 0.3.36 pairs echoed token k with the logits of position k after dropping a leading BOS, which
+#: lines up (position k predicts token k + 1 of the BOS-led prompt); with no BOS to drop, each value is the
+#: probability that the token at position k comes next, one position off, and the generated token falls off the
+#: end. Seen from outside: the echo's ``tokens`` spell the prompt alone, not the prompt and the answer. Measured on
+#: SmolLM2-135M (no BOS): the echo gave -9.5, -10.8, -11.1 nats where the model's log p(token | prefix) is -0.34,
+#: -2.44, -0.45.
+ECHO_NEEDS_BOS = {
+    "llama-cpp-python": "llama-cpp-python's echo is one position off when the model adds no BOS token (each value "
+                        "is log p(next token = this token), not this token's loss); no loss measured",
+}
+
 
 @dataclass
 class Capabilities:
@@ -130,7 +142,11 @@ def probe(client: Client, model: str | None = None) -> Capabilities:
     try:
         echoed = optional.complete(model_id, PROBE_TEXT, max_tokens=1, echo_logprobs=True)
         values = echoed.prompt_logprobs
-        if values is not None and (reference.prompt_tokens is None or len(values) == reference.prompt_tokens):
+        # the echoed tokens show which tokens the values belong to: the prompt and the answer when aligned, the
+        # prompt alone when each value sits one position off (the answer's token fell off the end)
+        if engine in ECHO_NEEDS_BOS and echoed.text and echoed.echoed_tokens == PROBE_TEXT:
+            params["echo"] = f"misaligned: {ECHO_NEEDS_BOS[engine]}"
+        elif values is not None and (reference.prompt_tokens is None or len(values) == reference.prompt_tokens):
             logprobs, detail = "echo", "echo + logprobs on /v1/completions"
             params["echo"] = "honoured"
         else:
@@ -146,7 +162,9 @@ def probe(client: Client, model: str | None = None) -> Capabilities:
             pass
     if logprobs is None:
         tried = "; SGLang /generate: not offered" if engine in ("sglang", "unknown") else ""
-        detail = f"echo + logprobs {params['echo'].split(':')[0].split(' (')[0]}{tried}"
+        echo = params["echo"] if params["echo"].startswith("misaligned") else \
+            params["echo"].split(":")[0].split(" (")[0]
+        detail = f"echo + logprobs {echo}{tried}"
 
     return Capabilities(client.base_url, model_id, engine, served, source, style, offset, logprobs, detail, params,
                         None, client.requests + optional.requests, reference.prompt_tokens, dict(client.sampling))

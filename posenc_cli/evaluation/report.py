@@ -20,6 +20,7 @@ from typing import Any
 from posenc_cli.errors import PosencError
 from posenc_cli.evaluation.plan import Cell
 from posenc_cli.evaluation.run import read_manifest, read_results
+from posenc_cli.units import format_length
 
 PASS, FAIL, NOT_RUN = "pass", "fail", "not run"
 
@@ -73,11 +74,16 @@ def _niah(test: dict[str, Any], stats: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _perplexity(test: dict[str, Any], records: list[dict[str, Any]], has_logprobs: bool,
-                base_records: list[dict[str, Any]] | None) -> dict[str, Any]:
+                base_records: list[dict[str, Any]] | None, choice: dict[str, Any] | None = None) -> dict[str, Any]:
     """regression: against the baseline run, on the same loss prompt; perplexity: against this run's own
     perplexity at the test's baseline length. The margin is on perplexity, exp(mean loss)."""
     if not has_logprobs:
         return {"result": NOT_RUN, "why": "the server gives no prompt log-probabilities"}
+    if choice is not None and choice["mode"] == "off":
+        return {"result": NOT_RUN, "why": f"the run left the loss out ({choice['why']})"}
+    if choice is not None and choice.get("cap") is not None and test["length"] > choice["cap"]:
+        return {"result": NOT_RUN, "why": f"the loss requests were capped at {format_length(choice['cap'])}, "
+                "below this test's length (--loss-max-length, or the engine's default cap)"}
     if test["kind"] == "regression":
         if base_records is None:
             return {"result": NOT_RUN, "why": "needs a baseline run (--baseline RUN) of the unscaled model"}
@@ -130,7 +136,7 @@ def summarise(folder: str | Path, baseline: str | Path | None = None) -> dict[st
         if test["kind"] == "niah":
             verdict |= _niah(test, by_length.get(test["length"]))
         else:
-            verdict |= _perplexity(test, records, has_logprobs, base_records)
+            verdict |= _perplexity(test, records, has_logprobs, base_records, manifest.get("loss"))
         verdicts.append(verdict)
     results = {v["result"] for v in verdicts}
     overall = FAIL if FAIL in results else NOT_RUN if NOT_RUN in results or not verdicts else PASS
@@ -139,8 +145,7 @@ def summarise(folder: str | Path, baseline: str | Path | None = None) -> dict[st
         "engine": manifest["server"].get("engine"), "plan": plan["source"], "fingerprint": manifest["fingerprint"],
         "lengths": lengths, "depths": depths, "trials": trials,
         "pass_rate": grid, "by_length": {str(k): v for k, v in by_length.items()},
-        "loss": {"available": has_logprobs, "curve": curve} if has_logprobs else {
-            "available": False, "why": manifest["server"].get("logprobs_detail", "no prompt log-probabilities")},
+        "loss": _loss_summary(manifest, records, has_logprobs, curve),
         "mismatched_lengths": mismatched,
         "refused": sum(v["refused"] for v in by_length.values()),
         "requests": sum(int(r.get("requests", 1)) for r in records),
@@ -148,6 +153,21 @@ def summarise(folder: str | Path, baseline: str | Path | None = None) -> dict[st
         "tests": verdicts, "result": overall,
         **({} if verdicts else {"why": "the plan has no test (give --pass-rate with --lengths, or a --plan)"}),
     }
+
+
+def _loss_summary(manifest: dict[str, Any], records: list[dict[str, Any]], has_logprobs: bool,
+                  curve: list[dict[str, Any]]) -> dict[str, Any]:
+    """Whether the loss was measured, at which lengths (the loss requests that came back), and the run's choice."""
+    lengths = sorted({int(r["length"]) for r in records if r.get("kind") == "loss" and "refused" not in r})
+    choice = manifest.get("loss")
+    out: dict[str, Any] = {"available": has_logprobs, "measured": bool(curve), "lengths": lengths, "curve": curve}
+    if choice is not None:
+        out |= {"mode": choice["mode"], "cap": choice.get("cap"), "planned": choice["lengths"]}
+    if not has_logprobs:
+        out["why"] = manifest["server"].get("logprobs_detail", "no prompt log-probabilities")
+    elif choice is not None and choice["why"]:
+        out["why"] = choice["why"]
+    return out
 
 
 def compare(summaries: list[dict[str, Any]]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from typing import Any
 from posenc_cli.config import atomic_write_text
 from posenc_cli.errors import PosencError
 from posenc_cli.evaltemplate import Prompt, Template, build_prompt
+from posenc_cli.evaluation.losspolicy import LossChoice, choose
 from posenc_cli.evaluation.plan import Cell, Plan
 from posenc_cli.evaluation.probe import Capabilities
 from posenc_cli.serving import Client, Completion, Refused, ServerError
@@ -92,10 +93,11 @@ class Progress:
 class Runner:
     def __init__(self, client: Client, caps: Capabilities, plan: Plan, folder: Path,
                  count: Callable[[str], int], *, concurrency: int = 1, label: str | None = None,
-                 counter: str = "server") -> None:
+                 counter: str = "server", loss: LossChoice | None = None) -> None:
         if not 1 <= concurrency <= 256:
             raise PosencError(f"--concurrency {concurrency}: allowed 1 to 256")
         self.client, self.caps, self.plan, self.folder = client, caps, plan, folder
+        self.loss = loss if loss is not None else choose(plan, caps)
         self.count, self.concurrency, self.label, self.counter = count, concurrency, label, counter
         self._lock = threading.Lock()
 
@@ -111,7 +113,8 @@ class Runner:
                               f"{fixed + template.max_tokens})")
         manifest = {"format": FORMAT, "fingerprint": self.plan.fingerprint(), "plan": self.plan.as_dict(),
                     "model": self.caps.model, "server": self.caps.as_dict(), "counter": self.counter,
-                    "label": self.label, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                    "loss": self.loss.as_dict(), "label": self.label,
+                    "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         try:
             if (self.folder / MANIFEST).exists():
                 self._check_same_run(read_manifest(self.folder), manifest)
@@ -130,7 +133,7 @@ class Runner:
             raise PosencError(f"--out {self.folder}: cannot write there ({exc.strerror or exc.__class__.__name__})"
                               ) from None
         finished = {r["cell"] for r in read_results(self.folder) if "refused" not in r}
-        cells = self.plan.cells(with_loss=self.caps.prompt_logprobs is not None)
+        cells = self.plan.cells(with_loss=self.loss.measured, loss_lengths=self.loss.lengths)
         todo = [c for c in cells if c.key not in finished]
         return todo, len(cells) - len(todo)
 
@@ -144,6 +147,8 @@ class Runner:
                   ("engine", before.get("engine"), now["engine"]),
                   ("served context", before.get("served_context"), now["served_context"]),
                   ("prompt log-probabilities", before.get("prompt_logprobs"), now["prompt_logprobs"])]
+        if "loss" in old:  # manifests before the loss choice have none to compare
+            checks.append(("loss requests at", old["loss"].get("lengths"), new["loss"]["lengths"]))
         for what, was, is_now in checks:
             if was != is_now:
                 raise PlanMismatch(f"{self.folder} holds results of another setup ({what} {was!r}, now {is_now!r}); "
