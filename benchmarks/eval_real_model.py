@@ -271,9 +271,20 @@ def run_eval(name: str, argv: list[str], grid: list[str]) -> dict[str, Any]:
             "loss_lengths": summary["loss"]["lengths"], "stderr": proc.stderr.strip().splitlines()}
 
 
+def loss_png(result: dict[str, Any]) -> None:
+    """docs/eval/real-model-loss.png from loss-direct's curves (llama.cpp's logits, not the server's echo)."""
+    from posenc_cli.plots import LossCurve, figure_bytes, loss_figure
+
+    curves = [LossCurve(name, [b["from"] for b in r["curve"]], [b["to"] for b in r["curve"]],
+                        [b["loss"] for b in r["curve"]]) for name, r in result.items()]
+    figure = loss_figure(curves, marks=[(TRAINED, "trained window")],
+                         title="SmolLM2-135M per-position loss, from llama.cpp's logits (10k prompt)")
+    (ROOT / "docs" / "eval" / "real-model-loss.png").write_bytes(figure_bytes(figure, "png"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=("prepare", "loss-cost", "eval", "loss-direct"))
+    parser.add_argument("step", choices=("prepare", "loss-cost", "eval", "loss-direct", "loss-png"))
     parser.add_argument("--lengths", help="loss-cost: 512,1024,2048,4096; eval: 2k,8k,12k")
     args = parser.parse_args()
     if args.step == "prepare":
@@ -283,13 +294,12 @@ def main() -> None:
     if args.step == "loss-direct":
         result = {name: direct_loss(argv, 10240) for name, argv in (("plain", plain(16384)), ("yarn-x2", yarn(2)))}
         (OUT / "loss-direct.json").write_text(json.dumps(result, indent=2) + "\n")
-        from posenc_cli.plots import LossCurve, figure_bytes, loss_figure
-
-        curves = [LossCurve(name, [b["from"] for b in r["curve"]], [b["to"] for b in r["curve"]],
-                            [b["loss"] for b in r["curve"]]) for name, r in result.items()]
-        (ROOT / "docs" / "eval" / "real-model-loss.png").write_bytes(
-            figure_bytes(loss_figure(curves, marks=[(TRAINED, "trained window")]), "png"))
+        loss_png(result)
         return
+    if args.step == "loss-png":  # the figure again from the saved loss-direct.json
+        loss_png(json.loads((OUT / "loss-direct.json").read_text()))
+        return
+
     if args.step == "loss-cost":
         result = loss_cost([int(x) for x in (args.lengths or "512,1024,2048,4096").split(",")])
         (OUT / "loss-cost.json").write_text(json.dumps(result, indent=2) + "\n")
