@@ -177,3 +177,25 @@ def test_a_per_layer_model_keeps_its_other_group_through_the_override(monkeypatc
     assert rope["full_attention"]["rope_type"] == "linear" and rope["full_attention"]["factor"] == 2.0
     assert rope["full_attention"]["rope_theta"] == 1e6
     assert rope["sliding_attention"]["rope_type"] == "default" and rope["sliding_attention"]["rope_theta"] == 1e4
+
+
+def test_vllm_reads_the_omni_thinkers_text_config_as_posenc_does() -> None:
+    """Qwen2.5-Omni keeps its language model in thinker_config.text_config. vLLM takes the text config with
+    get_hf_text_config (transformers' get_text_config); its rope dict, window and head geometry are the ones posenc
+    reads, so check's vLLM verdict compares the same model. (vLLM's own model inspection of this architecture needs
+    torchvision, which cannot be installed beside the CPU torch here: the rope class is not built for it.)"""
+    import warnings
+
+    from transformers import AutoConfig
+    from vllm.transformers_utils.config import get_hf_text_config
+
+    cfg = {k: v for k, v in load("tests/corpus/qwen2.5-omni-7b-awq.json").items() if k != "quantization_config"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        text = get_hf_text_config(AutoConfig.for_model(**cfg))
+    model = describe(cfg)
+    (layer,) = model.layers
+    theirs = {k: v for k, v in text.rope_parameters.items() if k != "type"}
+    assert theirs == layer.params
+    assert text.max_position_embeddings == model.max_position_embeddings
+    assert text.hidden_size // text.num_attention_heads == model.head_dim
