@@ -13,6 +13,7 @@ transformers compute the same numbers:
 * megatron-bridge: ``AutoBridge.from_hf_pretrained`` on the config (its lossy import), then Megatron-Core;
 * torchtitan, torchtune: the ``RoPE.Config`` / builder fields posenc renders, through their RoPE classes;
 * trl, axolotl: transformers' modeling of the config as it is (neither changes the rope of a config it loads);
+  trl refuses what its ``create_model_from_path`` cannot build with transformers' own classes (:func:`hf_loadable`);
 * llamafactory: the same, with no ``rope_scaling`` key in the YAML (the key would replace the model's scaling: what
   it would train is measured in a note; a note also says where the key changes nothing, on a config LLaMA-Factory
   cannot scale);
