@@ -19,6 +19,7 @@ import argparse
 import ast
 import dataclasses
 import functools
+import importlib.util
 import json
 import math
 import re
@@ -620,6 +621,9 @@ def test_megatron_mla_plain_rope(monkeypatch: pytest.MonkeyPatch) -> None:
                     (hf_inv, hf_attention, yarn_apply_mscale(hf.rope_parameters, 1.0)))
 
 
+@needs_megatron
+@needs_titan
+@pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="trl is not installed")
 def test_a_stage_sets_each_trainers_own_training_length() -> None:
     """``scale --seq-len`` (a pick stage): the length flags and fields exist in the frameworks' own code and carry
     the stage's length, while the rope flags stay the target's."""
