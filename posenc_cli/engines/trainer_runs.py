@@ -30,7 +30,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.engines import hf_trainers, trainers
+from posenc_cli.engines import hf_trainers, render, trainers
 from posenc_cli.engines.runs import CANNOT_EXPRESS, NOT_MODELLED, EngineRun, GroupRun
 
 if TYPE_CHECKING:
@@ -40,8 +40,8 @@ Runner = Callable[["ModelPositions", "dict[str, Any]", int, "int | None"], Engin
 Setup = Callable[[trainers.Rope], "tuple[list[str], trainers.Trained, list[str]]"]
 
 VERSIONS = {**trainers.VERSIONS, **hf_trainers.VERSIONS}
-#: report order: the Megatron stack, the PyTorch-native ones, then the Hugging Face-based ones
-TRAINER_NAMES = ("megatron", "megatron-bridge", "torchtitan", "torchtune", "llamafactory", "axolotl", "unsloth", "trl")
+#: report order: the Megatron stack, the PyTorch-native ones, then the Hugging Face-based ones (scale's formats)
+TRAINER_NAMES = (*render.TRAINER_FORMATS, *render.HF_TRAINER_FORMATS)
 
 
 def _rope(model: ModelPositions, layer: LayerRope, max_model_len: int) -> trainers.Rope:
