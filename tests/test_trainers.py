@@ -646,3 +646,18 @@ def test_a_stage_sets_each_trainers_own_training_length() -> None:
     from trl import SFTConfig
 
     assert "max_length" in {f.name for f in dataclasses.fields(SFTConfig)}
+
+
+@needs_tune
+def test_a_stage_sets_torchtunes_tokenizer_length() -> None:
+    """``scale --seq-len`` for torchtune writes ``tokenizer: max_seq_len``: every tokenizer builder torchtune 0.6.1
+    ships (read from source: the package imports torchao) takes that argument, where it cuts and packs sequences."""
+    root = th._root("torchtune")
+    assert root is not None
+    builders = [n for path in sorted((root / "models").glob("*/_model_builders.py"))
+                for n in ast.walk(th._tree(path)) if isinstance(n, ast.FunctionDef) and n.name.endswith("_tokenizer")]
+    assert len(builders) >= 5
+    assert all("max_seq_len" in [a.arg for a in [*n.args.args, *n.args.kwonlyargs]] for n in builders)
+    text = ok(run("scale", "ntk", "--original-max", "32k", "--factor", "1", "--theta", "1e6", "--head-dim", "128",
+                  "--seq-len", "16k", "--format", "torchtune")).stdout
+    assert text.splitlines()[-2:] == ["tokenizer:", "  max_seq_len: 16384"]

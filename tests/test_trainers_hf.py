@@ -427,3 +427,14 @@ def test_unsloth(tmp_path: Path, model: str, key: str) -> None:
     inv, att = th.rotary(config, seq)
     assert_same(inv, att, ref, f"{model} {key}")
     assert int(found.group(1)) == ref[2]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("axolotl") is None, reason="axolotl is not installed")
+def test_a_stage_sets_axolotls_sequence_len() -> None:
+    """``scale --seq-len`` for axolotl writes ``sequence_len``, a field of axolotl 0.21.0's own config schema."""
+    from axolotl.utils.schemas.config import AxolotlInputConfig
+
+    text = ok(run("scale", "yarn", "--original-max", "32k", "--target", "128k", "--theta", "1e6", "--head-dim", "128",
+                  "--seq-len", "64k", "--format", "axolotl")).stdout
+    settings = yaml.safe_load(text)
+    assert settings["sequence_len"] == 65536 and "sequence_len" in AxolotlInputConfig.model_fields
