@@ -30,10 +30,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from posenc_cli.errors import PosencError
 from posenc_cli.scaling import ScaleRequest, max_position_embeddings, rope_parameters
+
+if TYPE_CHECKING:
+    from posenc_cli.frequencies import Frequencies
 
 VERSIONS = {"llamafactory": "0.9.5", "axolotl": "0.21.0", "unsloth": "2026.10.9", "trl": "1.16.0"}
 #: inv_freq relative tolerance within which a trainer's config counts as transformers' (the parity tests' rtol);
@@ -104,7 +107,6 @@ class Difference:
 def difference(theirs: dict[str, Any], their_max_pos: int, t: TrainerInput, seq_len: int | None = None) -> Difference:
     """``theirs`` against the request's rope dict, both through :mod:`posenc_cli.frequencies` at ``seq_len``
     (default the target: dynamic and longrope depend on it)."""
-    import numpy as np
 
     from posenc_cli.frequencies import RopeSpec, compute
 
@@ -113,9 +115,15 @@ def difference(theirs: dict[str, Any], their_max_pos: int, t: TrainerInput, seq_
     ours = compute(RopeSpec(rope_parameters(req), req.head_dim, max_position_embeddings(req),
                             default_partial=req.default_partial), n)
     other = compute(RopeSpec(theirs, req.head_dim, their_max_pos, default_partial=req.default_partial), n)
-    a, b = other.inv_freq.astype(np.float64), ours.inv_freq.astype(np.float64)
-    rel = float(np.max(np.abs(a - b) / np.abs(b))) if a.shape == b.shape else math.inf
-    return Difference(rel, (other.attention_factor, ours.attention_factor))
+    return Difference(inv_freq_off(other, ours), (other.attention_factor, ours.attention_factor))
+
+
+def inv_freq_off(theirs: Frequencies, ours: Frequencies) -> float:
+    """The largest relative inv_freq difference (inf when the rotary dims differ)."""
+    import numpy as np
+
+    a, b = theirs.inv_freq.astype(np.float64), ours.inv_freq.astype(np.float64)
+    return float(np.max(np.abs(a - b) / np.abs(b))) if a.shape == b.shape else math.inf
 
 
 # --- LLaMA-Factory ----------------------------------------------------------------------------------------------

@@ -26,8 +26,8 @@ start, not modelled), never numbers.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.engines import hf_trainers, render, trainers
@@ -147,19 +147,15 @@ def _llamafactory(model: ModelPositions, cfg: dict[str, Any], max_model_len: int
                                                             rope_type, cfg or None)
             if configured is not None:
                 rope = _rope(model, model.layers[0], max_model_len)
-                theirs, ours = rope.freqs(configured[0]), rope.freqs()
-                import numpy as np
-
-                rel = float(np.max(np.abs(theirs.inv_freq.astype(np.float64) - ours.inv_freq) / ours.inv_freq))
-                lf, _ = configured
+                lf, window = configured  # LLaMA-Factory also sets max_position_embeddings, which dynamic reads
+                theirs, ours = replace(rope, max_pos=window).freqs(lf), rope.freqs()
+                off = hf_trainers.Difference(hf_trainers.inv_freq_off(theirs, ours),
+                                             (theirs.attention_factor, ours.attention_factor))
                 what = f"with rope_scaling: {rope_type} in the YAML, LLaMA-Factory replaces the model's scaling " \
                        f"with factor {lf['factor']:g} from {lf.get('original_max_position_embeddings', '')} " \
                        "(ceil(cutoff_len / original))"
-                same_attention = math.isclose(theirs.attention_factor, ours.attention_factor, rel_tol=hf_trainers.RTOL)
-                if rel > hf_trainers.RTOL or not same_attention:
-                    notes.append(f"{what}: inv_freq off by up to {rel:.3g} relative" + ("" if same_attention else
-                                 f", attention factor {theirs.attention_factor:.6g} instead of "
-                                 f"{ours.attention_factor:.6g}"))
+                if not off.within():
+                    notes.append(f"{what}: {off}")
                 else:
                     notes.append(f"{what}: the same numbers")
     notes.append("LLaMA-Factory 0.9.5 trains the model's own rope when the YAML has no rope_scaling key")
