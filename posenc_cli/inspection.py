@@ -8,7 +8,8 @@ from typing import Any
 from posenc_cli import remote_code
 from posenc_cli.errors import PosencError
 from posenc_cli.frequencies import RopeSpec, compute
-from posenc_cli.models import LayerRope, ModelPositions, windows
+from posenc_cli.models import LayerRope, ModelPositions
+from posenc_cli.windows import window
 
 _PARAM_SKIP = {"rope_type", "rope_theta", "partial_rotary_factor", "short_factor", "long_factor"}
 
@@ -38,10 +39,11 @@ def layer_report(model: ModelPositions, layer: LayerRope, seq_len: int | None) -
     else:
         freqs = compute(spec, seq_len, top_level=model.top_level)
     wl = freqs.wavelengths
-    window, original, basis = windows(layer.params, spec.max_position_embeddings)
+    served = window(layer.params, spec.max_position_embeddings, model.text_model_type or model.model_type)
+    native, original, basis = served.served, served.original, served.basis
     if model.engine is not None and spec.rope_type == "dynamic":  # vLLM's dynamic NTK is static: a fixed table
-        window, basis = spec.max_position_embeddings, "the engine's static table has max_position rows"
-    reference = original or window or spec.max_position_embeddings
+        native, basis = spec.max_position_embeddings, "the engine's static table has max_position rows"
+    reference = original or native or spec.max_position_embeddings
     out: dict[str, Any] = {
         "layer": layer.name,
         "layers": layer.layers,
@@ -52,9 +54,10 @@ def layer_report(model: ModelPositions, layer: LayerRope, seq_len: int | None) -
         "rotary_dim": spec.rotary_dim,
         "rotating_pairs": int(wl.size),
         "parameters": {k: v for k, v in layer.params.items() if k not in _PARAM_SKIP},
-        "native_window": window,
+        "native_window": native,
         "original_length": original,
         "window_basis": basis,
+        "window_fact": served.fact or None,
         "seq_len": seq_len,
         "attention_factor": freqs.attention_factor,
         "logit_multiplier": freqs.attention_factor**2 * model.softmax_scale,

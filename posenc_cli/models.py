@@ -52,6 +52,7 @@ from posenc_cli import remote_code
 from posenc_cli.attention_factors import yarn_mscale
 from posenc_cli.errors import PosencError
 from posenc_cli.scaling import METHODS
+from posenc_cli.windows import Window, window
 
 ORIGINAL_FROM_DICT = ("yarn", "llama3", "longrope")
 _LEGACY_TYPES = {"su": "longrope", "mrope": "default"}
@@ -798,31 +799,12 @@ def _assign_layers(model: ModelPositions, per_type: dict[str, dict[str, Any]], t
         model.no_rope.append(NoRopeGroup(lt if lt != "no_rope" else "no_rope_layers", layers, reason))
 
 
-def windows(params: Mapping[str, Any], max_pos: int) -> tuple[int | None, int | None, str]:
-    """(native window, original length, how they were read) for one resolved rope dict.
-
-    The native window is the context the shipped checkpoint serves with its own scaling (``max_position_embeddings``);
-    the original length is what yarn/llama3/longrope scale from (``original_max_position_embeddings``). Linear
-    scaling names no original length (dividing the window by the factor would be a guess); dynamic NTK treats
-    ``max_position_embeddings`` as both and grows its base past it, so its window is unbounded (None).
-    """
-    rope_type = params.get("rope_type", "default")
-    if rope_type in ORIGINAL_FROM_DICT:
-        return max_pos, int(params["original_max_position_embeddings"]), (
-            "max_position_embeddings; scaling from original_max_position_embeddings")
-    if rope_type == "dynamic":
-        return None, max_pos, "dynamic NTK grows its base past max_position_embeddings"
-    if rope_type == "linear":
-        return max_pos, None, "max_position_embeddings; linear scaling names no original length"
-    return max_pos, None, "max_position_embeddings"
-
-
-def scaled_from(model: ModelPositions, layer: LayerRope) -> int | None:
-    """The length a further extension should scale from: the original length, or the native window."""
+def window_of(model: ModelPositions, layer: LayerRope) -> Window | None:
+    """The window ``layer`` serves in ``model`` (:func:`posenc_cli.windows.window`); None without a
+    ``max_position_embeddings``."""
     if model.max_position_embeddings is None:
         return None
-    window, original, _ = windows(layer.params, model.max_position_embeddings)
-    return original or window
+    return window(layer.params, model.max_position_embeddings, model.text_model_type or model.model_type)
 
 
 # the dtype names a config's `torch_dtype` / `dtype` uses, as posenc names them
@@ -881,6 +863,8 @@ class ModelFacts:
     label: str = ""
     model_type: str = ""  # the text model's type (the config class that reads the rope settings)
     default_partial: bool = True  # the class applies partial_rotary_factor to plain RoPE (ModelPositions')
+    original: int | None = None  # the length its scaling refers to (posenc_cli.windows.Window.original)
+    window_note: str | None = None  # why the window is not max_position_embeddings, when a documented fact says so
 
     def inherited(self, method: str) -> dict[str, Any]:
         """Parameters of the model's rope dict that ``method`` reads, when the model already uses that method."""
@@ -906,17 +890,6 @@ def extended_group(model: ModelPositions) -> LayerRope:
                 next((g for g in model.layers if g.name == "full_attention"), model.layers[0]))
 
 
-def native_window(params: Mapping[str, Any], max_pos: int | None) -> int | None:
-    """The window a model serves as shipped: ``max_position_embeddings``; for dynamic NTK (whose window is
-    unbounded) the length its factor was set for, ``max_position_embeddings x factor`` (what vLLM accepts)."""
-    if max_pos is None:
-        return None
-    window, _, _ = windows(params, max_pos)
-    if window is None:
-        return int(round(max_pos * float(params.get("factor") or 1.0)))
-    return window
-
-
 def model_facts(model: ModelPositions, label: str, group: str | None = None,
                 cfg: Mapping[str, Any] | None = None) -> ModelFacts:
     """The facts of a model a scaling request needs: the group named ``group``, else :func:`extended_group`.
@@ -932,7 +905,7 @@ def model_facts(model: ModelPositions, label: str, group: str | None = None,
     layer = chosen[0] if chosen else extended_group(model)
     params = dict(layer.params)
     prf = params.get("partial_rotary_factor")
-    start = scaled_from(model, layer)
+    served = window_of(model, layer)
     v5 = False
     if cfg is not None:
         text = text_config(cfg)[0]
@@ -947,7 +920,10 @@ def model_facts(model: ModelPositions, label: str, group: str | None = None,
         notes += (f"note: {label} has per-layer rope ({', '.join(names)}); extending {layer.name}, the others keep "
                   "their settings",)
     return ModelFacts(float(params["rope_theta"]), layer.head_dim or model.head_dim,
-                      float(prf) if prf is not None else None, start, params, notes,
+                      float(prf) if prf is not None else None, served.scale_from if served else None, params, notes,
                       model.text_source == "text_config", v5, names, layer.name if names else "",
-                      native_window(params, model.max_position_embeddings), label,
-                      model.text_model_type or model.model_type or "", model.default_partial)
+                      served.native if served else None, label,
+                      model.text_model_type or model.model_type or "", model.default_partial,
+                      served.original if served else None,
+                      served.note(label, model.max_position_embeddings) if served and model.max_position_embeddings
+                      else None)

@@ -59,7 +59,7 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
     model_facts: Any = None
     source: Any = None
     if inp.config is not None:
-        from posenc_cli.models import REMAPS_YARN, windows
+        from posenc_cli.models import REMAPS_YARN
         from posenc_cli.sources import describe_source, read_source
 
         source = read_source(inp.config)
@@ -89,11 +89,10 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
             theta = model_facts.theta
             prf = params.get("partial_rotary_factor")
             if model.max_position_embeddings:
-                _, original, _ = windows(params, model.max_position_embeddings)
                 # an extended checkpoint was trained to serve its window: extensions start there
                 if trained is None:
                     trained = model_facts.native or model.max_position_embeddings
-                facts["original_ctx"] = original or 0
+                facts["original_ctx"] = model_facts.original or 0
         elif trained is None:
             trained = model.max_position_embeddings
         if trained is None:

@@ -424,7 +424,7 @@ def run_model(model: ModelPositions, *, dtype: str, dtype_source: str, max_posit
     """
     from posenc_cli.frequencies import compute
     from posenc_cli.inspection import spec_for
-    from posenc_cli.models import windows
+    from posenc_cli.models import window_of
 
     if model.family != "rope":
         what = {"alibi": "ALiBi (a bias on attention scores, no rotation)",
@@ -448,10 +448,9 @@ def run_model(model: ModelPositions, *, dtype: str, dtype_source: str, max_posit
     groups = []
     for layer in model.layers:
         spec = spec_for(model, layer)
-        native, _, _ = windows(layer.params, spec.max_position_embeddings)
-        if native is None:  # dynamic NTK: as far as its factor was meant to reach
-            native = int(spec.max_position_embeddings * float(layer.params["factor"]))
-        window = max_position or native
+        served = window_of(model, layer)
+        # dynamic NTK: as far as its factor was meant to reach
+        window = max_position or (served.native if served else spec.max_position_embeddings)
         freqs = compute(spec, window, top_level=model.top_level)
         rng = np.random.default_rng(seed)
         section = precision_section(freqs.inv_freq, dtype, max_position=window, tolerance=tol, trials=trials,

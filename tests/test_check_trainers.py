@@ -34,7 +34,7 @@ import test_trainers as tt  # noqa: E402
 
 from posenc_cli.engines import trainer_runs, trainers  # noqa: E402
 from posenc_cli.engines.runs import EngineRun  # noqa: E402
-from posenc_cli.models import describe, windows  # noqa: E402
+from posenc_cli.models import describe, window_of  # noqa: E402
 
 pytestmark = pytest.mark.numeric
 
@@ -100,8 +100,8 @@ def _cases() -> list[tuple[str, Any, int]]:
         if model.family != "rope" or not model.layers or not model.max_position_embeddings or (
                 model.engine is not None and model.engine.remote_code):
             continue
-        window, _, _ = windows(model.layers[0].params, model.max_position_embeddings)
-        out.append((name, model, window or model.max_position_embeddings))
+        served = window_of(model, model.layers[0])
+        out.append((name, model, (served.served if served else None) or model.max_position_embeddings))
     return out
 
 

@@ -285,8 +285,9 @@ def test_a_v5_file_stays_v5_through_scale(tmp_path: Path) -> None:
     ok(run("scale", "yarn", "--config", str(src), "--factor", "4", "-o", str(dest)))
     written = json.loads(dest.read_text())
     assert "rope_parameters" in written and "rope_scaling" not in written and "rope_theta" not in written
-    assert written["rope_parameters"]["factor"] == 4.0 and written["max_position_embeddings"] == \
-        4 * cfg["max_position_embeddings"]
+    # x4 from the 32,768 Qwen3 was trained at (its 40,960 also reserves output room: posenc_cli.windows)
+    assert cfg["max_position_embeddings"] == 40960
+    assert written["rope_parameters"]["factor"] == 4.0 and written["max_position_embeddings"] == 4 * 32768
     assert read_source(str(dest)).config == written
 
 

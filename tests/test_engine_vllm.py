@@ -39,8 +39,20 @@ def load(name: str) -> dict[str, Any]:
     return data
 
 
+def card_patched(name: str, rope: dict[str, Any]) -> dict[str, Any]:
+    """A corpus config with the rope dict its model card tells users to add (max_position_embeddings as shipped)."""
+    cfg = load(name)
+    cfg["rope_scaling"] = rope
+    return cfg
+
+
+QWEN_CARD = card_patched("tests/corpus/qwen2.5-7b-instruct.json",
+                         {"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"})
+
 CASES = [
     ("qwen2.5 + yarn x4", load("docs/examples/qwen2.5-7b-instruct-yarn.json"), 131072),
+    # the card's patch serves 128k (posenc_cli.windows), but vLLM admits only max_position_embeddings for yarn
+    ("qwen2.5 card-patched yarn x4", QWEN_CARD, 131072),
     ("llama 3.1", load("tests/corpus/llama-3.1-8b-instruct.json"), 131072),
     ("gpt-oss truncate=false", load("tests/corpus/gpt-oss-20b.json"), 131072),
     ("deepseek-v3", load("tests/corpus/deepseek-v3.json"), 163840),
@@ -85,6 +97,43 @@ def test_vllm_accepts_what_posenc_says(name: str, cfg: dict[str, Any], max_model
         assert isinstance(settled, str) and "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in settled
     else:
         assert settled == max_model_len
+
+
+def text_only(name: str) -> dict[str, Any]:
+    """A multimodal corpus config's text_config served alone (vLLM's multimodal Gemma 3 class needs torchvision,
+    which does not install beside the CPU torch here; the length check reads the same text config)."""
+    cfg = load(name)
+    text: dict[str, Any] = cfg["text_config"]
+    return {**text, "model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"]}
+
+
+ADMITS = {
+    "gemma 3 27b text (linear x8)": text_only("tests/corpus/gemma-3-27b-it.json"),
+    "gemma 3 1b": load("tests/corpus/gemma-3-1b-it.json"),
+    "qwen2.5 card-patched yarn": QWEN_CARD,
+    **{name: load(f"tests/corpus/{name}") for name in (
+        "qwen2.5-7b-instruct.json", "llama-3.1-8b-instruct.json", "gpt-oss-20b.json", "deepseek-v3.json",
+        "phi-3-mini-128k-instruct.json", "olmo-3.1-32b-instruct.json")},
+    "dynamic x4": DYNAMIC,
+}
+
+
+@pytest.mark.parametrize("name", list(ADMITS))
+def test_the_longest_length_vllm_admits_is_posencs(name: str) -> None:
+    """vLLM's own length check at posenc's derived length and one past it: Gemma 3's linear x8 is not multiplied
+    (vLLM skips the factor for every gemma3 model type), the other types as :mod:`posenc_cli.engines.vllm` says."""
+    cfg = ADMITS[name]
+    accepts = vllm_model.derived_max_len(describe(cfg))
+    assert vh.vllm_config_after_overrides(cfg, None, accepts)[1] == accepts
+    _, past = vh.vllm_config_after_overrides(cfg, None, accepts + 1)
+    assert isinstance(past, str) and "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in past
+
+
+def test_a_card_patched_qwen_needs_the_variable_at_the_window_it_serves() -> None:
+    model = describe(QWEN_CARD)
+    assert model.layers[0].params["factor"] == 4.0
+    run = vllm_model.run(model, QWEN_CARD, 131072)
+    assert run.accepts == 32768 and run.needs == [vllm_model.ENV_LONG]
 
 
 def test_a_window_past_the_derived_length_needs_the_variable() -> None:

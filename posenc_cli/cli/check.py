@@ -35,7 +35,7 @@ def check(
     """
     from posenc_cli.cli.output import print_json
     from posenc_cli.engines.check import check as run_check
-    from posenc_cli.models import windows
+    from posenc_cli.models import window_of
     from posenc_cli.sources import describe_source, read_source, served_name
     from posenc_cli.units import parse_length
 
@@ -50,8 +50,7 @@ def check(
     elif model.family != "rope" or not model.layers:
         length = model.max_position_embeddings or 0
     elif model.layers and model.max_position_embeddings:
-        window, _, _ = windows(model.layers[0].params, model.max_position_embeddings)
-        length = window or int(model.max_position_embeddings * float(model.layers[0].params.get("factor", 1)))
+        length = max(served.native for layer in model.layers if (served := window_of(model, layer)))
     else:
         raise PosencError(f"{src.label} names no max_position_embeddings: pass --max-model-len")
     report = run_check(model, src.config, names, length, served_name(src), trainer_names)

@@ -107,7 +107,8 @@ def _render(r: dict[str, Any]) -> None:
                             f"(partial_rotary_factor {layer['partial_rotary_factor']:g}; "
                             f"{layer['rotating_pairs']} pairs turn)"),
             ("parameters", ", ".join(f"{k}={v}" for k, v in layer["parameters"].items()) or "none"),
-            ("native window", f"{window:,}" if window is not None else "unbounded (dynamic NTK)"),
+            ("native window", "unbounded (dynamic NTK)" if window is None else f"{window:,}" + (
+                f" ({layer['window_basis']})" if window != r.get("max_position_embeddings") else "")),
             ("original length", f"{original:,}" if original is not None else "not named by the config"),
             ("attention factor", f"{layer['attention_factor']:.6f} (logits x {layer['logit_multiplier']:.6f})"),
             ("wavelengths", f"{layer['wavelength_min']:,.2f} .. {layer['wavelength_max']:,.1f} positions; "
@@ -124,6 +125,8 @@ def _render(r: dict[str, Any]) -> None:
             else:
                 lines.append((f"at seq_len {at}", f"{d['factors_used']} factors (long above {d['switch_above']:,})"))
         out += [f"{key:>17}: {value}" for key, value in lines]
+        if layer.get("window_fact"):
+            out.append(f"note: window from {layer['window_fact']}")
     for group in r.get("no_rope", []):
         n = len(group["layers"]) if group["layers"] is not None else "?"
         out.append(f"[{group['name']}] layers {layer_ranges(group['layers'])} ({n}): no RoPE: {group['reason']}")

@@ -65,6 +65,8 @@ def pick(
         typical_ctx=parse_length(typical_ctx, name="--typical-ctx") if typical_ctx is not None else None,
     )
     result = run_pick(inputs)
+    if result.model is not None and result.model.window_note:
+        note(result.model.window_note)
     if explain:
         _render_trace(result.traces)
     plan: dict[str, Any] | None = None

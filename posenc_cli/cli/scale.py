@@ -117,7 +117,7 @@ def scale(
                                            served_name(src) if model == "MODEL" else model, gguf=src.kind == "gguf")
     else:
         text, caveats = render_request(req, fmt, model=model)
-    for line in facts.notes if facts else ():
+    for line in ((facts.window_note,) if facts and facts.window_note else ()) + (facts.notes if facts else ()):
         note(line)
     for line in notes:
         note(line)

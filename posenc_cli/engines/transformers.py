@@ -9,7 +9,8 @@ from typing import Any
 from posenc_cli.engines.runs import EngineRun, GroupRun
 from posenc_cli.frequencies import compute
 from posenc_cli.inspection import spec_for
-from posenc_cli.models import ModelPositions, windows
+from posenc_cli.models import ModelPositions
+from posenc_cli.windows import window as window_for
 
 VERSION = "5.24"
 
@@ -24,7 +25,8 @@ def groups_at(model: ModelPositions, seq_len: int | None) -> list[GroupRun]:
 
 def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
     first = model.layers[0]
-    window, _, _ = windows(first.params, model.max_position_embeddings or max_model_len)
+    window = window_for(first.params, model.max_position_embeddings or max_model_len,
+                        model.text_model_type or model.model_type).served
     warnings = []
     if window is not None and max_model_len > window:
         warnings.append(f"max_model_len {max_model_len:,} is past the model's native window {window:,}: transformers "

@@ -5,7 +5,10 @@
   ``rope_theta`` and every model-specific key included; multimodal models read rope settings from ``text_config``,
   so the override is nested there.
 * Length check: ``max_position_embeddings`` is multiplied by ``factor`` for every rope type except su, longrope,
-  llama3, yarn and the DeepSeek ones; a longer ``--max-model-len`` needs ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``.
+  llama3, yarn and the DeepSeek ones, and never for a gemma3 model type (vLLM takes Gemma 3's 128k as already
+  scaled); a longer ``--max-model-len`` needs ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``. So a file patched as the Qwen cards
+  say (yarn x4 from 32k, ``max_position_embeddings`` left at 32k) serves 128k (:mod:`posenc_cli.windows`) but vLLM
+  admits 32k without the variable.
 * default, linear, llama3, yarn: transformers' formulas (yarn reads beta, mscale, attention_factor and truncate).
 * DeepSeek V2/V3 (and Kimi K2) models turn any scaled rope into ``deepseek_yarn``: correction range always floored
   and ceiled (``truncate`` ignored), ``attention_factor`` ignored, cos/sin magnitude
@@ -36,13 +39,20 @@ DEEPSEEK = ("deepseek_v2", "deepseek_v3", "deepseek_v32")
 
 
 def derived_max_len(model: ModelPositions) -> int:
-    """The longest ``--max-model-len`` vLLM accepts without the override variable."""
+    """The longest ``--max-model-len`` vLLM accepts without the override variable: ``max_position_embeddings`` times
+    the factor of the rope groups whose type it multiplies (the last one wins, as in its loop over the per-layer
+    dicts); never for a gemma3 model type, whose window vLLM takes as already scaled, nor for the DeepSeek models,
+    whose scaled rope it turns into deepseek_yarn."""
     base = model.max_position_embeddings or 0
-    params = model.layers[0].params if model.layers else {}
-    rope_type = params.get("rope_type", "default")
-    if rope_type in _NOT_MULTIPLIED or "factor" not in params or model.text_model_type in DEEPSEEK:
+    text_type = model.text_model_type or model.model_type or ""
+    if "gemma3" in text_type or text_type in DEEPSEEK:
         return base
-    return int(base * float(params["factor"]))
+    factor = 1.0
+    for layer in model.layers:
+        params = layer.params
+        if params.get("rope_type", "default") not in _NOT_MULTIPLIED and "factor" in params:
+            factor = float(params["factor"])
+    return int(base * factor)
 
 
 def group(model: ModelPositions, layer: LayerRope, max_model_len: int, notes: list[str]) -> GroupRun:

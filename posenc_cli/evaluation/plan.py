@@ -211,14 +211,16 @@ def _fraction(value: Any) -> float:
 def from_model(model: Any, template: Template, *, depths: tuple[float, ...] = DEFAULT_DEPTHS, trials: int = 2,
                label: str = "--config") -> Plan:
     """Lengths where a model's positions change, from the rope group an extension changes and the window the model
-    serves, as ``scale`` and ``pick`` read them (:func:`posenc_cli.models.extended_group`, ``native_window``)."""
-    from posenc_cli.models import extended_group, native_window, windows
+    serves, as ``scale`` and ``pick`` read them (:func:`posenc_cli.models.extended_group`,
+    :mod:`posenc_cli.windows`)."""
+    from posenc_cli.models import extended_group, window_of
 
     if model.family != "rope" or not model.layers or model.max_position_embeddings is None:
         raise PosencError(f"{label}: not a RoPE model with a max_position_embeddings; give --lengths")
     layer = extended_group(model)
-    _, original, _ = windows(layer.params, model.max_position_embeddings)
-    window = native_window(layer.params, model.max_position_embeddings) or model.max_position_embeddings
+    served = window_of(model, layer)
+    assert served is not None  # max_position_embeddings is set (checked above)
+    original, window = served.original, served.native
     base = original or window
     lengths = {window, base, max(base // 2, 8)}
     if original and window > original:
