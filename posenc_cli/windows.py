@@ -18,10 +18,12 @@ write their recipes:
 * ``llama3`` and ``longrope``: ``max_position_embeddings``. Their factor does not give the reach (Llama 3.1: 8,192 x 8
   = 65,536, yet it serves 131,072; Phi-3.5's longrope factor is derived from the two lengths), and no engine
   multiplies them.
-* ``linear``: ``max_position_embeddings x factor``, the length vLLM's and SGLang's checks admit: a card patch adds
-  only the dict (Llama 2 with ``{"type": "linear", "factor": 2.0}`` serves 8,192). Gemma 3 writes the scaled length
-  itself (pretrained at 32k, x8 to 128k on its global layers; vLLM skips the factor for every gemma3 model type), so
-  there the window is ``max_position_embeddings`` and no original length is named.
+* ``linear``: ``max_position_embeddings``, no original length named. Files in the wild write both conventions: Gemma
+  3 writes the scaled length (pretrained at 32k, x8 to 128k on its global layers), as posenc's own ``scale`` output
+  does, while a Llama-2-era patch adds only the dict; vLLM and SGLang admit ``max_position_embeddings x factor``
+  (vLLM except for gemma3 types). Reading the product would make every linear file posenc writes claim twice its
+  target (tests/test_windows.py's round trip), so posenc keeps the length the file names and ``check`` reports what
+  each engine admits.
 * ``dynamic``: transformers grows the base past ``max_position_embeddings`` for any length (unbounded); the window it
   was set for is ``max_position_embeddings x factor`` (what vLLM admits), its original length
   ``max_position_embeddings``.
@@ -38,21 +40,17 @@ from typing import Any
 from posenc_cli.units import format_length
 
 #: Families whose ``max_position_embeddings`` is not the length they were trained for, in their authors' words, keyed
-#: by (text model type, ``max_position_embeddings`` as shipped). Read only for an unscaled rope: a file that adds a
-#: scaling dict says itself what it serves.
+#: by (text model type, ``max_position_embeddings`` and ``rope_theta`` as shipped). Read only for an unscaled rope
+#: with the shipped theta: a file that adds a scaling dict, or a new theta (``scale ntk``), says itself what it
+#: serves.
 _QWEN3 = (32768, "the Qwen3 model cards: 'Qwen3 natively supports context lengths of up to 32,768 tokens' and 'The "
                  "default max_position_embeddings in config.json is set to 40,960. This allocation includes reserving "
                  "32,768 tokens for outputs and 8,192 tokens for typical prompts'; their YaRN recipe scales from "
                  "32,768")
-TRAINED_LENGTHS: dict[tuple[str, int], tuple[int, str]] = {
-    ("qwen3", 40960): _QWEN3,
-    ("qwen3_moe", 40960): _QWEN3,
+TRAINED_LENGTHS: dict[tuple[str, int, float], tuple[int, str]] = {
+    ("qwen3", 40960, 1e6): _QWEN3,
+    ("qwen3_moe", 40960, 1e6): _QWEN3,
 }
-
-#: Model types whose ``max_position_embeddings`` already counts a linear factor (vLLM's own length check skips the
-#: factor for any model type containing "gemma3"; the Gemma 3 report: 32k pretraining, RoPE x8 to 128k).
-_SCALED_MAX = ("gemma3",)
-
 
 @dataclass(frozen=True)
 class Window:
@@ -109,13 +107,11 @@ def window(params: Mapping[str, Any], max_position_embeddings: int, model_type: 
         reach = int(round(max_pos * (factor or 1.0)))
         return Window(reach, max_pos, "dynamic NTK grows its base past max_position_embeddings", unbounded=True)
     if rope_type == "linear":
-        if any(s in mtype for s in _SCALED_MAX):
-            return Window(max_pos, None, "max_position_embeddings, which already counts the linear factor (gemma3)")
-        if factor is None or factor <= 1.0:
-            return Window(max_pos, None, "max_position_embeddings")
-        return Window(int(round(max_pos * factor)), max_pos,
-                      f"max_position_embeddings {max_pos:,} x linear factor {factor:g} (what vLLM and SGLang admit)")
-    trained = TRAINED_LENGTHS.get((mtype, max_pos)) if rope_type == "default" else None
+        return Window(max_pos, None, "max_position_embeddings; linear scaling names no original length")
+    theta = params.get("rope_theta")
+    trained = None
+    if rope_type == "default" and isinstance(theta, (int, float)) and not isinstance(theta, bool):
+        trained = TRAINED_LENGTHS.get((mtype, max_pos, float(theta)))
     if trained is not None:
         length, words = trained
         return Window(length, None, f"trained length; max_position_embeddings {max_pos:,} also reserves room for "

@@ -129,9 +129,8 @@ def test_type_instead_of_rope_type(tmp_path: Path) -> None:
     r = inspect_json(write_json(tmp_path, cfg))
     assert r["rope_type"] == "linear"
     assert_close(r["inv_freq"], [f / 2.0 for f in default_inv(10000.0, 128)])
-    # a linear dict added to a config serves max_position_embeddings x factor (vLLM's and SGLang's length checks);
-    # the factor refers to max_position_embeddings
-    assert r["native_window"] == 16384 and r["original_length"] == 8192
+    # linear scaling names no original length; the window is the length the file names (posenc_cli.windows)
+    assert r["native_window"] == 8192 and r["original_length"] is None
 
 
 def _phi3(rope_scaling: dict[str, Any], **top: Any) -> dict[str, Any]:
