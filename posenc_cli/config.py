@@ -6,34 +6,143 @@ Stdlib only. What a config *means* for positions lives in :mod:`posenc_cli.model
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import math
 import os
 import stat
 import sys
 from pathlib import Path
 from typing import Any
 
-from posenc_cli.errors import PosencError
+from posenc_cli.errors import CouldNotRun, PosencError
+
+#: Deepest nesting of objects and lists posenc reads; real configs nest 4 or 5 deep (a sub-config's rope dict).
+MAX_DEPTH = 64
+#: Largest integer magnitude posenc reads: a 64-bit signed integer, what every engine stores a count or length in.
+MAX_INT = 2**63 - 1
 
 
-def parse_json_object(text: str, label: str) -> dict[str, Any]:
-    """The JSON object in ``text``; malformed JSON or another kind of value is one PosencError naming ``label``."""
+def parse_json(data: str | bytes, label: str) -> Any:
+    """Any JSON value in ``data``, read strictly; every way it is not JSON posenc can use is one PosencError.
+
+    Conventions (one reader for every JSON file posenc takes):
+
+    * bytes are decoded as :func:`json.loads` decodes them: UTF-8 (a leading byte-order mark is skipped), UTF-16 or
+      UTF-32, told apart by the first bytes. Bytes that are none of these are an error.
+    * ``NaN``, ``Infinity`` and a number beyond float range (``1e400``) are errors naming the key: RFC 8259 JSON has
+      no such numbers, jq and browsers refuse them, and no rope or window setting can be one.
+    * an integer beyond 64 bits (:data:`MAX_INT`) is an error naming the key: no engine can hold it.
+    * a key given twice in one object is an error naming it. transformers' ``json.load`` silently keeps the last
+      value; a hand-edited file that says two things is refused rather than read one way here and another way by a
+      tool that keeps the first, and ``convert``/``scale -o`` would otherwise drop the other value silently.
+    * nesting deeper than :data:`MAX_DEPTH` is an error (a real config nests 4 or 5 deep).
+    """
     try:
-        data = json.loads(text)
+        value = json.loads(data, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise PosencError(f"{label}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    if not isinstance(data, dict):
-        raise PosencError(f"{label}: expected a JSON object, got {type(data).__name__}")
-    return data
+    except _NotJson as exc:
+        raise PosencError(f"{label}: {exc}") from None
+    except RecursionError:
+        raise PosencError(f"{label}: nested too deep; posenc reads JSON nested at most {MAX_DEPTH} levels") from None
+    except UnicodeDecodeError:
+        raise PosencError(f"{label}: not UTF-8, UTF-16 or UTF-32 text, so not JSON") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+        raise PosencError(f"{label}: {_one_line(str(exc))}; posenc reads integers up to 2**63 - 1") from None
+    _check_values(value, label)
+    return value
+
+
+def parse_json_object(data: str | bytes, label: str) -> dict[str, Any]:
+    """The JSON object in ``data`` (:func:`parse_json`); another kind of value is one PosencError naming ``label``."""
+    value = parse_json(data, label)
+    if not isinstance(value, dict):
+        raise PosencError(f"{label}: expected a JSON object, got {_json_kind(value)}")
+    return value
+
+
+class _NotJson(ValueError):
+    """A value Python's json module accepts but posenc refuses (raised from the parser's hooks)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _NotJson(f"key {key!r} is given twice in one object ({_shown(out[key])} and {_shown(value)}); "
+                           "keep one (transformers would silently take the last)")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotJson(f"{name} is not a JSON number; give a finite number")
+
+
+def _check_values(value: Any, label: str) -> None:
+    """Depth, finite floats and 64-bit integers everywhere in a parsed value (iteratively: no recursion limit)."""
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while stack:
+        node, where, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise PosencError(f"{label}: nested too deep at {where or 'the top'}; posenc reads JSON nested at most "
+                              f"{MAX_DEPTH} levels")
+        if isinstance(node, dict):
+            stack.extend((v, f"{where}.{k}" if where else str(k), depth + 1) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, f"{where}[{i}]", depth + 1) for i, v in enumerate(node))
+        elif isinstance(node, float) and not math.isfinite(node):
+            raise PosencError(f"{label}: {where or 'the value'} is a number beyond float range (about 1.8e308); "
+                              "give a finite number")
+        elif isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_INT:
+            raise PosencError(f"{label}: {where or 'the value'} = {_shown(node)} is too large; posenc reads integers "
+                              "up to 2**63 - 1 (what engines store counts and lengths in)")
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, float) or math.isfinite(value) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _json_kind(value: Any) -> str:
+    """The JSON name of a value's kind (an array, not a Python list)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+def dumps_json(obj: Any, *, indent: int | None = 2) -> str:
+    """``obj`` as strict JSON text (no final newline): the one writer behind everything posenc prints or writes.
+
+    NaN and Infinity are refused (``allow_nan=False``): they are not JSON, and jq, browsers and posenc's own reader
+    reject them. A value that holds one is a PosencError, so nothing invalid is ever printed or written.
+    """
+    try:
+        return json.dumps(obj, indent=indent, allow_nan=False)
+    except ValueError:
+        raise PosencError("the result holds NaN or Infinity, which JSON cannot express; check the input's numbers "
+                          "(every rope and window setting must be a finite number)") from None
 
 
 def load_json(path: str) -> dict[str, Any]:
     """Read a JSON object from ``path`` (``-`` reads stdin); every failure is one clear PosencError."""
     if path == "-":
-        return parse_json_object(sys.stdin.read(), "<stdin>")
+        stream = getattr(sys.stdin, "buffer", None)
+        return parse_json_object(stream.read() if stream is not None else sys.stdin.read(), "<stdin>")
     if Path(path).is_dir():
         raise PosencError(f"{path} is a directory; pass the config.json file inside it")
-    return parse_json_object(read_text(path), str(Path(path)))
+    return parse_json_object(read_bytes(path), str(Path(path)))
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
@@ -80,7 +189,19 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         os.replace(tmp, target)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise PosencError(f"cannot write {shown}: {exc.strerror or exc}") from None
+        raise write_error(shown, exc) from None
+
+
+#: OS errors of a write that the device, not the path, caused: the input was fine, the work could not be done.
+_DEVICE_ERRORS = frozenset({errno.ENOSPC, errno.EIO, errno.EPIPE, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)})
+
+
+def write_error(shown: str | os.PathLike[str], exc: OSError) -> PosencError:
+    """One line for a failed write to ``shown``: :class:`CouldNotRun` (exit 3) when the device failed (full, an
+    I/O error, a reader that closed a FIFO), :class:`PosencError` (exit 2) when the path is the problem (no
+    permission, a read-only file system), which the user fixes by naming another."""
+    kind = CouldNotRun if exc.errno in _DEVICE_ERRORS else PosencError
+    return kind(f"cannot write {os.fspath(shown)}: {exc.strerror or exc}")
 
 
 #: What ``-`` means wherever posenc takes an output path.
@@ -142,7 +263,7 @@ def write_output(path: str | os.PathLike[str], data: bytes) -> str:
             with open(fd, "wb") as fh:
                 fh.write(data)
         except OSError as exc:
-            raise PosencError(f"cannot write {os.fspath(path)}: {exc.strerror or exc}") from None
+            raise write_error(os.fspath(path), exc) from None
         return os.fspath(path)
     atomic_write_bytes(path, data)
     return os.fspath(path)
@@ -193,9 +314,9 @@ def parse_factor_list(text: str, name: str) -> list[float]:
         raw: Any = load_json_value(text[1:])
     else:
         try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise PosencError(f"{name} is not a JSON list ({exc.msg}); give e.g. '[1.0, 1.5, 2.0]' or @file") from None
+            raw = parse_json(text, name)
+        except PosencError as exc:
+            raise PosencError(f"{exc}; give e.g. '[1.0, 1.5, 2.0]' or @file") from None
     if not isinstance(raw, list):
         raise PosencError(f"{name} must be a JSON list of numbers, got {type(raw).__name__}")
     for i, v in enumerate(raw):
@@ -219,11 +340,17 @@ def read_text(path: str | os.PathLike[str], label: str | None = None, *, kind: s
         raise error(f"{label}: cannot read it ({exc.__class__.__name__})") from None
 
 
+def read_bytes(path: str | os.PathLike[str], label: str | None = None) -> bytes:
+    """The bytes of ``path``; a missing or unreadable file is one PosencError naming ``label`` (default: the path)."""
+    label = str(Path(path)) if label is None else label
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise PosencError(f"{label}: no such file") from None
+    except OSError as exc:
+        raise PosencError(f"{label}: cannot read it ({exc.strerror or exc.__class__.__name__})") from None
+
+
 def load_json_value(path: str) -> Any:
     """Any JSON value from a file, with the same one-line errors as :func:`load_json`."""
-    p = Path(path)
-    text = read_text(p)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PosencError(f"{p}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    return parse_json(read_bytes(path), str(Path(path)))

@@ -195,8 +195,48 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+#: Counts and lengths a config gives, with what posenc allows: (keys, least, most). A value outside would make no
+#: engine's model (a window of -4096 positions, 10**30 layers) or hang the reader; ``None`` means "not given".
+#: The most: a length int32 engines can index (units.MAX_LENGTH); layers, heads and head dims far above any model.
+SIZE_KEYS: tuple[tuple[tuple[str, ...], int, int], ...] = (
+    (("max_position_embeddings", "n_positions", "max_seq_len", "seq_length"), 1, 1 << 31),
+    (("original_max_position_embeddings",), 1, 1 << 31),
+    (("num_hidden_layers", "n_layer", "num_layers"), 0, 1 << 16),
+    (("num_attention_heads", "n_head", "n_heads"), 1, 1 << 16),
+    (("hidden_size", "n_embd", "d_model"), 1, 1 << 24),
+    (("head_dim", "qk_rope_head_dim", "rotary_dim", "global_head_dim"), 0, 4096),  # DeepSeek-VL2: qk_rope 0
+)
+#: Rope settings that must be positive (a theta of 0 or a factor of -2 has no frequencies any engine computes).
+_POSITIVE = ("rope_theta", "factor", "original_max_position_embeddings", "rope_local_base_freq",
+             "compress_rope_theta", "rotary_emb_base")
+
+
+def check_sizes(text: Mapping[str, Any], where: str = "") -> None:
+    """One PosencError for a count or length (:data:`SIZE_KEYS`) that is not a whole number in its range, or a
+    theta that is not a positive finite number; ``where`` prefixes the key (``text_config.``)."""
+    for keys, least, most in SIZE_KEYS:
+        for key in keys:
+            value = text.get(key)
+            if value is None:
+                continue
+            whole = _is_number(value) and value == int(value)
+            if not whole or not least <= value <= most:
+                raise PosencError(f"{where}{key} = {_shown(value)} is not allowed; use a whole number from {least:,} "
+                                  f"to {most:,}")
+    for key in _POSITIVE:
+        value = text.get(key)
+        if value is not None and not (_is_number(value) and value > 0):
+            raise PosencError(f"{where}{key} = {_shown(value)} is not allowed; use a finite number greater than 0")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def check_rope_params(params: Mapping[str, Any], where: str) -> None:
-    """One clear PosencError for a rope dict the frequency functions could not read (missing key, not a number)."""
+    """One clear PosencError for a rope dict the frequency functions could not read (missing key, not a number, a
+    theta, factor or original length that is not positive)."""
     rope_type = str(params.get("rope_type"))
     for key in _REQUIRED.get(rope_type, ()):
         if params.get(key) is None:
@@ -204,7 +244,11 @@ def check_rope_params(params: Mapping[str, Any], where: str) -> None:
     for key in _NUMERIC:
         value = params.get(key)
         if value is not None and not _is_number(value):
-            raise PosencError(f"{where}: {key} = {value!r} is not a finite number")
+            raise PosencError(f"{where}: {key} = {_shown(value)} is not a finite number")
+    for key in ("rope_theta", "factor", "original_max_position_embeddings"):
+        value = params.get(key)
+        if value is not None and value <= 0:
+            raise PosencError(f"{where}: {key} = {value!r} is not allowed; use a finite number greater than 0")
     for key in ("short_factor", "long_factor"):
         values = params.get(key)
         if values is not None and (not isinstance(values, list) or not all(_is_number(v) for v in values)):
@@ -407,7 +451,7 @@ def _flat(rp: Mapping[str, Any], text: Mapping[str, Any], kind: _Kind, text_type
           max_pos: int | None) -> dict[str, Any]:
     """A flat rope dict as the config class standardizes it (see the module docstring)."""
     out = dict(rp)
-    rope_type = out.get("rope_type", out.get("type", "default"))
+    rope_type = _rope_type(out)
     if rope_type in _LEGACY_TYPES:
         rope_type = _LEGACY_TYPES[rope_type]
     if text_type in REMAPS_YARN and rope_type == "yarn":
@@ -435,9 +479,18 @@ def _flat(rp: Mapping[str, Any], text: Mapping[str, Any], kind: _Kind, text_type
     return out
 
 
+def _rope_type(rp: Mapping[str, Any]) -> str:
+    """The rope type a dict names (``rope_type``, else legacy ``type``, else default); not a string is an error."""
+    rope_type = rp.get("rope_type", rp.get("type", "default"))
+    if not isinstance(rope_type, str):
+        raise PosencError(f"rope_type = {_shown(rope_type)} is not allowed; use a rope type name such as 'default', "
+                          "'linear', 'dynamic', 'yarn', 'longrope' or 'llama3'")
+    return rope_type
+
+
 def _nested_standardize(params: dict[str, Any], max_pos: int | None) -> dict[str, Any]:
     out = dict(params)
-    rope_type = out.get("rope_type", out.get("type", "default"))
+    rope_type = _rope_type(out)
     out["rope_type"] = _LEGACY_TYPES.get(rope_type, rope_type)
     out.pop("type", None)
     if out["rope_type"] in ORIGINAL_FROM_DICT and max_pos is not None:
@@ -622,11 +675,14 @@ def _family_without_rope(cfg: Mapping[str, Any], text: Mapping[str, Any], text_t
 def describe(cfg: Mapping[str, Any]) -> ModelPositions:
     """Classify a model config and resolve every rope group as transformers 5.x would build it (remote-code families
     and engine-only mechanisms: as the engine serving them reads them, see :mod:`posenc_cli.remote_code`)."""
+    check_sizes(cfg)
+    text, text_type, where = text_config(cfg)
+    if where and not where.endswith(ABSENT):
+        check_sizes(text, f"{where}.")
     reading = remote_code.read(cfg)
     if reading is not None:
         return _engine_read(reading)
     model_type = str(cfg.get("model_type", "")) or None
-    text, text_type, where = text_config(cfg)
     kind = _text_kind(text, text_type)
     if kind.image:
         raise PosencError(f"{text_type} is a vision encoder whose rotary embedding turns with 2-D image-patch "

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from posenc_cli.config import dumps_json
 from posenc_cli.errors import ExitCode, PosencError
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def audit(
     if write is not None and result.fixed is not None:  # before any output: a failed write is the one error line
         from posenc_cli.config import write_output_text
 
-        shown = write_output_text(write, json.dumps(result.fixed, indent=2) + "\n")
+        shown = write_output_text(write, dumps_json(result.fixed) + "\n")
     if as_json:
         print_json(result.as_dict())
     else:
@@ -133,7 +133,7 @@ def _render(result: Audit) -> None:
             out.append(f"numbers{where}: {num['exported_pairs']} frequency pairs served, {num['pairs']} trained")
     if result.fragment is not None:
         out.append("the config that would be right (its rope keys; --write FILE writes the whole config.json):")
-        out.append(json.dumps(result.fragment, indent=2))
+        out.append(dumps_json(result.fragment))
     sys.stdout.write("\n".join(out) + "\n")
 
 
