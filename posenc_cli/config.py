@@ -12,6 +12,7 @@ import math
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,22 +25,26 @@ MAX_INT = 2**63 - 1
 
 
 def parse_json(data: str | bytes, label: str) -> Any:
-    """Any JSON value in ``data``, read strictly; every way it is not JSON posenc can use is one PosencError.
+    """Any JSON value in ``data``; every way it is not JSON posenc can read is one PosencError naming ``label``.
 
     Conventions (one reader for every JSON file posenc takes):
 
     * bytes are decoded as :func:`json.loads` decodes them: UTF-8 (a leading byte-order mark is skipped), UTF-16 or
-      UTF-32, told apart by the first bytes. Bytes that are none of these are an error.
-    * ``NaN``, ``Infinity`` and a number beyond float range (``1e400``) are errors naming the key: RFC 8259 JSON has
-      no such numbers, jq and browsers refuse them, and no rope or window setting can be one.
-    * an integer beyond 64 bits (:data:`MAX_INT`) is an error naming the key: no engine can hold it.
+      UTF-32, told apart by the first bytes; bytes that are none of these are an error. (transformers opens
+      config.json as UTF-8 and refuses a BOM or UTF-16; ``inspect --lint`` says so.)
     * a key given twice in one object is an error naming it. transformers' ``json.load`` silently keeps the last
       value; a hand-edited file that says two things is refused rather than read one way here and another way by a
       tool that keeps the first, and ``convert``/``scale -o`` would otherwise drop the other value silently.
     * nesting deeper than :data:`MAX_DEPTH` is an error (a real config nests 4 or 5 deep).
+    * ``NaN``, ``Infinity`` and numbers past float range are read as Python's json reads them (transformers too:
+      Nemotron-H ships ``Infinity`` in ``time_step_limit``), and so is transformers 5's tagged form
+      ``{"__float__": "Infinity"}`` (``PretrainedConfig._decode_special_floats``). Every number posenc uses is
+      checked where it is read (:func:`posenc_cli.models.check_sizes`, :func:`posenc_cli.models.check_rope_params`);
+      nothing posenc prints holds one (:func:`dumps_json`), and a config it writes holds them in the tagged form
+      (:func:`dumps_config`).
     """
     try:
-        value = json.loads(data, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+        value = json.loads(data, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise PosencError(f"{label}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     except _NotJson as exc:
@@ -49,9 +54,9 @@ def parse_json(data: str | bytes, label: str) -> Any:
     except UnicodeDecodeError:
         raise PosencError(f"{label}: not UTF-8, UTF-16 or UTF-32 text, so not JSON") from None
     except ValueError as exc:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
-        raise PosencError(f"{label}: {_one_line(str(exc))}; posenc reads integers up to 2**63 - 1") from None
-    _check_values(value, label)
-    return value
+        raise PosencError(f"{label}: {_one_line(str(exc))}") from None
+    check_values(value, label, finite=False)
+    return _decode_floats(value)
 
 
 def parse_json_object(data: str | bytes, label: str) -> dict[str, Any]:
@@ -63,7 +68,7 @@ def parse_json_object(data: str | bytes, label: str) -> dict[str, Any]:
 
 
 class _NotJson(ValueError):
-    """A value Python's json module accepts but posenc refuses (raised from the parser's hooks)."""
+    """A value Python's json module accepts but posenc refuses (raised from the parser's hook)."""
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -76,32 +81,47 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _no_constant(name: str) -> Any:
-    raise _NotJson(f"{name} is not a JSON number; give a finite number")
-
-
-def _check_values(value: Any, label: str) -> None:
-    """Depth, finite floats and 64-bit integers everywhere in a parsed value (iteratively: no recursion limit)."""
+def _walk(value: Any) -> Iterator[tuple[Any, str, int]]:
+    """(node, where, depth) for every node of a parsed value, iteratively (no recursion limit), in file order."""
     stack: list[tuple[Any, str, int]] = [(value, "", 0)]
     while stack:
         node, where, depth = stack.pop()
+        yield node, where, depth
         if depth > MAX_DEPTH:
-            raise PosencError(f"{label}: nested too deep at {where or 'the top'}; posenc reads JSON nested at most "
-                              f"{MAX_DEPTH} levels")
+            continue
         if isinstance(node, dict):
-            stack.extend((v, f"{where}.{k}" if where else str(k), depth + 1) for k, v in node.items())
+            stack.extend(reversed([(v, f"{where}.{k}" if where else str(k), depth + 1) for k, v in node.items()]))
         elif isinstance(node, list):
-            stack.extend((v, f"{where}[{i}]", depth + 1) for i, v in enumerate(node))
-        elif isinstance(node, float) and not math.isfinite(node):
-            raise PosencError(f"{label}: {where or 'the value'} is a number beyond float range (about 1.8e308); "
-                              "give a finite number")
-        elif isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_INT:
+            stack.extend(reversed([(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(node)]))
+
+
+def non_finite(value: Any) -> list[tuple[str, float]]:
+    """(where, value) of every NaN or infinity in a parsed value, in file order (``time_step_limit[1]``)."""
+    return [(where or "the value", node) for node, where, _ in _walk(value)
+            if isinstance(node, float) and not math.isfinite(node)]
+
+
+def check_values(value: Any, label: str, *, finite: bool = True) -> None:
+    """Nesting at most :data:`MAX_DEPTH` deep everywhere in a parsed value; with ``finite``, also no NaN or infinity
+    and no integer past 64 bits (:data:`MAX_INT`), each one PosencError naming the key. JSON is read with
+    ``finite=False`` (see :func:`parse_json`); YAML and TOML settings files, whose every number a trainer reads,
+    with ``finite=True`` (YAML's ``.nan``/``.inf`` and TOML's ``nan``/``inf`` are no setting a trainer runs)."""
+    for node, where, depth in _walk(value):
+        if depth > MAX_DEPTH:
+            shown = where if len(where) <= 60 else where[:57] + "..."
+            raise PosencError(f"{label}: nested too deep at {shown}; posenc reads files nested at most {MAX_DEPTH} "
+                              "levels")
+        if not finite:
+            continue
+        if isinstance(node, float) and not math.isfinite(node):
+            raise PosencError(f"{label}: {where or 'the value'} = {node!r} is not a finite number; give one")
+        if isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_INT:
             raise PosencError(f"{label}: {where or 'the value'} = {_shown(node)} is too large; posenc reads integers "
                               "up to 2**63 - 1 (what engines store counts and lengths in)")
 
 
 def _shown(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, float) or math.isfinite(value) else repr(value)
+    text = repr(value) if isinstance(value, float) and not math.isfinite(value) else json.dumps(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -122,6 +142,40 @@ def _json_kind(value: Any) -> str:
     return "an array" if isinstance(value, list) else "an object"
 
 
+#: transformers 5's tag for a float JSON cannot hold (``configuration_utils._FLOAT_TAG_KEY`` and its values).
+FLOAT_TAG = "__float__"
+_TAGGED = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
+
+
+def _decode_floats(obj: Any) -> Any:
+    """``{"__float__": "Infinity"}`` as the float it tags, everywhere (transformers 5's ``_decode_special_floats``)."""
+    if isinstance(obj, dict):
+        if set(obj) == {FLOAT_TAG} and isinstance(obj[FLOAT_TAG], str) and obj[FLOAT_TAG] in _TAGGED:
+            return _TAGGED[obj[FLOAT_TAG]]
+        return {k: _decode_floats(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_decode_floats(v) for v in obj]
+    return obj
+
+
+def _encode_floats(obj: Any) -> Any:
+    """Every NaN or infinity as ``{"__float__": "NaN"}`` (transformers 5's ``_encode_special_floats``)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return {FLOAT_TAG: "NaN" if math.isnan(obj) else ("Infinity" if obj > 0 else "-Infinity")}
+    if isinstance(obj, dict):
+        return {k: _encode_floats(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_encode_floats(v) for v in obj]
+    return obj
+
+
+def dumps_config(config: Any, *, indent: int | None = 2) -> str:
+    """A model config as strict JSON text, the way transformers 5 writes one (``to_json_string``): a NaN or infinity
+    in a key posenc does not read (Nemotron-H's ``time_step_limit``) becomes ``{"__float__": "Infinity"}``, which
+    transformers reads back as the float, and posenc's reader too."""
+    return dumps_json(_encode_floats(config), indent=indent)
+
+
 def dumps_json(obj: Any, *, indent: int | None = 2) -> str:
     """``obj`` as strict JSON text (no final newline): the one writer behind everything posenc prints or writes.
 
@@ -131,8 +185,10 @@ def dumps_json(obj: Any, *, indent: int | None = 2) -> str:
     try:
         return json.dumps(obj, indent=indent, allow_nan=False)
     except ValueError:
-        raise PosencError("the result holds NaN or Infinity, which JSON cannot express; check the input's numbers "
-                          "(every rope and window setting must be a finite number)") from None
+        found = non_finite(obj)
+        where = f"{found[0][0]} is {found[0][1]!r}" if found else "a value is NaN or Infinity"
+        raise PosencError(f"cannot write the result as JSON: {where}, which JSON cannot express; set it to a finite "
+                          "number (or remove it) in the input") from None
 
 
 def load_json(path: str) -> dict[str, Any]:

@@ -211,22 +211,27 @@ _POSITIVE = ("rope_theta", "factor", "original_max_position_embeddings", "rope_l
              "compress_rope_theta", "rotary_emb_base")
 
 
-def check_sizes(text: Mapping[str, Any], where: str = "") -> None:
-    """One PosencError for a count or length (:data:`SIZE_KEYS`) that is not a whole number in its range, or a
-    theta that is not a positive finite number; ``where`` prefixes the key (``text_config.``)."""
+def bad_sizes(text: Mapping[str, Any], where: str = "") -> list[tuple[str, Any, str]]:
+    """(key, value, what is allowed) for every count or length (:data:`SIZE_KEYS`) that is not a whole number in
+    its range and every theta (:data:`_POSITIVE`) that is not a positive finite number; ``where`` prefixes the key
+    (``text_config.``). ``inspect --lint`` lists them all; :func:`describe` refuses the first."""
+    out: list[tuple[str, Any, str]] = []
     for keys, least, most in SIZE_KEYS:
         for key in keys:
             value = text.get(key)
-            if value is None:
-                continue
-            whole = _is_number(value) and value == int(value)
-            if not whole or not least <= value <= most:
-                raise PosencError(f"{where}{key} = {_shown(value)} is not allowed; use a whole number from {least:,} "
-                                  f"to {most:,}")
+            if value is not None and not (_is_number(value) and value == int(value) and least <= value <= most):
+                out.append((f"{where}{key}", value, f"a whole number from {least:,} to {most:,}"))
     for key in _POSITIVE:
         value = text.get(key)
         if value is not None and not (_is_number(value) and value > 0):
-            raise PosencError(f"{where}{key} = {_shown(value)} is not allowed; use a finite number greater than 0")
+            out.append((f"{where}{key}", value, "a finite number greater than 0"))
+    return out
+
+
+def check_sizes(text: Mapping[str, Any], where: str = "") -> None:
+    """One PosencError for the first value :func:`bad_sizes` finds."""
+    for key, value, allowed in bad_sizes(text, where)[:1]:
+        raise PosencError(f"{key} = {_shown(value)} is not allowed; use {allowed}")
 
 
 def _shown(value: Any) -> str:

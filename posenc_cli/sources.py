@@ -141,21 +141,21 @@ def read_source(source: str, *, revision: str | None = None) -> Source:
         raise PosencError("empty model source: give a config.json path, a model folder, a .gguf file, a Hub id or -")
     if source == "-":
         _no_revision(revision, "- reads stdin")
-        return _checked(Source(load_json("-"), "<stdin>", "stdin", None))
+        return checked_source(Source(load_json("-"), "<stdin>", "stdin", None))
     path = Path(os.path.expanduser(source))
     kind = _local_kind(path)
     if kind == "folder":
         _no_revision(revision, f"{source} is a local folder")
-        return _checked(_read_folder(path))
+        return checked_source(_read_folder(path))
     if kind == "file":
         _no_revision(revision, f"{source} is a local file")
         if _starts_with_gguf_magic(path, source) or source.lower().endswith(".gguf"):
-            return _checked(_gguf_source(path, source))
-        return _checked(Source(load_json(str(path)), source, "file", str(path)))
+            return checked_source(_gguf_source(path, source))
+        return checked_source(Source(load_json(str(path)), source, "file", str(path)))
     if _looks_like_path(source):
         raise PosencError(f"{source}: no such file")
     if is_hub_id(source):
-        return _checked(_read_hub(source, revision))
+        return checked_source(_read_hub(source, revision))
     raise PosencError(f"{source}: not a file, a folder or a Hub id")
 
 
@@ -186,7 +186,9 @@ _OTHER_FILES = (("tokenizer.json", ("added_tokens", "normalizer", "pre_tokenizer
                 ("generation_config.json", ("_from_model_config", "do_sample", "max_new_tokens")))
 
 
-def _checked(src: Source) -> Source:
+def checked_source(src: Source) -> Source:
+    """``src`` if its config is a model config (one of :data:`MODEL_KEYS`; ``text_config`` an object), else one
+    PosencError naming what it looks like instead."""
     if not any(key in src.config for key in MODEL_KEYS):
         looks = next((name for name, keys in _OTHER_FILES if any(k in src.config for k in keys)), None)
         hint = f": it looks like a {looks}" if looks else (": it is an empty object" if not src.config else "")
@@ -609,13 +611,13 @@ def written_config(config: dict[str, Any], label: str) -> str:
     read back (a value the reader refuses, a rope dict the frequency functions reject) is one PosencError naming
     ``label`` and the reason, and nothing is written.
     """
-    from posenc_cli.config import dumps_json
+    from posenc_cli.config import dumps_config
     from posenc_cli.inspection import report
     from posenc_cli.models import describe
 
-    text = dumps_json(config) + "\n"
+    text = dumps_config(config) + "\n"
     try:
-        again = _checked(Source(parse_json_object(text, label), label, "file", None))
+        again = checked_source(Source(parse_json_object(text, label), label, "file", None))
         report(describe(again.config))
     except PosencError as exc:
         raise PosencError(f"{label}: refusing to write a config posenc cannot read back: {exc}") from None
