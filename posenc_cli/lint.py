@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from posenc_cli.models import ABSENT, REMAPS_YARN, ModelPositions, bad_sizes, text_config
+from posenc_cli.models import ABSENT, FLOAT32_MAX, FLOAT32_TINY, REMAPS_YARN, ModelPositions, bad_sizes, text_config
 
 #: Keys read whatever the rope type: the multimodal classes (Qwen2-VL onwards) read mrope_section beside yarn too,
 #: as the Qwen2.5-VL card's long-context config writes it.
@@ -107,11 +107,14 @@ def impossible_values(cfg: Mapping[str, Any]) -> list[Problem]:
         loc = prefix + place
         for name in _POSITIVE_ROPE:
             value = rp.get(name)
-            if value is not None and not (_finite(value) and value > 0):
-                out.append(_impossible(f"{loc}.{name}", value, "a finite number greater than 0"))
+            if value is not None and not (_finite(value) and FLOAT32_TINY <= value <= FLOAT32_MAX):
+                out.append(_impossible(f"{loc}.{name}", value, f"a number from {FLOAT32_TINY:.6g} to "
+                                                               f"{FLOAT32_MAX:.6g} (float32, which engines compute "
+                                                               "the rope in)"))
         factor = rp.get("factor")
-        if factor is not None and not (_finite(factor) and factor >= 1):
-            out.append(_impossible(f"{loc}.factor", factor, "a finite number of at least 1 (1: no scaling)"))
+        if factor is not None and not (_finite(factor) and 1 <= factor <= FLOAT32_MAX):
+            out.append(_impossible(f"{loc}.factor", factor, f"a number from 1 (no scaling) to {FLOAT32_MAX:.6g} "
+                                                            "(float32)"))
         original = rp.get("original_max_position_embeddings")
         rope_type = rp.get("rope_type", rp.get("type"))
         if (rope_type in ("yarn", "longrope", "llama3") and _finite(original) and _finite(window)

@@ -402,7 +402,8 @@ def _facts(fields: dict[str, Any], tensor_names: set[str], label: str) -> GgufFa
         elif kind is int:
             ok, wanted = isinstance(value, int) and not isinstance(value, bool), "an integer"
         else:
-            ok, wanted = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
+            ok, wanted = (isinstance(value, (int, float)) and not isinstance(value, bool)
+                          and math.isfinite(value)), "a finite number"
         if not ok:
             raise PosencError(f"{label}: GGUF key {full} = {value!r} is not {wanted}")
         return float(value) if kind is float else value
