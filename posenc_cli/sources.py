@@ -176,11 +176,11 @@ def _no_revision(revision: str | None, what: str) -> None:
 
 #: Keys at least one of which every model config holds: what names the model, its sizes or its positions. A
 #: tokenizer.json, a generation_config.json or ``{}`` holds none, and reading one as "no RoPE" would be a false pass.
+#: (Not ``decoder``, T5Gemma's sub-config: a tokenizer.json has one too; T5Gemma names its model_type.)
 MODEL_KEYS = ("model_type", "architectures", "max_position_embeddings", "hidden_size", "num_attention_heads",
               "num_hidden_layers", "head_dim", "n_positions", "n_embd", "n_head", "n_layer", "d_model", "n_heads",
               "num_layers", "max_seq_len", "seq_length", "rope_theta", "rope_scaling", "rope_parameters",
-              "rotary_emb_base", "text_config", "llm_config", "llm_cfg", "language_config", "thinker_config",
-              "decoder")
+              "rotary_emb_base", "text_config", "llm_config", "llm_cfg", "language_config", "thinker_config")
 _OTHER_FILES = (("tokenizer.json", ("added_tokens", "normalizer", "pre_tokenizer")),
                 ("tokenizer_config.json", ("tokenizer_class", "added_tokens_decoder", "chat_template")),
                 ("generation_config.json", ("_from_model_config", "do_sample", "max_new_tokens")))

@@ -37,11 +37,10 @@ from types import FrameType
 from typing import Any
 
 import pytest
+from clihelpers import assert_usage_error, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import Result
-
-from clihelpers import run
 
 CORPUS = Path(__file__).parent / "corpus"
 #: Three shapes of config: flat llama3 scaling; text_config with per-layer-type rope (Gemma 3); MLA with YaRN and
@@ -162,7 +161,7 @@ def _whole_file(text: str) -> Iterator[tuple[str, bytes]]:
     for encoding in ("utf-16", "utf-32", "utf-8-sig"):
         yield encoding, text.encode(encoding)
     yield "a key twice", (text.rstrip()[:-1] + ', "rope_theta": 1, "rope_theta": 2}').encode()
-    yield "a tokenizer.json", b'{"version": "1.0", "added_tokens": [], "normalizer": null, "model": {}}'
+    yield "a tokenizer.json", (Path(__file__).parent / "fixtures" / "damaged" / "tokenizer.json").read_bytes()
     yield "an empty object", b"{}"
     yield "a list", b"[1, 2]"
     yield "bytes that are no text", b"\xff\xfe\xfd{"
@@ -287,3 +286,133 @@ def test_a_closed_pipe_is_a_quiet_exit_0(args: tuple[str, ...]) -> None:
         os.close(write)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "error" not in done.stderr, done.stderr
+
+
+# ------------------------------------------------------------------ each decision, named
+
+DAMAGED = Path(__file__).parent / "fixtures" / "damaged"
+LLAMA = CORPUS / "llama-3.1-8b-instruct.json"
+
+
+@pytest.mark.parametrize(("data", "needle"), [
+    ((DAMAGED / "tokenizer.json").read_bytes(), "not a model config: it looks like a tokenizer.json"),
+    (b'{"bos_token_id": 1, "eos_token_id": 2, "do_sample": true}', "it looks like a generation_config.json"),
+    (b"{}", "not a model config: it is an empty object"),
+    (b"[1, 2]", "expected a JSON object, got an array"),
+    (b"null", "expected a JSON object, got null"),
+], ids=["tokenizer.json", "generation_config.json", "{}", "a list", "null"])
+@pytest.mark.parametrize("command", ["inspect", "check"])
+def test_a_file_that_is_not_a_model_config_is_bad_input(data: bytes, needle: str, command: str,
+                                                         tmp_path: Path) -> None:
+    """Not "no RoPE, nothing differs": a CI gate pointed at the wrong file must fail."""
+    path = tmp_path / "file.json"
+    path.write_bytes(data)
+    assert_usage_error(run(command, str(path)), str(path), needle)
+
+
+def test_a_key_given_twice_is_named() -> None:
+
+    assert_usage_error(run("inspect", str(DAMAGED / "rope-theta-twice.json")),
+                       "key 'rope_theta' is given twice in one object (1000000.0 and 10000)")
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32", "utf-8-sig"])
+def test_utf16_utf32_and_a_bom_read_as_utf8(encoding: str, tmp_path: Path) -> None:
+    """What json.loads reads from bytes, posenc reads: the same numbers as the UTF-8 file (utf-16-le: no BOM, told
+    apart by its zero bytes)."""
+    path = tmp_path / "config.json"
+    path.write_bytes(LLAMA.read_text(encoding="utf-8").encode(encoding))
+    mine, plain = run("inspect", str(path), "--json"), run("inspect", str(LLAMA), "--json")
+    assert mine.exit_code == plain.exit_code == 0, mine.stderr
+    assert {**json.loads(mine.stdout), "source": None} == {**json.loads(plain.stdout), "source": None}
+
+
+def test_bytes_that_are_no_text_are_one_line(tmp_path: Path) -> None:
+
+    path = tmp_path / "config.json"
+    path.write_bytes(b'{"model_type": "llama", "x": "\xff\xfe\xfd"}')
+    assert_usage_error(run("inspect", str(path)), "not UTF-8, UTF-16 or UTF-32 text")
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8-sig"])
+def test_transformers_refuses_what_the_docs_say(encoding: str, tmp_path: Path) -> None:
+    """docs/conventions.md says transformers refuses a UTF-16 config.json and a UTF-8 BOM; this runs it."""
+    from transformers import AutoConfig
+
+    (tmp_path / "config.json").write_bytes(LLAMA.read_text(encoding="utf-8").encode(encoding))
+    with pytest.raises(OSError, match="not a valid JSON file"):
+        AutoConfig.from_pretrained(str(tmp_path))
+
+
+def test_infinity_in_a_key_posenc_does_not_read_is_written_as_transformers_writes_it(tmp_path: Path) -> None:
+    """A bare Infinity in ``time_step_limit`` (Nemotron-H ships one; transformers reads it, as Python's json does)
+    on a Llama config: inspect reads the model; convert writes ``{"__float__": "Infinity"}`` (transformers 5's
+    ``to_json_string``), strict JSON that posenc and transformers read back as the float."""
+    from transformers import AutoConfig
+
+    cfg = json.loads(LLAMA.read_text(encoding="utf-8"))
+    cfg["time_step_limit"] = [0.0, math.inf]
+    src = tmp_path / "in.json"
+    src.write_text(json.dumps(cfg, allow_nan=True), encoding="utf-8")
+    assert run("inspect", str(src)).exit_code == 0
+    out = tmp_path / "config.json"
+    done = run("convert", str(src), "--to", "v5", "-o", str(out))
+    assert done.exit_code == 0, done.stderr
+    written = strict_json(out.read_text(encoding="utf-8"))
+    assert written["time_step_limit"] == [0.0, {"__float__": "Infinity"}]
+    assert run("inspect", str(out)).exit_code == 0
+    assert AutoConfig.from_pretrained(str(tmp_path)).time_step_limit == [0.0, math.inf]
+
+
+def test_a_number_posenc_uses_is_never_nan(tmp_path: Path) -> None:
+
+    cfg = json.loads(LLAMA.read_text(encoding="utf-8"))
+    cfg["rope_theta"] = math.inf
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg, allow_nan=True), encoding="utf-8")
+    assert_usage_error(run("scale", "yarn", "--target", "256k", "--config", str(path)), "rope_theta = inf")
+
+
+def test_deep_nesting_is_one_line(tmp_path: Path) -> None:
+
+    path = tmp_path / "config.json"
+    path.write_text('{"model_type": "llama", "x": ' + "[" * 65 + "]" * 65 + "}", encoding="utf-8")
+    assert_usage_error(run("inspect", str(path)), "nested too deep", "at most 64 levels")
+
+
+@pytest.mark.parametrize(("key", "value", "needle"), [
+    ("max_position_embeddings", -4096, "max_position_embeddings = -4096"),
+    ("max_position_embeddings", 0, "max_position_embeddings = 0"),
+    ("max_position_embeddings", 1e308, "max_position_embeddings = 1e+308"),
+    ("num_hidden_layers", 10**30, "num_hidden_layers = 10000000000000000000000000000"),
+    ("rope_theta", 0, "rope_theta = 0"),
+    ("rope_theta", -1.5, "rope_theta = -1.5"),
+    ("rope_scaling.factor", 0.5, "rope_scaling.factor = 0.5"),
+    ("rope_scaling.factor", 1e39, "rope_scaling.factor = 1e+39"),
+    ("rope_scaling.original_max_position_embeddings", -8192, "original_max_position_embeddings = -8192"),
+])
+def test_lint_rejects_impossible_values(key: str, value: Any, needle: str, tmp_path: Path) -> None:
+    """inspect refuses the value (exit 2, one line); inspect --lint reports it as an impossible-value problem (exit
+    1), naming the key and the value."""
+
+    cfg = json.loads(LLAMA.read_text(encoding="utf-8"))
+    assert _set(cfg, key, value)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    assert_usage_error(run("inspect", str(path)), key.rsplit(".", 1)[-1])
+    linted = run("inspect", str(path), "--lint", "--json")
+    assert linted.exit_code == 1, linted.stderr
+    problems = json.loads(linted.stdout)["lint"]
+    assert [p["code"] for p in problems if p["severity"] == "error"] == ["impossible-value"], problems
+    assert needle in problems[0]["problem"], problems
+
+
+def test_the_corpus_has_no_impossible_value() -> None:
+    """The impossible-value check is no false alarm on real configs (MiniCPM-V 4's original length 32786 over a
+    32768 window is a warning: engines run it)."""
+    for path in FILES:
+        linted = run("inspect", str(path), "--lint", "--json")
+        codes = [p["code"] for p in json.loads(linted.stdout).get("lint", [])] if linted.stdout else []
+        assert "impossible-value" not in codes, path.name
+    minicpm = json.loads(run("inspect", str(CORPUS / "minicpm-v-4.json"), "--lint", "--json").stdout)["lint"]
+    assert [(p["code"], p["severity"]) for p in minicpm] == [("original-beyond-window", "warning")]
