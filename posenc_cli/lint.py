@@ -117,7 +117,8 @@ def impossible_values(cfg: Mapping[str, Any]) -> list[Problem]:
                                                             "(float32)"))
         original = rp.get("original_max_position_embeddings")
         rope_type = rp.get("rope_type", rp.get("type"))
-        if (rope_type in ("yarn", "longrope", "llama3") and _finite(original) and _finite(window)
+        if (rope_type in ("yarn", "longrope", "llama3") and isinstance(original, (int, float))
+                and isinstance(window, (int, float)) and _finite(original) and _finite(window)
                 and original > window > 0):
             # a warning, not impossible: MiniCPM-V 4 ships 32786 (sic) over a 32768 window and engines run it
             out.append(Problem(
@@ -137,8 +138,9 @@ def _finite(value: Any) -> bool:
 def _impossible(key: str, value: Any, allowed: str) -> Problem:
     shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
     return Problem(IMPOSSIBLE, f"{key} = {shown}: use {allowed}",
-                   "no engine can run this value: transformers builds nothing sensible from it, vLLM, SGLang and "
-                   "llama.cpp refuse it or compute garbage, and posenc refuses to read it",
+                   "no model has this value: a window or count outside the range, or a theta or factor whose "
+                   "frequencies are 0, infinite or shrunk in the float32 every engine computes them in; posenc "
+                   "refuses to read it (inspect without --lint: exit 2)",
                    f"set {key.rsplit('.', 1)[-1]} to the model's real value")
 
 

@@ -2,10 +2,10 @@
 
 No math lives in the CLI: commands parse, call the core, render.
 
-Results go to stdout (JSON through ``json.dumps``, tables through a stdout console); messages go to
-stderr. Every user mistake ends as one ``error: ...`` line and exit code 2, work that could not be done (a server
-unreachable) as one line and exit code 3, and a reader closing stdout early as a quiet exit 0 (see
-:class:`PosencGroup`; every code is in :mod:`posenc_cli.errors`).
+Results go to stdout (strict JSON through ``posenc_cli.config.dumps_json``, tables through a stdout console);
+messages go to stderr. Every user mistake ends as one ``error: ...`` line and exit code 2, work that could not be
+done (a server unreachable, a full output device) as one line and exit code 3, and a reader closing stdout early as
+a quiet exit 0 (see :class:`PosencGroup`; every code is in :mod:`posenc_cli.errors`).
 numpy, matplotlib and the core modules are imported inside the commands that need them.
 """
 
