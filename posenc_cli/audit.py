@@ -793,4 +793,7 @@ def _key_findings(exported: Mapping[str, Any], group: str, name: str | None, own
 def _shown(value: Any) -> str:
     if value is None:
         return "its default"
-    return json.dumps(value)
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError:  # a NaN the exported config holds: Python's spelling, in a message
+        return repr(value)

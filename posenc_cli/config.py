@@ -121,7 +121,11 @@ def check_values(value: Any, label: str, *, finite: bool = True) -> None:
 
 
 def _shown(value: Any) -> str:
-    text = repr(value) if isinstance(value, float) and not math.isfinite(value) else json.dumps(value)
+    """``value`` for a message: its JSON text (Python's repr when it holds a NaN), at most 40 characters."""
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except ValueError:
+        text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -169,21 +173,30 @@ def _encode_floats(obj: Any) -> Any:
     return obj
 
 
-def dumps_config(config: Any, *, indent: int | None = 2) -> str:
-    """A model config as strict JSON text, the way transformers 5 writes one (``to_json_string``): a NaN or infinity
-    in a key posenc does not read (Nemotron-H's ``time_step_limit``) becomes ``{"__float__": "Infinity"}``, which
-    transformers reads back as the float, and posenc's reader too."""
-    return dumps_json(_encode_floats(config), indent=indent)
+def dumps_config(config: Any, *, indent: int | None = 2, separators: tuple[str, str] | None = None) -> str:
+    """A model config (or any record that may carry a float from one) as strict JSON text, the way transformers 5
+    writes a config (``to_json_string``): a NaN or infinity (Nemotron-H's ``time_step_limit``, a server's ``-inf``
+    log-probability, a diverged loss) becomes ``{"__float__": "Infinity"}``, which transformers, :func:`parse_json`
+    and :func:`loads_tagged` read back as the float."""
+    return dumps_json(_encode_floats(config), indent=indent, separators=separators)
 
 
-def dumps_json(obj: Any, *, indent: int | None = 2) -> str:
+def loads_tagged(text: str | bytes) -> Any:
+    """``json.loads`` that reads :func:`dumps_config`'s ``{"__float__": ...}`` back as the float (files posenc
+    wrote itself: an eval run's records and manifest)."""
+    return _decode_floats(json.loads(text))
+
+
+def dumps_json(obj: Any, *, indent: int | None = 2, separators: tuple[str, str] | None = None,
+               sort_keys: bool = False) -> str:
     """``obj`` as strict JSON text (no final newline): the one writer behind everything posenc prints or writes.
 
     NaN and Infinity are refused (``allow_nan=False``): they are not JSON, and jq, browsers and posenc's own reader
-    reject them. A value that holds one is a PosencError, so nothing invalid is ever printed or written.
+    reject them. A value that holds one is a PosencError naming where, so nothing invalid is ever printed or written
+    (a config holding one from its input goes through :func:`dumps_config` instead).
     """
     try:
-        return json.dumps(obj, indent=indent, allow_nan=False)
+        return json.dumps(obj, indent=indent, separators=separators, sort_keys=sort_keys, allow_nan=False)
     except ValueError:
         found = non_finite(obj)
         where = f"{found[0][0]} is {found[0][1]!r}" if found else "a value is NaN or Infinity"

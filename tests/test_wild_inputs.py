@@ -416,3 +416,22 @@ def test_the_corpus_has_no_impossible_value() -> None:
         assert "impossible-value" not in codes, path.name
     minicpm = json.loads(run("inspect", str(CORPUS / "minicpm-v-4.json"), "--lint", "--json").stdout)["lint"]
     assert [(p["code"], p["severity"]) for p in minicpm] == [("original-beyond-window", "warning")]
+
+
+def test_every_json_writer_refuses_nan() -> None:
+    """Every ``json.dump``/``json.dumps`` call in posenc_cli passes ``allow_nan=False`` (most go through
+    ``config.dumps_json``, the one that does), so nothing posenc writes holds NaN or Infinity."""
+    import ast
+
+    package = Path(__file__).resolve().parent.parent / "posenc_cli"
+    loose = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("dump", "dumps") and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == "json"):
+                strict = any(k.arg == "allow_nan" and isinstance(k.value, ast.Constant) and k.value.value is False
+                             for k in node.keywords)
+                if not strict:
+                    loose.append(f"{path.relative_to(package.parent)}:{node.lineno}")
+    assert loose == [], loose
