@@ -6,16 +6,27 @@ import math
 from typing import Any
 
 from posenc_cli import remote_code
+from posenc_cli.errors import PosencError
 from posenc_cli.frequencies import RopeSpec, compute
-from posenc_cli.models import LayerRope, ModelPositions, check_computable, windows
+from posenc_cli.models import LayerRope, ModelPositions, windows
 
 _PARAM_SKIP = {"rope_type", "rope_theta", "partial_rotary_factor", "short_factor", "long_factor"}
 
 
 def spec_for(model: ModelPositions, layer: LayerRope) -> RopeSpec:
     """The :class:`RopeSpec` transformers would build for one layer group of ``model``."""
-    head_dim = check_computable(model, layer)
+    head_dim = layer.head_dim or model.head_dim
+    if head_dim is None:
+        raise PosencError("the config has neither head_dim nor hidden_size and num_attention_heads; "
+                          "cannot tell the rotary dimension")
+    rope_type = layer.params.get("rope_type", "default")
+    if model.max_position_embeddings is None and rope_type not in _WINDOW_FREE:
+        raise PosencError(f"the config has no max_position_embeddings, which rope_type {rope_type!r} scales from")
     return RopeSpec(layer.params, head_dim, model.max_position_embeddings or 0, default_partial=model.default_partial)
+
+
+#: rope types whose frequencies do not depend on the window (Recurrent Gemma's config names none)
+_WINDOW_FREE = frozenset({"default", "linear", "proportional"})
 
 
 def layer_report(model: ModelPositions, layer: LayerRope, seq_len: int | None) -> dict[str, Any]:

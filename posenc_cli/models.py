@@ -912,28 +912,6 @@ def _assign_layers(model: ModelPositions, per_type: dict[str, dict[str, Any]], t
         model.no_rope.append(NoRopeGroup(lt if lt != "no_rope" else "no_rope_layers", layers, reason))
 
 
-#: rope types whose frequencies do not depend on the window (Recurrent Gemma's config names none)
-WINDOW_FREE = frozenset({"default", "linear", "proportional"})
-#: The rope types posenc computes: ``frequencies.ROPE_FUNCTIONS``' names (a test holds the two equal), here so a
-#: reader without numpy can tell them.
-ROPE_TYPES = frozenset({"default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional", "ntk_alpha"})
-
-
-def check_computable(model: ModelPositions, layer: LayerRope) -> int:
-    """The head dim of ``layer``, when posenc can compute its frequencies (stdlib: no numpy); else one PosencError
-    saying what the config lacks (a head dim, the window a scaled rope type needs, a rope type posenc knows)."""
-    head_dim = layer.head_dim or model.head_dim
-    if head_dim is None:
-        raise PosencError("the config has neither head_dim nor hidden_size and num_attention_heads; "
-                          "cannot tell the rotary dimension")
-    rope_type = layer.params.get("rope_type", "default")
-    if rope_type not in ROPE_TYPES:
-        raise PosencError(f"rope_type {rope_type!r} is not supported; known types: {', '.join(sorted(ROPE_TYPES))}")
-    if model.max_position_embeddings is None and rope_type not in WINDOW_FREE:
-        raise PosencError(f"the config has no max_position_embeddings, which rope_type {rope_type!r} scales from")
-    return head_dim
-
-
 def windows(params: Mapping[str, Any], max_pos: int) -> tuple[int | None, int | None, str]:
     """(native window, original length, how they were read) for one resolved rope dict.
 

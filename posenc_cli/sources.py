@@ -608,20 +608,18 @@ def llama_cpp_meaning(facts: GgufFacts) -> list[str]:
 def written_config(config: dict[str, Any], label: str) -> str:
     """The text ``convert`` and ``scale -o`` write for ``config``: strict JSON that ``posenc inspect`` reads back.
 
-    The text is parsed again with posenc's reader and described as ``posenc inspect`` would, down to what its
-    frequency functions need (:func:`posenc_cli.models.check_computable`); a config it cannot read back (a value
-    the reader refuses, a rope dict without a head dim or window) is one PosencError naming ``label`` and the
-    reason, and nothing is written.
+    The text is parsed again with posenc's reader and inspected as ``posenc inspect`` would; a config it cannot
+    read back (a value the reader refuses, a rope dict the frequency functions reject) is one PosencError naming
+    ``label`` and the reason, and nothing is written.
     """
     from posenc_cli.config import dumps_config
-    from posenc_cli.models import check_computable, describe
+    from posenc_cli.inspection import report
+    from posenc_cli.models import describe
 
     text = dumps_config(config) + "\n"
     try:
         again = checked_source(Source(parse_json_object(text, label), label, "file", None))
-        model = describe(again.config)
-        for layer in model.layers:  # what inspect's report needs, checked without numpy (scale loads none)
-            check_computable(model, layer)
+        report(describe(again.config))
     except PosencError as exc:
         raise PosencError(f"{label}: refusing to write a config posenc cannot read back: {exc}") from None
     return text

@@ -435,11 +435,3 @@ def test_every_json_writer_refuses_nan() -> None:
                 if not strict:
                     loose.append(f"{path.relative_to(package.parent)}:{node.lineno}")
     assert loose == [], loose
-
-
-def test_the_rope_types_a_reader_knows_are_the_ones_computed() -> None:
-    """models.ROPE_TYPES (numpy-free, for the read-back check of scale -o) names frequencies.ROPE_FUNCTIONS."""
-    from posenc_cli.frequencies import ROPE_FUNCTIONS
-    from posenc_cli.models import ROPE_TYPES
-
-    assert set(ROPE_FUNCTIONS) == ROPE_TYPES
