@@ -216,21 +216,25 @@ SIZE_KEYS: tuple[tuple[tuple[str, ...], int, int], ...] = (
 #: The largest float32: every engine computes the rope in float32, so a setting past it has no value there.
 FLOAT32_MAX = 3.4028234663852886e38
 FLOAT32_TINY = 1.1754943508222875e-38  # the smallest normal float32: a smaller theta is 0 there
+#: Sizes other models give per stage or per part (SegFormer's heads [1, 2, 5, 8], LXMERT's layers per encoder):
+#: a list or object there is not read as the size, and not refused.
+_PER_STAGE = frozenset({"num_attention_heads", "n_head", "n_heads", "hidden_size", "n_embd", "d_model",
+                        "num_hidden_layers", "n_layer", "num_layers"})
 #: Rope settings that must be positive (a theta of 0 or a factor of -2 has no frequencies any engine computes).
 _POSITIVE = ("rope_theta", "factor", "original_max_position_embeddings", "rope_local_base_freq",
              "compress_rope_theta", "rotary_emb_base")
 
 
 def bad_sizes(text: Mapping[str, Any], where: str = "") -> list[tuple[str, Any, str]]:
-    """(key, value, what is allowed) for every count or length (:data:`SIZE_KEYS`) that is a number or string but not
-    a whole number in its range (a list or object is some other model's per-stage sizes: not read) and every theta
-    (:data:`_POSITIVE`) that is not a positive finite number; ``where`` prefixes the key (``text_config.``).
+    """(key, value, what is allowed) for every count or length (:data:`SIZE_KEYS`) that is not a whole number in its
+    range (a list or object of heads, sizes or layers is some other model's per-stage sizes: not read) and every
+    theta (:data:`_POSITIVE`) that is not a positive finite number; ``where`` prefixes the key (``text_config.``).
     ``inspect --lint`` lists them all; :func:`describe` refuses the first."""
     out: list[tuple[str, Any, str]] = []
     for keys, least, most in SIZE_KEYS:
         for key in keys:
             value = text.get(key)
-            if isinstance(value, (list, dict)):
+            if isinstance(value, (list, dict)) and key in _PER_STAGE:
                 continue  # per-stage or per-part sizes (SegFormer's heads [1, 2, 5, 8], LXMERT's layers): not read
             if value is not None and not (_is_number(value) and value == int(value) and least <= value <= most):
                 out.append((f"{where}{key}", value, f"a whole number from {least:,} to {most:,}"))
