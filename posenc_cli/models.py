@@ -254,6 +254,11 @@ def check_sizes(text: Mapping[str, Any], where: str = "") -> None:
         value = text.get(key)
         if value and not isinstance(value, Mapping):
             raise PosencError(f"{where}{key} = {_shown(value)} is not allowed; use a JSON object (or null)")
+    for key in ("layer_types", "no_rope_layers", "cross_attention_layers", "compress_ratios"):
+        value = text.get(key)
+        if value is not None and not (isinstance(value, list) and all(isinstance(v, (int, float, str)) for v in value)):
+            raise PosencError(f"{where}{key} = {_shown(value)} is not allowed; use a list with one entry per layer "
+                              "(or null)")
     archs = text.get("architectures")
     if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
         raise PosencError(f"{where}architectures = {_shown(archs)} is not allowed; use a list of class names "
