@@ -1,9 +1,10 @@
 """``posenc audit``: does an exported checkpoint's config.json carry the RoPE the model was trained with?
 
-The training settings (a LLaMA-Factory or axolotl YAML, Megatron-LM arguments, a torchtitan TOML, or a posenc
-plan from ``posenc pick --json``) say what the trainer computed; :func:`trained_rope` turns them into one
-transformers 5 rope dict (``rope_theta`` inside) and the window (``max_position_embeddings``) the model should be
-served with, following what each framework's own code does (file and line references below):
+The training settings (a LLaMA-Factory or axolotl YAML, Megatron-LM arguments, a torchtitan TOML, a posenc plan
+from ``posenc pick --json``, or the model config.json the run loaded) say what the trainer computed;
+:func:`trained_rope` turns them into one transformers 5 rope dict (``rope_theta`` inside; one per layer type for
+a per-layer-type model's config.json) and the window (``max_position_embeddings``) the model should be served
+with, following what each framework's own code does (file and line references below):
 
 * LLaMA-Factory 0.9.5 ``configure_rope`` (``model/model_utils/rope.py`` L35-84): factor
   ``float(ceil(cutoff_len / old))`` with ``old`` the base model's original length (its rope dict's
@@ -22,6 +23,8 @@ served with, following what each framework's own code does (file and line refere
 * torchtitan 0.3: the rope lives in the model flavour (``models/llama3/__init__.py``: theta 500000, llama scaling
   factor 8, 1/4/8192, max_seq_len 131072); its HF save writes no config.json.
 * a posenc plan: its ``extension.config_v5``.
+* a model's config.json (HF Trainer, TRL, Unsloth: they load it with transformers): the rope groups and window
+  :func:`posenc_cli.models.describe` reads from it, the same reader as every command.
 
 :func:`audit` then reads the exported config as transformers 5 does (:func:`posenc_cli.models.describe`), computes
 both spectra with :func:`posenc_cli.frequencies.compute` and reports every difference that changes the numbers,
@@ -41,10 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from posenc_cli.config import parse_json_object, read_text
+from posenc_cli.config import check_values, parse_json_object, read_bytes, read_text
 from posenc_cli.errors import PosencError
 
-FRAMEWORKS = ("llama-factory", "megatron", "axolotl", "torchtitan", "posenc-plan")
+FRAMEWORKS = ("llama-factory", "megatron", "axolotl", "torchtitan", "posenc-plan", "hf-config")
 
 #: Every kind of finding, with what it means (README and ``--json`` use these names).
 KINDS = {
@@ -109,8 +112,10 @@ def load_settings(path: str) -> tuple[str, Any]:
     p = Path(path)
     if p.is_dir():
         raise PosencError(f"--trained-with {path} is a folder; pass the training settings file")
-    text = read_text(path, f"--trained-with {path}")
     suffix = p.suffix.lower()
+    if suffix == ".json":
+        return "json", parse_json_object(read_bytes(path, f"--trained-with {path}"), path)
+    text = read_text(path, f"--trained-with {path}")
     if suffix in (".yaml", ".yml"):
         import yaml
 
@@ -122,6 +127,7 @@ def load_settings(path: str) -> tuple[str, Any]:
             raise PosencError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
         if not isinstance(data, dict):
             raise PosencError(f"{path}: expected a YAML mapping of settings, got {type(data).__name__}")
+        check_values(data, path)  # YAML's .nan and .inf are no setting any trainer runs
         return "yaml", data
     if suffix == ".toml":
         try:
@@ -132,11 +138,11 @@ def load_settings(path: str) -> tuple[str, Any]:
             except ModuleNotFoundError:
                 raise PosencError("reading a TOML file on Python 3.10 needs tomli: pip install tomli") from None
         try:
-            return "toml", tomllib.loads(text)
+            data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise PosencError(f"{path}: not valid TOML: {exc}") from None
-    if suffix == ".json":
-        return "json", parse_json_object(text, path)
+        check_values(data, path)  # TOML's nan and inf likewise
+        return "toml", data
     return "args", text
 
 
@@ -147,7 +153,11 @@ def detect_framework(fmt: str, data: Any, path: str) -> str:
     if fmt == "toml":
         return "torchtitan"
     if fmt == "json":
-        return "posenc-plan"
+        from posenc_cli.sources import MODEL_KEYS
+
+        # a plan is `posenc pick --json` output; a file with model keys and no plan key is a model's config.json
+        model_config = not set(data) & _PLAN_KEYS and any(k in data for k in MODEL_KEYS)
+        return "hf-config" if model_config else "posenc-plan"
     axolotl = {"base_model", "sequence_len", "model_config", "overrides_of_model_config"} & set(data)
     llama_factory = {"model_name_or_path", "cutoff_len", "stage", "finetuning_type"} & set(data)
     if axolotl and not llama_factory:
@@ -167,13 +177,15 @@ def trained_rope(path: str, exported: Mapping[str, Any] | None, framework: str |
     if framework not in FRAMEWORKS:
         raise PosencError(f"--framework {framework!r} is not known; use one of: {', '.join(FRAMEWORKS)}")
     want = {"llama-factory": "yaml", "axolotl": "yaml", "megatron": "args", "torchtitan": "toml",
-            "posenc-plan": "json"}[framework]
+            "posenc-plan": "json", "hf-config": "json"}[framework]
     if fmt != want:
         raise PosencError(f"{path}: {framework} settings are a {want} file, not {fmt}")
     if framework == "llama-factory":
         return _llama_factory(data, path, base if base is not None else exported)
     if framework == "posenc-plan":
         return _plan(data, path)
+    if framework == "hf-config":
+        return _hf_config(data, path)
     if framework == "megatron":
         return _megatron(data if isinstance(data, str) else "", path)
     if framework == "axolotl":
@@ -284,6 +296,26 @@ def _plan(data: Mapping[str, Any], path: str) -> Trained:
     source_window = ext.get("from") if isinstance(ext.get("from"), int) else None
     return Trained("posenc-plan", f"posenc plan {path}", dict(rope), window if isinstance(window, int) else None,
                    source_window=source_window, source_theta=source_theta)
+
+
+def _hf_config(data: Mapping[str, Any], path: str) -> Trained:
+    """The config.json a run loaded: HF Trainer, TRL and Unsloth build the model from it with transformers, so the
+    run computed what :func:`posenc_cli.models.describe` reads from it (every rope group; its window)."""
+    from posenc_cli.models import describe
+    from posenc_cli.sources import Source, checked_source
+
+    checked_source(Source(dict(data), path, "file", path))
+    model = describe(data)
+    if model.family != "rope" or not model.layers:
+        raise PosencError(f"{path}: not a RoPE model (posenc reads it as {model.family}); there is no rope to audit "
+                          "a checkpoint against")
+    if len(model.layers) == 1:
+        rope: dict[str, Any] = dict(model.layers[0].params)
+    else:
+        rope = {layer.rope_key or layer.name: dict(layer.params) for layer in model.layers}
+    return Trained("hf-config", f"config.json {path}", rope, model.max_position_embeddings,
+                   ["a model config: HF Trainer, TRL and Unsloth build the model from it with transformers, so the "
+                    "run computed what transformers reads from it"])
 
 
 # Megatron-LM flags (megatron-core 0.19.2 megatron/training/arguments.py): name -> takes a value
@@ -761,4 +793,7 @@ def _key_findings(exported: Mapping[str, Any], group: str, name: str | None, own
 def _shown(value: Any) -> str:
     if value is None:
         return "its default"
-    return json.dumps(value)
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError:  # a NaN the exported config holds: Python's spelling, in a message
+        return repr(value)

@@ -11,7 +11,9 @@ Every exit status posenc uses:
 * ``3`` (:attr:`ExitCode.COULD_NOT_RUN`): the input was fine but the work could not be done or judged: a server
   that cannot be reached or keeps failing, an eval report with a test "not run" (cells missing, no prompt
   log-probabilities, no baseline, a plan with no test), a ``check`` where some engine was not compared (not
-  modelled) and none differs; raised as :class:`CouldNotRun`, or returned by the command.
+  modelled) and none differs, a write the device refused (``> /dev/full``, ``-o /dev/full``: a full disk, an I/O
+  error; :func:`posenc_cli.config.write_error`); raised as :class:`CouldNotRun`, or returned by the command. A path
+  the user may not write (no permission, a missing folder) is ``2``.
 """
 
 from __future__ import annotations

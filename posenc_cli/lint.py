@@ -7,11 +7,12 @@ and the fix. The checks read the raw config (the keys as written) and the resolv
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from posenc_cli.models import REMAPS_YARN, ModelPositions, text_config
+from posenc_cli.models import ABSENT, FLOAT32_MAX, FLOAT32_TINY, REMAPS_YARN, ModelPositions, bad_sizes, text_config
 
 #: Keys read whatever the rope type: the multimodal classes (Qwen2-VL onwards) read mrope_section beside yarn too,
 #: as the Qwen2.5-VL card's long-context config writes it.
@@ -75,11 +76,72 @@ def lint_config(cfg: Mapping[str, Any], model: ModelPositions | None) -> list[Pr
     prefix = "text_config." if where == "text_config" else ""
     window = model.max_position_embeddings if model is not None else text.get("max_position_embeddings")
     out: list[Problem] = []
+    out += impossible_values(cfg)
+    if any(p.code == IMPOSSIBLE for p in out):
+        return out  # the other checks read these numbers: a window of -4096 has no mismatch to report
     for place, key, rp in _rope_dicts(text):
         out += _dict_problems(prefix + place, key, rp, text, text_type, window)
     if model is not None:
         out += _model_problems(text, text_type, model, prefix)
     return out
+
+
+IMPOSSIBLE = "impossible-value"
+#: Rope dict keys that must be positive finite numbers, and the factor, which must be at least 1.
+_POSITIVE_ROPE = ("rope_theta", "original_max_position_embeddings", "attention_factor")
+
+
+def impossible_values(cfg: Mapping[str, Any]) -> list[Problem]:
+    """A window, count, theta or factor no engine can run: a max_position_embeddings of 0 or -4096, a theta of 0,
+    a factor below 1 (scaling exists to lengthen the context; below 1 it shortens every wavelength). One problem
+    per value, in config order; a rope original length longer than the window is a warning (a typo engines run)."""
+    text, _, where = text_config(cfg)
+    out: list[Problem] = []
+    sub = where if where and not where.endswith(ABSENT) else ""
+    found = bad_sizes(cfg) + (bad_sizes(text, f"{sub}.") if sub else [])
+    for key, value, allowed in found:
+        out.append(_impossible(key, value, allowed))
+    prefix = f"{sub}." if sub else ""
+    window = text.get("max_position_embeddings")
+    for place, _, rp in _rope_dicts(text):
+        loc = prefix + place
+        for name in _POSITIVE_ROPE:
+            value = rp.get(name)
+            if value is not None and not (_finite(value) and FLOAT32_TINY <= value <= FLOAT32_MAX):
+                out.append(_impossible(f"{loc}.{name}", value, f"a number from {FLOAT32_TINY:.6g} to "
+                                                               f"{FLOAT32_MAX:.6g} (float32, which engines compute "
+                                                               "the rope in)"))
+        factor = rp.get("factor")
+        if factor is not None and not (_finite(factor) and 1 <= factor <= FLOAT32_MAX):
+            out.append(_impossible(f"{loc}.factor", factor, f"a number from 1 (no scaling) to {FLOAT32_MAX:.6g} "
+                                                            "(float32)"))
+        original = rp.get("original_max_position_embeddings")
+        rope_type = rp.get("rope_type", rp.get("type"))
+        if (rope_type in ("yarn", "longrope", "llama3") and isinstance(original, (int, float))
+                and isinstance(window, (int, float)) and _finite(original) and _finite(window)
+                and original > window > 0):
+            # a warning, not impossible: MiniCPM-V 4 ships 32786 (sic) over a 32768 window and engines run it
+            out.append(Problem(
+                "original-beyond-window", f"{loc}.original_max_position_embeddings {original:,} is longer than "
+                f"max_position_embeddings {window:,}",
+                f"{rope_type} extends from the original length to the window: past the window the scaling never "
+                "applies (longrope keeps its short factors, yarn and llama3 scale by a factor the window never "
+                "reaches), so the file most likely holds a typo",
+                "set the length the model was pre-trained at (at most max_position_embeddings)", severity="warning"))
+    return out
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _impossible(key: str, value: Any, allowed: str) -> Problem:
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+    return Problem(IMPOSSIBLE, f"{key} = {shown}: use {allowed}",
+                   "no model has this value: a window or count outside the range, or a theta or factor whose "
+                   "frequencies are 0, infinite or shrunk in the float32 every engine computes them in; posenc "
+                   "refuses to read it (inspect without --lint: exit 2)",
+                   f"set {key.rsplit('.', 1)[-1]} to the model's real value")
 
 
 def unreadable(message: str) -> Problem:

@@ -66,7 +66,11 @@ _REQUIRED = {
     "proportional": ("rope_theta",),
 }
 _NUMERIC = ("rope_theta", "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings",
-            "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "partial_rotary_factor")
+            "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "partial_rotary_factor",
+            "short_mscale", "long_mscale")
+#: Rope keys the frequency functions divide by or take the logarithm of: they must be greater than 0.
+_RATIOS = ("rope_theta", "original_max_position_embeddings", "beta_fast", "beta_slow", "low_freq_factor",
+           "high_freq_factor")
 
 ALIBI_TYPES = frozenset({"bloom", "mpt"})
 LEARNED_TYPES = frozenset({"gpt2", "opt", "gpt_bigcode", "bert", "roberta", "distilbert", "xlm-roberta", "bart",
@@ -196,8 +200,80 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+#: The largest head dim posenc reads (the largest in any model is 512; Gemma 4's global 512).
+MAX_HEAD_DIM = 4096
+#: Counts and lengths a config gives, with what posenc allows: (keys, least, most). A value outside would make no
+#: engine's model (a window of -4096 positions, 10**30 layers) or hang the reader; ``None`` means "not given".
+#: The most: a length int32 engines can index (units.MAX_LENGTH); layers, heads and head dims far above any model.
+SIZE_KEYS: tuple[tuple[tuple[str, ...], int, int], ...] = (
+    (("max_position_embeddings", "n_positions", "max_seq_len", "seq_length"), 1, 1 << 31),
+    (("original_max_position_embeddings",), 1, 1 << 31),
+    (("num_hidden_layers", "n_layer", "num_layers"), 0, 1 << 16),
+    (("full_attention_interval", "no_rope_layer_interval"), 1, 1 << 16),  # a layer period: i % it
+    (("num_attention_heads", "n_head", "n_heads"), 1, 1 << 16),
+    (("hidden_size", "n_embd", "d_model"), 1, 1 << 24),
+    (("head_dim", "qk_rope_head_dim", "rotary_dim", "global_head_dim"), 0, MAX_HEAD_DIM),  # DeepSeek-VL2: 0
+)
+#: The largest float32: every engine computes the rope in float32, so a setting past it has no value there.
+FLOAT32_MAX = 3.4028234663852886e38
+FLOAT32_TINY = 1.1754943508222875e-38  # the smallest normal float32: a smaller theta is 0 there
+#: Sizes other models give per stage or per part (SegFormer's heads [1, 2, 5, 8], LXMERT's layers per encoder):
+#: a list or object there is not read as the size, and not refused.
+_PER_STAGE = frozenset({"num_attention_heads", "n_head", "n_heads", "hidden_size", "n_embd", "d_model",
+                        "num_hidden_layers", "n_layer", "num_layers"})
+#: Rope settings that must be positive (a theta of 0 or a factor of -2 has no frequencies any engine computes).
+_POSITIVE = ("rope_theta", "factor", "original_max_position_embeddings", "rope_local_base_freq",
+             "compress_rope_theta", "rotary_emb_base")
+
+
+def bad_sizes(text: Mapping[str, Any], where: str = "") -> list[tuple[str, Any, str]]:
+    """(key, value, what is allowed) for every count or length (:data:`SIZE_KEYS`) that is not a whole number in its
+    range (a list or object of heads, sizes or layers is some other model's per-stage sizes: not read) and every
+    theta (:data:`_POSITIVE`) that is not a positive finite number; ``where`` prefixes the key (``text_config.``).
+    ``inspect --lint`` lists them all; :func:`describe` refuses the first."""
+    out: list[tuple[str, Any, str]] = []
+    for keys, least, most in SIZE_KEYS:
+        for key in keys:
+            value = text.get(key)
+            if isinstance(value, (list, dict)) and key in _PER_STAGE:
+                continue  # per-stage or per-part sizes (SegFormer's heads [1, 2, 5, 8], LXMERT's layers): not read
+            if value is not None and not (_is_number(value) and value == int(value) and least <= value <= most):
+                out.append((f"{where}{key}", value, f"a whole number from {least:,} to {most:,}"))
+    for key in _POSITIVE:
+        value = text.get(key)
+        if value is not None and not (_is_number(value) and value > 0):
+            out.append((f"{where}{key}", value, "a finite number greater than 0"))
+    return out
+
+
+def check_sizes(text: Mapping[str, Any], where: str = "") -> None:
+    """One PosencError for the first value :func:`bad_sizes` finds, or a rope dict that is not a JSON object (a
+    false-ish value, as transformers reads it, means none)."""
+    for key, value, allowed in bad_sizes(text, where)[:1]:
+        raise PosencError(f"{key} = {_shown(value)} is not allowed; use {allowed}")
+    for key in ("rope_scaling", "rope_parameters"):
+        value = text.get(key)
+        if value and not isinstance(value, Mapping):
+            raise PosencError(f"{where}{key} = {_shown(value)} is not allowed; use a JSON object (or null)")
+    for key in ("layer_types", "no_rope_layers", "cross_attention_layers", "compress_ratios"):
+        value = text.get(key)
+        if value is not None and not (isinstance(value, list) and all(isinstance(v, (int, float, str)) for v in value)):
+            raise PosencError(f"{where}{key} = {_shown(value)} is not allowed; use a list with one entry per layer "
+                              "(or null)")
+    archs = text.get("architectures")
+    if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
+        raise PosencError(f"{where}architectures = {_shown(archs)} is not allowed; use a list of class names "
+                          "(or null)")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def check_rope_params(params: Mapping[str, Any], where: str) -> None:
-    """One clear PosencError for a rope dict the frequency functions could not read (missing key, not a number)."""
+    """One clear PosencError for a rope dict the frequency functions could not read (missing key, not a number, a
+    theta, factor or original length that is not positive)."""
     rope_type = str(params.get("rope_type"))
     for key in _REQUIRED.get(rope_type, ()):
         if params.get(key) is None:
@@ -205,11 +281,39 @@ def check_rope_params(params: Mapping[str, Any], where: str) -> None:
     for key in _NUMERIC:
         value = params.get(key)
         if value is not None and not _is_number(value):
-            raise PosencError(f"{where}: {key} = {value!r} is not a finite number")
+            raise PosencError(f"{where}: {key} = {_shown(value)} is not a finite number")
+    if params.get("rope_theta") is None:
+        raise PosencError(f"{where}: rope_theta = None is not allowed; give the rope base (10000 for Llama 2)")
+    for key in _NUMERIC:
+        value = params.get(key)
+        if value is not None and value != 0 and not FLOAT32_TINY <= abs(value) <= FLOAT32_MAX:
+            raise PosencError(f"{where}: {key} = {value!r} is not allowed; every engine computes RoPE in float32: "
+                              f"use 0 or a magnitude from {FLOAT32_TINY:.6g} to {FLOAT32_MAX:.6g}")
+    for key in _RATIOS:
+        value = params.get(key)
+        if value is not None and value <= 0:
+            raise PosencError(f"{where}: {key} = {value!r} is not allowed; use a finite number greater than 0")
+    factor = params.get("factor")
+    if factor is not None and factor < 1:
+        # scaling lengthens the context; below 1 it shortens every wavelength (and 1e-147 divides by zero in float32)
+        raise PosencError(f"{where}: factor = {factor!r} is not allowed; use a number of at least 1 (1: no scaling)")
+    for key in ("attention_factor", "mscale", "mscale_all_dim", "short_mscale", "long_mscale"):
+        value = params.get(key)
+        if value is not None and value < 0:
+            raise PosencError(f"{where}: {key} = {value!r} is not allowed; use a finite number of at least 0")
+    prf = params.get("partial_rotary_factor", 1.0)
+    if prf is None or not 0 < prf <= 1:  # None: transformers multiplies the head dim by it (a TypeError)
+        raise PosencError(f"{where}: partial_rotary_factor = {prf!r} is not allowed; use a fraction of the head "
+                          "greater than 0 and at most 1")
+    original = params.get("original_max_position_embeddings")
+    if original is not None and not (original == int(original) and original <= 1 << 31):
+        raise PosencError(f"{where}: original_max_position_embeddings = {original!r} is not allowed; use a whole "
+                          f"number from 1 to {1 << 31:,}")
     for key in ("short_factor", "long_factor"):
         values = params.get(key)
-        if values is not None and (not isinstance(values, list) or not all(_is_number(v) for v in values)):
-            raise PosencError(f"{where}: {key} must be a list of numbers")
+        if values is not None and (not isinstance(values, list)
+                                   or not all(_is_number(v) and 0 < v <= FLOAT32_MAX for v in values)):
+            raise PosencError(f"{where}: {key} must be a list of numbers greater than 0 (each divides a frequency)")
 
 
 @dataclass
@@ -293,7 +397,8 @@ _ARCH_SUFFIXES = ("ForCausalLM", "ForConditionalGeneration", "LMHeadModel", "Mod
 def infer_model_type(cfg: Mapping[str, Any]) -> tuple[str, str] | None:
     """(model type, the architectures entry it came from) for a config without ``model_type``."""
     names = {t.replace("_", "").replace("-", ""): t for t in _arch_types()}
-    for arch in cfg.get("architectures") or []:
+    archs = cfg.get("architectures")
+    for arch in archs if isinstance(archs, list) else []:  # describe refuses another kind; lint reads it anyway
         if not isinstance(arch, str):
             continue
         stem = arch
@@ -400,6 +505,9 @@ def _head_dim(text: Mapping[str, Any], kind: _Kind, text_type: str) -> int | Non
     hidden = text.get("hidden_size", text.get("n_embd", text.get("d_model")))
     heads = text.get("num_attention_heads", text.get("n_head", text.get("n_heads")))
     if isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
+        if hidden // heads > MAX_HEAD_DIM:
+            raise PosencError(f"hidden_size {hidden} / num_attention_heads {heads} gives head_dim {hidden // heads}; "
+                              f"posenc reads head dims up to {MAX_HEAD_DIM} (no model comes near)")
         return hidden // heads
     return None
 
@@ -408,7 +516,7 @@ def _flat(rp: Mapping[str, Any], text: Mapping[str, Any], kind: _Kind, text_type
           max_pos: int | None) -> dict[str, Any]:
     """A flat rope dict as the config class standardizes it (see the module docstring)."""
     out = dict(rp)
-    rope_type = out.get("rope_type", out.get("type", "default"))
+    rope_type = _rope_type(out)
     if rope_type in _LEGACY_TYPES:
         rope_type = _LEGACY_TYPES[rope_type]
     if text_type in REMAPS_YARN and rope_type == "yarn":
@@ -436,9 +544,18 @@ def _flat(rp: Mapping[str, Any], text: Mapping[str, Any], kind: _Kind, text_type
     return out
 
 
+def _rope_type(rp: Mapping[str, Any]) -> str:
+    """The rope type a dict names (``rope_type``, else legacy ``type``, else default); not a string is an error."""
+    rope_type = rp.get("rope_type", rp.get("type", "default"))
+    if not isinstance(rope_type, str):
+        raise PosencError(f"rope_type = {_shown(rope_type)} is not allowed; use a rope type name such as 'default', "
+                          "'linear', 'dynamic', 'yarn', 'longrope' or 'llama3'")
+    return rope_type
+
+
 def _nested_standardize(params: dict[str, Any], max_pos: int | None) -> dict[str, Any]:
     out = dict(params)
-    rope_type = out.get("rope_type", out.get("type", "default"))
+    rope_type = _rope_type(out)
     out["rope_type"] = _LEGACY_TYPES.get(rope_type, rope_type)
     out.pop("type", None)
     if out["rope_type"] in ORIGINAL_FROM_DICT and max_pos is not None:
@@ -623,11 +740,14 @@ def _family_without_rope(cfg: Mapping[str, Any], text: Mapping[str, Any], text_t
 def describe(cfg: Mapping[str, Any]) -> ModelPositions:
     """Classify a model config and resolve every rope group as transformers 5.x would build it (remote-code families
     and engine-only mechanisms: as the engine serving them reads them, see :mod:`posenc_cli.remote_code`)."""
+    check_sizes(cfg)
+    text, text_type, where = text_config(cfg)
+    if where and not where.endswith(ABSENT):
+        check_sizes(text, f"{where}.")
     reading = remote_code.read(cfg)
     if reading is not None:
         return _engine_read(reading)
     model_type = str(cfg.get("model_type", "")) or None
-    text, text_type, where = text_config(cfg)
     kind = _text_kind(text, text_type)
     if kind.image:
         raise PosencError(f"{text_type} is a vision encoder whose rotary embedding turns with 2-D image-patch "
@@ -692,6 +812,9 @@ def describe(cfg: Mapping[str, Any]) -> ModelPositions:
     if kind.mla:
         flat = base.layers[0].params if base.layers else {}
         if flat.get("rope_type", "default") != "default" and flat.get("mscale_all_dim"):
+            if flat.get("factor") is None:  # the attention module reads rope_parameters["factor"]: a KeyError
+                raise PosencError(f"{text_type} with rope_type {flat.get('rope_type')!r} and mscale_all_dim needs "
+                                  "'factor': its attention module reads it for the softmax scale")
             m = yarn_mscale(float(flat["factor"]), float(flat["mscale_all_dim"]))
             base.softmax_scale = m * m
             base.softmax_scale_reason = (f"{text_type} attention multiplies its softmax scale by "

@@ -99,7 +99,7 @@ class Client:
         return int(getattr(self._local, "n", 0))
 
     def _once(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
-        data = json.dumps(body).encode() if body is not None else None
+        data = json.dumps(body, allow_nan=False).encode() if body is not None else None
         request = urllib.request.Request(self.base_url + path, data=data, method=method)
         request.add_header("Accept", "application/json")
         if data is not None:

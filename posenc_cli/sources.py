@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.config import load_json, parse_json_object, read_text
+from posenc_cli.config import load_json, parse_json_object, read_bytes
 from posenc_cli.errors import PosencError
 
 if TYPE_CHECKING:
@@ -141,21 +141,21 @@ def read_source(source: str, *, revision: str | None = None) -> Source:
         raise PosencError("empty model source: give a config.json path, a model folder, a .gguf file, a Hub id or -")
     if source == "-":
         _no_revision(revision, "- reads stdin")
-        return _checked(Source(load_json("-"), "<stdin>", "stdin", None))
+        return checked_source(Source(load_json("-"), "<stdin>", "stdin", None))
     path = Path(os.path.expanduser(source))
     kind = _local_kind(path)
     if kind == "folder":
         _no_revision(revision, f"{source} is a local folder")
-        return _checked(_read_folder(path))
+        return checked_source(_read_folder(path))
     if kind == "file":
         _no_revision(revision, f"{source} is a local file")
         if _starts_with_gguf_magic(path, source) or source.lower().endswith(".gguf"):
-            return _checked(_gguf_source(path, source))
-        return _checked(Source(load_json(str(path)), source, "file", str(path)))
+            return checked_source(_gguf_source(path, source))
+        return checked_source(Source(load_json(str(path)), source, "file", str(path)))
     if _looks_like_path(source):
         raise PosencError(f"{source}: no such file")
     if is_hub_id(source):
-        return _checked(_read_hub(source, revision))
+        return checked_source(_read_hub(source, revision))
     raise PosencError(f"{source}: not a file, a folder or a Hub id")
 
 
@@ -174,7 +174,26 @@ def _no_revision(revision: str | None, what: str) -> None:
         raise PosencError(f"--revision applies to Hub ids only ({what})")
 
 
-def _checked(src: Source) -> Source:
+#: Keys at least one of which every model config holds: what names the model, its sizes or its positions. A
+#: tokenizer.json, a generation_config.json or ``{}`` holds none, and reading one as "no RoPE" would be a false pass.
+#: (Not ``decoder``, T5Gemma's sub-config: a tokenizer.json has one too; T5Gemma names its model_type.)
+MODEL_KEYS = ("model_type", "architectures", "max_position_embeddings", "hidden_size", "num_attention_heads",
+              "num_hidden_layers", "head_dim", "n_positions", "n_embd", "n_head", "n_layer", "d_model", "n_heads",
+              "num_layers", "max_seq_len", "seq_length", "rope_theta", "rope_scaling", "rope_parameters",
+              "rotary_emb_base", "text_config", "llm_config", "llm_cfg", "language_config", "thinker_config")
+_OTHER_FILES = (("tokenizer.json", ("added_tokens", "normalizer", "pre_tokenizer")),
+                ("tokenizer_config.json", ("tokenizer_class", "added_tokens_decoder", "chat_template")),
+                ("generation_config.json", ("_from_model_config", "do_sample", "max_new_tokens")))
+
+
+def checked_source(src: Source) -> Source:
+    """``src`` if its config is a model config (one of :data:`MODEL_KEYS`; ``text_config`` an object), else one
+    PosencError naming what it looks like instead."""
+    if not any(key in src.config for key in MODEL_KEYS):
+        looks = next((name for name, keys in _OTHER_FILES if any(k in src.config for k in keys)), None)
+        hint = f": it looks like a {looks}" if looks else (": it is an empty object" if not src.config else "")
+        raise PosencError(f"{src.label}: not a model config{hint}; a config.json names model_type or architectures, "
+                          "or sizes such as max_position_embeddings and hidden_size")
     text_config = src.config.get("text_config")
     if text_config is not None and not isinstance(text_config, dict):
         raise PosencError(f"{src.label}: text_config must be a JSON object, got {type(text_config).__name__}")
@@ -229,7 +248,7 @@ def _read_hub(repo_id: str, revision: str | None) -> Source:
         raise _hub_error(exc, repo_id, revision) from None
     finally:
         hub_log.setLevel(level)
-    return Source(parse_json_object(read_text(path, label), f"{label} config.json"), label, "hub", path,
+    return Source(parse_json_object(read_bytes(path, label), f"{label} config.json"), label, "hub", path,
                   hub_id=repo_id)
 
 
@@ -383,7 +402,8 @@ def _facts(fields: dict[str, Any], tensor_names: set[str], label: str) -> GgufFa
         elif kind is int:
             ok, wanted = isinstance(value, int) and not isinstance(value, bool), "an integer"
         else:
-            ok, wanted = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
+            ok, wanted = (isinstance(value, (int, float)) and not isinstance(value, bool)
+                          and math.isfinite(value)), "a finite number"
         if not ok:
             raise PosencError(f"{label}: GGUF key {full} = {value!r} is not {wanted}")
         return float(value) if kind is float else value
@@ -583,6 +603,26 @@ def llama_cpp_meaning(facts: GgufFacts) -> list[str]:
         notes.append(f"rope.freq_base_swa {facts.freq_base_swa:g}: llama.cpp's sliding-window layers use this base, "
                      f"the others rope.freq_base {facts.rope_freq_base or 10000.0:g}")
     return notes
+
+
+def written_config(config: dict[str, Any], label: str) -> str:
+    """The text ``convert`` and ``scale -o`` write for ``config``: strict JSON that ``posenc inspect`` reads back.
+
+    The text is parsed again with posenc's reader and inspected as ``posenc inspect`` would; a config it cannot
+    read back (a value the reader refuses, a rope dict the frequency functions reject) is one PosencError naming
+    ``label`` and the reason, and nothing is written.
+    """
+    from posenc_cli.config import dumps_config
+    from posenc_cli.inspection import report
+    from posenc_cli.models import describe
+
+    text = dumps_config(config) + "\n"
+    try:
+        again = checked_source(Source(parse_json_object(text, label), label, "file", None))
+        report(describe(again.config))
+    except PosencError as exc:
+        raise PosencError(f"{label}: refusing to write a config posenc cannot read back: {exc}") from None
+    return text
 
 
 def describe_source(src: Source) -> ModelPositions:

@@ -283,6 +283,47 @@ def test_to_v5_writes_rope_parameters(tmp_path: Path) -> None:
     assert "rope_scaling" not in out["config"] and out["config"]["rope_parameters"]["rope_type"] == "yarn"
 
 
+# ------------------------------------------------------------------ the config.json a run loaded (HF Trainer, TRL)
+
+
+def test_trained_with_the_same_config_json_passes(tmp_path: Path) -> None:
+    """HF Trainer, TRL and Unsloth load config.json: the checkpoint that carries it unchanged passes."""
+    trained = write_json(tmp_path, {**LLAMA2, "rope_scaling": YARN_X4, "max_position_embeddings": 16384},
+                         "trained.json")
+    ckpt = checkpoint(tmp_path, {**LLAMA2, "rope_scaling": YARN_X4, "max_position_embeddings": 16384})
+    out = json.loads(ok(run("audit", ckpt, "--trained-with", trained, "--json")).stdout)
+    assert out["framework"] == "hf-config" and out["findings"] == []
+    assert out["trained"]["rope_parameters"] == describe(json.loads(Path(trained).read_text())).layers[0].params
+
+
+def test_trained_with_config_json_finds_a_dropped_scaling(tmp_path: Path) -> None:
+    """A checkpoint saved with the source config (a copied config.json) is not what the run computed."""
+    trained = write_json(tmp_path, {**LLAMA2, "rope_scaling": YARN_X4, "max_position_embeddings": 16384},
+                         "trained.json")
+    ckpt = checkpoint(tmp_path, LLAMA2)
+    assert findings(run("audit", ckpt, "--trained-with", trained, "--json")) == ["source-config", "window"]
+
+
+def test_trained_with_a_per_layer_config_json(tmp_path: Path) -> None:
+    """Gemma 3 (two rope groups): the trained config's groups are compared group by group."""
+    gemma = json.loads((Path(__file__).parent / "corpus" / "gemma-3-27b-it.json").read_text(encoding="utf-8"))
+    trained = write_json(tmp_path, gemma, "trained.json")
+    ok(run("audit", checkpoint(tmp_path, gemma), "--trained-with", trained))
+    theta = json.loads(json.dumps(gemma))
+    theta["text_config"]["rope_local_base_freq"] = 20000.0
+    kinds = findings(run("audit", checkpoint(tmp_path, theta, "other"), "--trained-with", trained, "--json"))
+    assert kinds == ["theta"]
+
+
+@pytest.mark.parametrize(("body", "needle"), [
+    ('{"model_type": "bloom", "n_head": 8, "hidden_size": 64}', "not a RoPE model (posenc reads it as alibi)"),
+    ('{"model_type": "llama", "max_position_embeddings": -4096}', "max_position_embeddings = -4096"),
+])
+def test_trained_with_a_config_json_posenc_cannot_audit_is_one_line(tmp_path: Path, body: str, needle: str) -> None:
+    trained = text(tmp_path, "trained.json", body)
+    assert_usage_error(run("audit", checkpoint(tmp_path, LLAMA2), "--trained-with", trained), needle)
+
+
 # ------------------------------------------------------------------ bad input: one line, exit 2, nothing written
 
 

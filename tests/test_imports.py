@@ -92,8 +92,18 @@ def test_scale_from_config_needs_neither_numpy_nor_matplotlib(tmp_path: Path) ->
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps({"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28,
                                "max_position_embeddings": 32768, "rope_theta": 1e6, "rope_scaling": None}))
-    body = run_cli_body(["scale", "yarn", "--config", str(cfg), "--target", "128k", "-o", str(tmp_path / "o.json")])
+    body = run_cli_body(["scale", "yarn", "--config", str(cfg), "--target", "128k"])
     assert loaded_modules(body) == dict.fromkeys(HEAVY + OPTIONAL, False)
+
+
+def test_scale_output_loads_numpy_to_read_its_file_back(tmp_path: Path) -> None:
+    """``-o`` writes only what ``posenc inspect`` reads back, and inspect computes the frequencies with numpy (the
+    read-back caught files the reader alone passes: a rotary dim of 1, a factor list of the wrong length)."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28,
+                               "max_position_embeddings": 32768, "rope_theta": 1e6, "rope_scaling": None}))
+    body = run_cli_body(["scale", "yarn", "--config", str(cfg), "--target", "128k", "-o", str(tmp_path / "o.json")])
+    assert loaded_modules(body) == {**dict.fromkeys(HEAVY + OPTIONAL, False), "numpy": True}
     assert json.loads((tmp_path / "o.json").read_text())["rope_scaling"]["factor"] == 4.0
 
 

@@ -89,7 +89,7 @@ def test_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_stdin_must_hold_an_object(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO("[1, 2]"))
-    assert error_of("-") == "<stdin>: expected a JSON object, got list"
+    assert error_of("-") == "<stdin>: expected a JSON object, got an array"
 
 
 @pytest.mark.parametrize("name", ["missing.json", "model.gguf", "./x", "~/no/such/dir/config", "a/b/c",

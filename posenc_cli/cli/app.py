@@ -2,10 +2,10 @@
 
 No math lives in the CLI: commands parse, call the core, render.
 
-Results go to stdout (JSON through ``json.dumps``, tables through a stdout console); messages go to
-stderr. Every user mistake ends as one ``error: ...`` line and exit code 2, work that could not be done (a server
-unreachable) as one line and exit code 3, and a reader closing stdout early as a quiet exit 0 (see
-:class:`PosencGroup`; every code is in :mod:`posenc_cli.errors`).
+Results go to stdout (strict JSON through ``posenc_cli.config.dumps_json``, tables through a stdout console);
+messages go to stderr. Every user mistake ends as one ``error: ...`` line and exit code 2, work that could not be
+done (a server unreachable, a full output device) as one line and exit code 3, and a reader closing stdout early as
+a quiet exit 0 (see :class:`PosencGroup`; every code is in :mod:`posenc_cli.errors`).
 numpy, matplotlib and the core modules are imported inside the commands that need them.
 """
 
@@ -98,6 +98,8 @@ class PosencGroup(TyperGroup):
             sys.stdout.flush()  # output still buffered meets a closed pipe here, not at interpreter exit
         except BrokenPipeError:
             _stdout_closed()
+        except OSError as exc:  # stdout itself failed (a full device: `> /dev/full`); -o paths raise CouldNotRun
+            _stdout_failed(exc)
         except ClickException as exc:
             _fail(exc.format_message(), exc.exit_code)
         except CouldNotRun as exc:
@@ -125,6 +127,19 @@ def _stdout_closed() -> NoReturn:
     except (OSError, ValueError):  # no real descriptor behind sys.stdout (an embedding, a test runner)
         pass
     sys.exit(ExitCode.OK)
+
+
+def _stdout_failed(exc: OSError) -> NoReturn:
+    """Writing stdout failed (``posenc scale ... > /dev/full``): one ``error:`` line and ExitCode.COULD_NOT_RUN (the
+    input was fine; the output device was not). stdout then points at devnull, so the flush at interpreter exit does
+    not fail again with Python's own message."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    _fail(f"cannot write to stdout: {exc.strerror or exc}", ExitCode.COULD_NOT_RUN)
+    raise AssertionError("unreachable")  # _fail exits
 
 
 def _fail(message: str, code: int) -> None:

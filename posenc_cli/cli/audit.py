@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from posenc_cli.config import dumps_config
 from posenc_cli.errors import ExitCode, PosencError
 
 if TYPE_CHECKING:
@@ -20,10 +20,12 @@ def audit(
         help="The exported checkpoint: its folder, its config.json, or any source posenc reads (a Hub id).")],
     trained_with: Annotated[str, typer.Option(
         "--trained-with", help="The training settings: a LLaMA-Factory or axolotl YAML, Megatron-LM arguments (a "
-        "shell script or flags file), a torchtitan TOML, or a posenc plan (posenc pick --json).")],
+        "shell script or flags file), a torchtitan TOML, a posenc plan (posenc pick --json), or the model "
+        "config.json the run loaded (HF Trainer, TRL, Unsloth).")],
     framework: Annotated[str | None, typer.Option(
-        help="llama-factory, megatron, axolotl, torchtitan or posenc-plan.",
-        show_default="from the file: .yaml by its keys, .toml torchtitan, .json a posenc plan, else megatron")] = None,
+        help="llama-factory, megatron, axolotl, torchtitan, posenc-plan or hf-config.",
+        show_default="from the file: .yaml by its keys, .toml torchtitan, .json a posenc plan or (model keys) "
+        "hf-config, else megatron")] = None,
     base: Annotated[str | None, typer.Option(
         help="The base model's config (any source) for LLaMA-Factory, which scales from the base's own length.",
         show_default="model_name_or_path when it is a local path, else the checkpoint's config")] = None,
@@ -69,7 +71,7 @@ def audit(
     if write is not None and result.fixed is not None:  # before any output: a failed write is the one error line
         from posenc_cli.config import write_output_text
 
-        shown = write_output_text(write, json.dumps(result.fixed, indent=2) + "\n")
+        shown = write_output_text(write, dumps_config(result.fixed) + "\n")
     if as_json:
         print_json(result.as_dict())
     else:
@@ -133,7 +135,7 @@ def _render(result: Audit) -> None:
             out.append(f"numbers{where}: {num['exported_pairs']} frequency pairs served, {num['pairs']} trained")
     if result.fragment is not None:
         out.append("the config that would be right (its rope keys; --write FILE writes the whole config.json):")
-        out.append(json.dumps(result.fragment, indent=2))
+        out.append(dumps_config(result.fragment))
     sys.stdout.write("\n".join(out) + "\n")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated
 
@@ -24,7 +23,7 @@ def convert(
     from posenc_cli.cli.output import note
     from posenc_cli.config import write_output_text
     from posenc_cli.convert import convert as rewrite
-    from posenc_cli.sources import read_source
+    from posenc_cli.sources import describe_source, read_source, written_config
 
     if output and in_place:
         raise PosencError("give either --output FILE or --in-place, not both")
@@ -34,7 +33,8 @@ def convert(
     if src.gguf is not None:
         raise PosencError(f"{src.label} is a GGUF file: its rope settings are llama.cpp metadata, not transformers "
                           "keys")
-    text = json.dumps(rewrite(src.config, to), indent=2) + "\n"
+    describe_source(src)  # a config posenc cannot read is refused as itself, before any rewriting
+    text = written_config(rewrite(src.config, to), f"the {to} config")
     dest = src.path if in_place else output
     if dest is None:
         sys.stdout.write(text)

@@ -192,9 +192,8 @@ def _require_torch() -> None:
 
 
 def _write_out(out: Path, settings: Settings, results: dict[str, Any]) -> None:
-    import json
 
-    from posenc_cli.config import atomic_write_bytes, atomic_write_text
+    from posenc_cli.config import atomic_write_bytes, atomic_write_text, dumps_config
     from posenc_cli.experiment.chart import render_png
 
     versions = results["versions"]
@@ -206,7 +205,7 @@ def _write_out(out: Path, settings: Settings, results: dict[str, Any]) -> None:
         f"versions: posenc {versions['posenc']}, torch {versions['torch']}, python {versions['python']}",
         f"wall time: {results['timing']['wall_seconds']:.1f} s",
     ]
-    atomic_write_text(out / "results.json", json.dumps(results, indent=2) + "\n")
+    atomic_write_text(out / "results.json", dumps_config(results) + "\n")
     atomic_write_bytes(out / "chart.png", render_png(results))
     atomic_write_text(out / "command.txt", "\n".join(lines) + "\n")
     sys.stderr.write(f"wrote {out / 'results.json'}, {out / 'chart.png'} and {out / 'command.txt'}\n")

@@ -42,9 +42,12 @@ def inspect(
         if not lint:
             raise
         # --lint asks what is wrong with the config: an unreadable one is a finding, not a usage error
-        from posenc_cli.lint import lint_config, unreadable
+        from posenc_cli.lint import IMPOSSIBLE, lint_config, unreadable
 
-        problems = [p.as_dict() for p in lint_config(src.config, None)] + [unreadable(str(exc)).as_dict()]
+        findings = lint_config(src.config, None)
+        if not any(p.code == IMPOSSIBLE for p in findings):  # else the findings already name the value refused
+            findings.append(unreadable(str(exc)))
+        problems = [p.as_dict() for p in findings]
         result = {"model_type": src.config.get("model_type"), "family": "unreadable", "summary": str(exc)}
         model = None
     result["source"] = {"kind": src.kind, "label": src.label, "path": src.path}

@@ -1,10 +1,9 @@
-"""Where results and messages go: results on stdout (JSON through ``json.dumps``, tables through a stdout console),
-messages on stderr. rich loads on first use."""
+"""Where results and messages go: results on stdout (strict JSON through :func:`posenc_cli.config.dumps_json`,
+tables through a stdout console), messages on stderr. rich loads on first use."""
 
 from __future__ import annotations
 
 import errno
-import json
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -29,8 +28,11 @@ def console(stderr: bool = False) -> Console:
 
 
 def print_json(obj: Any) -> None:
-    """Machine output: plain ``json.dumps`` to stdout, never through rich (which would wrap lines)."""
-    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+    """Machine output: strict JSON (:func:`posenc_cli.config.dumps_json`, never NaN or Infinity) to stdout, never
+    through rich (which would wrap lines)."""
+    from posenc_cli.config import dumps_json
+
+    sys.stdout.write(dumps_json(obj) + "\n")
 
 
 def note(message: str) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated, Any
 
@@ -10,6 +9,7 @@ import typer
 
 from posenc_cli.cli.options import LENGTHS, THETA_RANGE
 from posenc_cli.cli.output import note, print_json
+from posenc_cli.config import dumps_json
 from posenc_cli.scaling import MAX_HEAD_DIM
 from posenc_cli.slopes import MAX_HEADS
 from posenc_cli.units import MAX_TOKENS
@@ -130,7 +130,7 @@ def _render_pick(a: dict[str, Any]) -> None:
         form = ("transformers 5 rope_parameters" if ext["config_format"] == "hf-v5"
                 else "transformers rope_scaling, read by 4.x and 5.x")
         out.append(f"   merge into config.json ({form}; other engines via the command below):")
-        out += ["   " + line for line in json.dumps(ext["config"], indent=2).splitlines()]
+        out += ["   " + line for line in dumps_json(ext["config"]).splitlines()]
         out.append(f"   same numbers: {ext['command']}")
     out += ["", "4. Test plan:"] + [f"   - {t}" for t in a["test_plan"]]
     out += ["", f"5. Fallback: {a['fallback']}", "", f"rule: {a['rule']}: {a['why']}"]
@@ -178,7 +178,7 @@ def _render_trainer(t: dict[str, Any]) -> list[str]:
         same = ("the frequencies the last run trained" if serving["trained_numbers"]
                 else "other frequencies than trained: the jump is training-free")
         out.append(f"   serving ({same}): config.json keys")
-        out += ["      " + line for line in json.dumps(serving["config"], indent=2).splitlines()]
+        out += ["      " + line for line in dumps_json(serving["config"]).splitlines()]
         for engine, command in serving["engines"].items():
             refusal = serving["engine_refusals"].get(engine)
             out.append(f"      {engine}: {command}" + (f" (refuses: {refusal})" if refusal else ""))

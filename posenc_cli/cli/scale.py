@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -111,7 +110,9 @@ def scale(
     text = ""
     if source is not None and facts is not None:
         if writing:
-            patched = hf.patch_config(source, req, fmt, facts.group)
+            from posenc_cli.sources import written_config
+
+            text = written_config(hf.patch_config(source, req, fmt, facts.group), "the patched config")
         else:
             text, caveats = render_request(req, fmt, source, facts,
                                            served_name(src) if model == "MODEL" else model, gguf=src.kind == "gguf")
@@ -135,7 +136,7 @@ def scale(
 
         assert config is not None
         dest = config if in_place else str(output)
-        shown = write_output_text(dest, json.dumps(patched, indent=2) + "\n")
+        shown = write_output_text(dest, text)
         note(f"wrote {shown}")
         return
     for line in caveats:

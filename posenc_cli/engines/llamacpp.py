@@ -224,6 +224,10 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
     layer = model.layers[0]
     spec = spec_for(model, layer)
     p = dict(layer.params)
+    if p.get("rope_type", "default") in ("linear", "dynamic", "yarn", "llama3") and p.get("factor") is None:
+        return EngineRun("llama.cpp", VERSION, max_model_len, [], [], refusal=(
+            f"not modelled: the {p.get('rope_type')} rope dict names no factor (transformers derives one from the "
+            "lengths); posenc has no model of what llama.cpp's GGUF converter writes then"))
     # transformers reads truncate from the outer dict: per-layer-type configs always round
     truncate = bool((model.top_level or {}).get("truncate", True))
     f = flags(p, max_model_len=max_model_len, arch=arch_name(model.text_model_type), in_gguf=True, truncate=truncate)

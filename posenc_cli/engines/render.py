@@ -7,10 +7,10 @@ engine, not four, nor the model reader (``tests/test_imports.py`` guards it).
 
 from __future__ import annotations
 
-import json
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from posenc_cli.config import dumps_config, dumps_json
 from posenc_cli.engines import hf
 from posenc_cli.errors import PosencError
 from posenc_cli.scaling import ScaleRequest, max_position_embeddings, rope_parameters
@@ -48,9 +48,9 @@ def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bo
 
         return trainers.render(req, fmt, facts, group)
     if fmt == "hf":
-        return json.dumps(hf.format_hf(req), indent=2), []
+        return dumps_json(hf.format_hf(req)), []
     if fmt == "hf-v5":
-        return json.dumps(hf.format_hf_v5(req), indent=2), []
+        return dumps_json(hf.format_hf_v5(req)), []
     if fmt == "vllm":
         caveats = []
         if group.get("rope_type") == "dynamic":
@@ -96,7 +96,7 @@ def render_for_model(config: dict[str, Any], facts: ModelFacts, req: ScaleReques
     (in its nesting, only the extended layer group changed); for an engine its command line with the model's whole
     ``rope_parameters`` after the request (what vLLM and SGLang replace)."""
     if fmt in hf.FORMATS:
-        return json.dumps(hf.fragment(config, req, fmt, facts.group), indent=2), []
+        return dumps_config(hf.fragment(config, req, fmt, facts.group)), []
     from posenc_cli.models import ABSENT, describe, rope_dicts, text_config
     from posenc_cli.remote_code import v5_refusal
 

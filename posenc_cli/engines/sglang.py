@@ -17,10 +17,10 @@ transformers'; ``--context-length`` longer than the model's window needs
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.attention_factors import yarn_mscale
+from posenc_cli.config import dumps_json
 from posenc_cli.engines import vllm
 from posenc_cli.engines.runs import EngineRun, GroupRun
 
@@ -91,7 +91,7 @@ def request_invocation(rope: dict[str, Any], *, serve_len: int, trained_len: int
         caveats.append("SGLang switches to the long factors one token later than transformers")
     body: dict[str, Any] = {"rope_scaling": rope, "max_position_embeddings": window}
     argv = ["python", "-m", "sglang.launch_server", "--model-path", model_name, "--json-model-override-args",
-            json.dumps({"text_config": body} if text_config else body), "--context-length", str(serve_len)]
+            dumps_json({"text_config": body} if text_config else body, indent=None), "--context-length", str(serve_len)]
     if serve_len > window:
         argv = ["env", ENV_LONG, *argv]
     return argv, caveats

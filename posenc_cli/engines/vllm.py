@@ -22,11 +22,11 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.attention_factors import yarn_mscale
+from posenc_cli.config import dumps_json
 from posenc_cli.engines.runs import EngineRun, GroupRun, static_longrope
 
 if TYPE_CHECKING:  # the reader loads only when an engine runs a model
@@ -122,7 +122,7 @@ def overrides(model: ModelPositions, cfg: dict[str, Any], max_model_len: int) ->
 def invocation(model_name: str, over: dict[str, Any] | None, max_model_len: int) -> list[str]:
     argv = ["vllm", "serve", model_name]
     if over:
-        argv += ["--hf-overrides", json.dumps(over)]
+        argv += ["--hf-overrides", dumps_json(over, indent=None)]
     return argv + ["--max-model-len", str(max_model_len)]
 
 

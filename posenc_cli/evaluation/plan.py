@@ -18,12 +18,12 @@ ties a results file to it.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from posenc_cli.config import dumps_json
 from posenc_cli.errors import PosencError
 from posenc_cli.evaltemplate import Template
 from posenc_cli.evaluation import MAX_EVAL_LENGTH, MAX_TRIALS, MIN_EVAL_LENGTH
@@ -126,7 +126,7 @@ class Plan:
         """What the results depend on (not where the plan was read from: ``--plan ./p.json`` is ``--plan p.json``)."""
         data = self.as_dict()
         del data["source"]
-        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        canonical = dumps_json(data, indent=None, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from posenc_cli.config import atomic_write_text
+from posenc_cli.config import atomic_write_text, dumps_config, loads_tagged
 from posenc_cli.errors import PosencError
 from posenc_cli.evaltemplate import Prompt, Template, build_prompt
 from posenc_cli.evaluation.losspolicy import LossChoice, choose
@@ -55,7 +55,7 @@ def read_results(folder: Path) -> Iterator[dict[str, Any]]:
             if not line.endswith("\n"):
                 break
             try:
-                record = json.loads(line)
+                record = loads_tagged(line)
             except json.JSONDecodeError:
                 continue
             if isinstance(record, dict) and "cell" in record:
@@ -65,7 +65,7 @@ def read_results(folder: Path) -> Iterator[dict[str, Any]]:
 def read_manifest(folder: Path) -> dict[str, Any]:
     path = folder / MANIFEST
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads_tagged(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise PosencError(f"{folder}: not a run folder (no {MANIFEST})") from None
     except (OSError, json.JSONDecodeError) as exc:
@@ -120,7 +120,7 @@ class Runner:
                 self._check_same_run(read_manifest(self.folder), manifest)
             else:
                 self.folder.mkdir(parents=True, exist_ok=True)
-                atomic_write_text(self.folder / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+                atomic_write_text(self.folder / MANIFEST, dumps_config(manifest) + "\n")
             results = self.folder / RESULTS
             if results.is_file() and results.stat().st_size:
                 with open(results, "rb") as fh:
@@ -155,7 +155,7 @@ class Runner:
                                    "use a new --out folder")
 
     def _append(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, separators=(",", ":")) + "\n"
+        line = dumps_config(record, indent=None, separators=(",", ":")) + "\n"
         try:
             with self._lock, open(self.folder / RESULTS, "a", encoding="utf-8") as fh:
                 fh.write(line)

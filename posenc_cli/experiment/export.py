@@ -83,7 +83,7 @@ def safetensors_bytes(weights: Weights) -> bytes:
         header[name] = {"dtype": "F32", "shape": list(array.shape), "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
         offset += len(blob)
-    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text = json.dumps(header, separators=(",", ":"), allow_nan=False).encode("utf-8")
     text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
     return struct.pack("<Q", len(text)) + text + b"".join(blobs)
 
@@ -98,11 +98,11 @@ def write_hf_folder(folder: str | os.PathLike[str], weights: Weights, shape: Any
     config = hf_config(shape)
     tok_config = bytevocab.hf_tokenizer_config() | {"model_max_length": shape.max_position_embeddings}
     files = {
-        "config.json": (json.dumps(config, indent=2) + "\n").encode("utf-8"),
+        "config.json": (json.dumps(config, indent=2, allow_nan=False) + "\n").encode("utf-8"),
         "model.safetensors": safetensors_bytes(weights),
-        "tokenizer.json": (json.dumps(bytevocab.hf_tokenizer_json(), indent=2, ensure_ascii=False) + "\n")
-        .encode("utf-8"),
-        "tokenizer_config.json": (json.dumps(tok_config, indent=2) + "\n").encode("utf-8"),
+        "tokenizer.json": (json.dumps(bytevocab.hf_tokenizer_json(), indent=2, ensure_ascii=False, allow_nan=False)
+                           + "\n").encode("utf-8"),
+        "tokenizer_config.json": (json.dumps(tok_config, indent=2, allow_nan=False) + "\n").encode("utf-8"),
     }
     for name, data in files.items():
         atomic_write_bytes(out / name, data)

@@ -349,11 +349,10 @@ def numpy_weights(model: TinyLlama) -> dict[str, Any]:
 def run(settings: PasskeySettings, out: str | os.PathLike[str], command: list[str],
         progress: Progress | None = None) -> dict[str, Any]:
     """Train, export ``out/passkey.gguf`` and ``out/hf/``, write ``out/train.json``; returns what train.json holds."""
-    import json
     import platform
     from pathlib import Path
 
-    from posenc_cli.config import atomic_write_text
+    from posenc_cli.config import atomic_write_text, dumps_config
     from posenc_cli.experiment.export import write_gguf, write_hf_folder
 
     folder = Path(out)
@@ -373,5 +372,5 @@ def run(settings: PasskeySettings, out: str | os.PathLike[str], command: list[st
                  "decode": "greedy in torch, at most max_tokens (6) tokens, stop at </s>, template.score"},
         "files": [str(gguf_path.relative_to(folder)), *(str(p.relative_to(folder)) for p in hf_files)],
     }
-    atomic_write_text(folder / "train.json", json.dumps(result, indent=2) + "\n")
+    atomic_write_text(folder / "train.json", dumps_config(result) + "\n")
     return result
