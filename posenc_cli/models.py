@@ -99,6 +99,8 @@ class _Kind:
     head_dim_times: int | None = None  # config.head_dim = times * hidden_size // num_attention_heads, always
     image: bool = False  # a vision encoder: its rotary embedding turns with 2-D patch coordinates
     scales: bool = True  # the rotary class applies the rope type (ESM's computes plain RoPE whatever it says)
+    conversions: Mapping[str, Any] = field(default_factory=dict)  # what the class builds from keys files carry
+    layer_rule: Mapping[str, Any] | None = None  # the layer types the class builds when a file names none
 
 
 @functools.lru_cache(maxsize=1)
@@ -173,6 +175,8 @@ def _kind(text_type: str) -> _Kind:
             "aliases": dict(gen.get("aliases") or {}),
             "head_dim_times": head.get("times") if head.get("derived") and head.get("times", 1) != 1 else None,
             "scales": bool(gen.get("scales", True)),
+            "conversions": dict(gen.get("conversions") or {}),
+            "layer_rule": gen.get("layer_types"),
         }
     fields.update(_RULES.get(text_type, {}))
     return _Kind(**fields)
@@ -335,12 +339,26 @@ def text_config(cfg: Mapping[str, Any]) -> tuple[Mapping[str, Any], str, str]:
             raise PosencError(f"{'.'.join(path[:i + 1])} must be a JSON object, got {type(sub).__name__}")
         node = sub
     if not path:
+        if entry and entry.get("decoder_prefix"):
+            cfg = _decoder_keys(cfg)
         return cfg, _ALIASES.get(default_type or model_type, default_type or model_type), ""
     inner = _ALIASES.get(str(node.get("model_type") or ""), str(node.get("model_type") or ""))
     if inner and default_type and not _known_type(inner):
         inner = ""  # a sub-config type transformers has no class for (EXAONE 4.5's exaone4_5_text): the default
     text_type = (inner or default_type or model_type) if honours_inner else default_type
     return node, _ALIASES.get(text_type, text_type), ".".join(path)
+
+
+def _decoder_keys(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """An encoder-decoder config as ``get_text_config(decoder=True)`` hands it out: ``decoder_layers`` ->
+    ``num_hidden_layers``, ``decoder_attention_heads`` -> ``num_attention_heads``, ``decoder_X`` -> ``X``."""
+    out = dict(cfg)
+    for key, value in cfg.items():
+        if key.startswith("decoder_"):
+            new = {"decoder_layers": "num_hidden_layers", "decoder_attention_heads": "num_attention_heads"}.get(
+                key, key.removeprefix("decoder_"))
+            out[new] = value
+    return out
 
 
 def with_class_defaults(text: Mapping[str, Any], kind: _Kind) -> Mapping[str, Any]:
@@ -680,6 +698,13 @@ def describe(cfg: Mapping[str, Any]) -> ModelPositions:
         src = {**text, "partial_rotary_factor": int(text["rotary_dim"]) / head_dim}  # GPT-J style
     layer_types = _layer_types(text, text_type, n_layers)
     per_type, nested = _resolve(src, text_type, kind, max_pos, head_dim)
+    if nested and layer_types is None:
+        layer_types = generated_layer_types(kind, n_layers)
+    if nested and kind.resolver == "flat":
+        # the per-layer dict as the class holds it, so that a layer type it gives no rope reads as such
+        built = _class_rope_dict(src, kind)
+        if any(v is None for v in built.values()):
+            text = {**text, "rope_parameters": built}
     base.top_level = {} if nested else per_type[""]
     if not kind.scales and not nested and per_type[""].get("rope_type", "default") != "default":
         notes.append(f"{text_type}'s rotary embedding computes plain RoPE whatever the rope dict says: "
@@ -726,17 +751,77 @@ def _engine_read(r: remote_code.EngineReading) -> ModelPositions:
     return model
 
 
+def _class_rope_dict(text: Mapping[str, Any], kind: _Kind) -> dict[str, Any]:
+    """The file's rope dict as the class nests it (generated ``conversions``): keys beside the layer-type dicts of a
+    per-layer rope_parameters are dropped where the class ignores them (transformers nests only the keys that are
+    layer types); a flat dict is copied to the layer types the class puts it on (Ergo: sliding layers, and full
+    attention gets none). A null entry stays: that layer type gets no RoPE."""
+    rp = _rope_dict(text)
+    if not rp and kind.default_rope is not None:
+        rp = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in kind.default_rope.items()}
+    conv = kind.conversions
+    if any(isinstance(v, Mapping) for v in rp.values()):
+        strays = [k for k, v in rp.items() if not isinstance(v, Mapping) and v is not None]
+        read = [k for k in strays if (conv.get("stray") or {}).get(k, "ignored") != "ignored"]
+        if read:
+            raise PosencError(f"rope_parameters mixes layer-type dicts with {', '.join(map(repr, read))}, which the "
+                              "config class reads in a way posenc does not model; write one dict per layer type")
+        return {k: v for k, v in rp.items() if k not in strays}
+    flat = conv.get("flat")
+    if rp and flat and flat.get("to"):
+        theta = text.get("rope_theta", flat.get("theta"))
+        copied = {**rp, "rope_theta": rp.get("rope_theta", theta)} if theta is not None else dict(rp)
+        return {**{g: dict(copied) for g in flat["to"]}, **{g: None for g in flat.get("none", ())}}
+    return rp
+
+
+def _converted(per_type: dict[str, dict[str, Any]], given: Mapping[str, Any], text: Mapping[str, Any], kind: _Kind,
+               head_dim: int | None) -> dict[str, dict[str, Any]]:
+    """The resolved dicts with the generated key conversions applied (MiniMax-M2's ``rotary_dim`` becomes
+    ``partial_rotary_factor = rotary_dim / head_dim``; Dots3's ``swa_rope_theta`` the sliding layers' theta): a key
+    the file sets gives its group's field, unless the file's own rope dict for that group sets the field, or the
+    class lets the top-level field written beside it win. ``rope_theta`` / ``partial_rotary_factor`` themselves are
+    the rope standardization of :func:`_flat`."""
+    for key, rules in (kind.conversions.get("keys") or {}).items():
+        value = text.get(key)
+        if key in ("rope_theta", "partial_rotary_factor") or not _is_number(value):
+            continue
+        for rule in rules:
+            group, fld = rule["group"], rule["field"]
+            own = given.get(group) if group else given
+            if group not in per_type or (isinstance(own, Mapping) and fld in own):
+                continue
+            if not rule.get("wins") and text.get(fld) is not None:
+                continue
+            if rule["transform"] == "per_head_dim":
+                if not head_dim:
+                    continue
+                per_type[group][fld] = float(value) / head_dim
+            else:
+                per_type[group][fld] = float(value)
+    return per_type
+
+
+def generated_layer_types(kind: _Kind, n: int | None) -> list[str] | None:
+    """The layer types the config class builds when the file names none and they depend on the layer index alone
+    (generated ``layer_types``: MiMo-V2-Flash's full attention at layer 0 and every sixth)."""
+    rule = kind.layer_rule
+    if not rule or n is None:
+        return None
+    head, cycle = list(rule["head"]), list(rule["cycle"])
+    return [head[i] if i < len(head) else cycle[(i - len(head)) % len(cycle)] for i in range(n)]
+
+
 def _resolve(text: Mapping[str, Any], text_type: str, kind: _Kind, max_pos: int | None,
              head_dim: int | None) -> tuple[dict[str, dict[str, Any]], bool]:
     """The rope dict(s) as the config class builds them: ``({"": flat}, False)`` or ``({layer type: dict}, True)``."""
     if kind.resolver == "flat":
-        rp = _rope_dict(text)
-        if not rp and kind.default_rope is not None:
-            rp = dict(kind.default_rope)
-        # per layer type, written in the file (v5); a null entry gives that layer type no RoPE (Beam)
-        if rp and all(isinstance(v, Mapping) or v is None for v in rp.values()) and any(rp.values()):
-            return {k: _flat(v, text, kind, text_type, max_pos) for k, v in rp.items() if v is not None}, True
-        return {"": _flat(rp, text, kind, text_type, max_pos)}, False
+        rp = _class_rope_dict(text, kind)
+        if any(isinstance(v, Mapping) for v in rp.values()):
+            # per layer type (v5); a null entry gives that layer type no RoPE (Beam)
+            per_type = {k: _flat(v, text, kind, text_type, max_pos) for k, v in rp.items() if isinstance(v, Mapping)}
+            return _converted(per_type, rp, text, kind, head_dim), True
+        return _converted({"": _flat(rp, text, kind, text_type, max_pos)}, rp, text, kind, head_dim), False
     if kind.resolver == "deepseek_v4":
         return _deepseek_v4(text, kind, max_pos, head_dim), True
     builders: dict[str, Callable[..., dict[str, dict[str, Any]]]] = {
