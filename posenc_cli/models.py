@@ -817,11 +817,14 @@ def _resolve(text: Mapping[str, Any], text_type: str, kind: _Kind, max_pos: int 
     """The rope dict(s) as the config class builds them: ``({"": flat}, False)`` or ``({layer type: dict}, True)``."""
     if kind.resolver == "flat":
         rp = _class_rope_dict(text, kind)
+        if not _rope_dict(text) and kind.conversions.get("ignored"):
+            # the class's own rope dict holds these already: the top-level keys are not read (Moonshine Streaming)
+            text = {k: v for k, v in text.items() if k not in kind.conversions["ignored"]}
         if any(isinstance(v, Mapping) for v in rp.values()):
             # per layer type (v5); a null entry gives that layer type no RoPE (Beam)
             per_type = {k: _flat(v, text, kind, text_type, max_pos) for k, v in rp.items() if isinstance(v, Mapping)}
-            return _converted(per_type, rp, text, kind, head_dim), True
-        return _converted({"": _flat(rp, text, kind, text_type, max_pos)}, rp, text, kind, head_dim), False
+            return _converted(per_type, _rope_dict(text), text, kind, head_dim), True
+        return _converted({"": _flat(rp, text, kind, text_type, max_pos)}, _rope_dict(text), text, kind, head_dim), False
     if kind.resolver == "deepseek_v4":
         return _deepseek_v4(text, kind, max_pos, head_dim), True
     builders: dict[str, Callable[..., dict[str, dict[str, Any]]]] = {

@@ -351,7 +351,8 @@ def conversions(cls: type) -> dict[str, Any] | None:
     distinctive values): ``keys``: key -> [{group, field, transform, wins}] where ``transform`` is ``value`` or
     ``per_head_dim`` and ``wins`` says whether the key beats the top-level ``rope_theta`` /
     ``partial_rotary_factor`` written beside it; ``layers``: a list key -> {element: layer type}; ``unexplained``:
-    keys that change the rope in a way no transform names (the sweep shows what posenc then reads); ``flat``: the
+    keys that change the rope in a way no transform names (the sweep shows what posenc then reads); ``ignored``:
+    ``rope_theta`` / ``partial_rotary_factor`` written at the top level of a file with no rope dict and not read; ``flat``: the
     groups a flat rope dict is copied to (and those left without rope) in classes that nest it; ``stray``: whether
     a key beside the layer-type dicts of a per-layer rope_parameters is ignored (per stray key). None: the class cannot build its
     defaults without a rope dict or layer types."""
@@ -366,6 +367,7 @@ def conversions(cls: type) -> dict[str, Any] | None:
     rules: dict[str, list[dict[str, Any]]] = {}
     layer_rules: dict[str, dict[str, str]] = {}
     unexplained: list[str] = []
+    ignored: list[str] = []
     n = _attr(built, "num_hidden_layers")
     for key in keys:
         kind = _probe_kind(key)
@@ -415,6 +417,8 @@ def conversions(cls: type) -> dict[str, Any] | None:
             elif [(r["group"], r["field"], r["transform"]) for r in this] != \
                     [(r["group"], r["field"], r["transform"]) for r in found_rules]:
                 found_rules = [{**r, "transform": None} for r in found_rules]
+        if found_rules is not None and not found_rules and key in ("rope_theta", "partial_rotary_factor"):
+            ignored.append(key)  # the class's own rope dict already holds it (Moonshine Streaming)
         if not found_rules:
             continue
         if any(r["transform"] is None for r in found_rules):
@@ -432,6 +436,8 @@ def conversions(cls: type) -> dict[str, Any] | None:
         out["layers"] = layer_rules
     if unexplained:
         out["unexplained"] = sorted(unexplained)
+    if ignored:
+        out["ignored"] = sorted(ignored)
     nested = {g for g in before if g}
     if nested:
         flat = _build(cls, {**base, "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 12345.0}})
