@@ -5,12 +5,15 @@ file: see :mod:`posenc_cli.sources`) into a :class:`ModelPositions`: per group o
 rope dict as transformers resolves it, the head dim its rope functions read, plus the model's windows and any
 attention scaling applied outside the rope.
 
-The rules follow transformers 5.24's config classes and rotary embeddings. What each config class assumes is
+The rules follow transformers 5.25's config classes and rotary embeddings. What each config class assumes is
 generated, not written by hand: ``model_types.json`` (written by ``tests/generate_model_types.py`` from the
 installed transformers, read here without importing it) holds, per model type, the path to the decoder's config,
 the class defaults of every attribute the rotary embedding reads, its ``attribute_map`` aliases, how its head dim
-is derived and whether plain RoPE honours ``partial_rotary_factor``. :data:`_RULES` keeps only what no attribute
-shows (code in a config class or an attention module), each entry needed by a test.
+is derived, whether plain RoPE honours ``partial_rotary_factor``, what the class builds from the keys real files
+carry (``conversions``, probed: MiniMax-M2's ``rotary_dim``, Dots3's ``swa_rope_theta``, a flat dict on a per-layer
+class, keys beside layer-type dicts) and the layer types it builds when a file names none (MiMo-V2-Flash).
+:data:`_RULES` keeps only what no attribute or probe shows (code in a config class or an attention module), each
+entry needed by a test.
 
 * The text model is ``get_text_config(decoder=True)``: the generated path (``text_config``,
   ``thinker_config.text_config`` in Qwen2.5-Omni, ``decoder`` in T5Gemma); a sub-config the file leaves out is the
@@ -41,6 +44,7 @@ shows (code in a config class or an attention module), each entry needed by a te
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -109,6 +113,37 @@ def generated() -> dict[str, Any]:
     ``tests/generate_model_types.py`` from the installed transformers (its version is in ``"transformers"``)."""
     data: dict[str, Any] = json.loads(Path(__file__).with_name("model_types.json").read_text(encoding="utf-8"))
     return data
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The leading numeric release segments of a version string (``5.26.0.dev0`` -> ``(5, 26, 0)``)."""
+    parts = []
+    for piece in version.split("."):
+        digits = "".join(itertools.takewhile(str.isdigit, piece))
+        if not digits:
+            break
+        parts.append(int(digits))
+        if digits != piece:
+            break
+    return tuple(parts)
+
+
+def newer_transformers_notice() -> str | None:
+    """One line for stderr when the installed transformers is newer than the one ``model_types.json`` was generated
+    from (new model types, changed class defaults: posenc may read them otherwise than it does), else None (also when
+    transformers is not installed). Reads the installed version from its package metadata: nothing is imported."""
+    from importlib import metadata
+
+    try:
+        installed = metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        return None
+    data = str(generated()["transformers"])
+    if _release(installed) <= _release(data):
+        return None
+    return (f"note: transformers {installed} is installed, newer than {data}, which posenc's model-type data was "
+            "generated from: model types or class defaults added since may read otherwise; upgrade posenc, or in "
+            "a checkout run python tests/generate_model_types.py")
 
 
 #: What the generated data cannot hold, per text model type: code in the config class or the attention module that
@@ -771,7 +806,7 @@ def _class_rope_dict(text: Mapping[str, Any], kind: _Kind) -> dict[str, Any]:
     if rp and flat and flat.get("to"):
         theta = text.get("rope_theta", flat.get("theta"))
         copied = {**rp, "rope_theta": rp.get("rope_theta", theta)} if theta is not None else dict(rp)
-        return {**{g: dict(copied) for g in flat["to"]}, **{g: None for g in flat.get("none", ())}}
+        return {**{g: dict(copied) for g in flat["to"]}, **dict.fromkeys(flat.get("none", ()))}
     return rp
 
 
@@ -783,9 +818,10 @@ def _converted(per_type: dict[str, dict[str, Any]], given: Mapping[str, Any], te
     class lets the top-level field written beside it win. ``rope_theta`` / ``partial_rotary_factor`` themselves are
     the rope standardization of :func:`_flat`."""
     for key, rules in (kind.conversions.get("keys") or {}).items():
-        value = text.get(key)
-        if key in ("rope_theta", "partial_rotary_factor") or not _is_number(value):
+        raw = text.get(key)
+        if key in ("rope_theta", "partial_rotary_factor") or not isinstance(raw, (int, float)) or not _is_number(raw):
             continue
+        value = float(raw)
         for rule in rules:
             group, fld = rule["group"], rule["field"]
             own = given.get(group) if group else given
@@ -796,9 +832,9 @@ def _converted(per_type: dict[str, dict[str, Any]], given: Mapping[str, Any], te
             if rule["transform"] == "per_head_dim":
                 if not head_dim:
                     continue
-                per_type[group][fld] = float(value) / head_dim
+                per_type[group][fld] = value / head_dim
             else:
-                per_type[group][fld] = float(value)
+                per_type[group][fld] = value
     return per_type
 
 
@@ -824,7 +860,8 @@ def _resolve(text: Mapping[str, Any], text_type: str, kind: _Kind, max_pos: int 
             # per layer type (v5); a null entry gives that layer type no RoPE (Beam)
             per_type = {k: _flat(v, text, kind, text_type, max_pos) for k, v in rp.items() if isinstance(v, Mapping)}
             return _converted(per_type, _rope_dict(text), text, kind, head_dim), True
-        return _converted({"": _flat(rp, text, kind, text_type, max_pos)}, _rope_dict(text), text, kind, head_dim), False
+        flat = {"": _flat(rp, text, kind, text_type, max_pos)}
+        return _converted(flat, _rope_dict(text), text, kind, head_dim), False
     if kind.resolver == "deepseek_v4":
         return _deepseek_v4(text, kind, max_pos, head_dim), True
     builders: dict[str, Callable[..., dict[str, dict[str, Any]]]] = {

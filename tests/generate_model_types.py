@@ -29,7 +29,18 @@ and per text config class (``text``, keyed by the class's ``model_type``):
   number of frequencies at 0.5 against 1.0);
 * ``accepts``: the rope types the class builds a rotary embedding for (Phi-3's rejects all but longrope);
 * ``rotary``: the rotary embedding class the decoder builds; ``scales``: whether it applies a rope type other than
-  plain RoPE at all (probed with linear x2).
+  plain RoPE at all (probed with linear x2);
+* ``conversions``: what the class builds from the keys real files carry (see :func:`conversions`): each rope key its
+  fields and source name (:func:`candidate_keys`: ``rotary_dim``, ``compress_rope_theta``, ``swa_rope_theta``,
+  ``rope_local_base_freq``, ``*_rope_theta``, ``rotary_pct``, ...), set alone on the class defaults written as a file
+  without rope_parameters and layer_types, with two distinctive values, and read back from the built
+  ``rope_parameters`` (group, field, ``value`` or ``value / head_dim``, and whether it beats the top-level field
+  written beside it); a flat rope dict on per-layer classes; keys beside layer-type dicts;
+* ``layer_types``: the layer types the class builds when a file names none, when they depend on the layer index
+  alone (``{"head": [...], "cycle": [...]}``, probed at several layer counts).
+
+``models`` entries also say ``decoder_prefix`` where ``get_text_config(decoder=True)`` hands out a copy of an
+encoder-decoder config with its ``decoder_*`` keys renamed (Moonshine).
 
 Model types whose decoder has no rotary embedding are listed in ``without_rotary`` with the reason.
 """
@@ -252,7 +263,7 @@ _PROBE_NAME = re.compile(r"rope|rotary|theta|partial|_pct|base_freq|layer_patter
 _NOT_PROBED = frozenset({"rope_parameters", "rope_scaling", "rope_type", "type", "default_theta", "rope_init_fn",
                          "rope_layer_type", "partial_rotary_factors", "rope_type_labels", "_rope_type_labels"})
 #: distinctive probe values per kind of key (two each, so that a rule is checked on a second value)
-_THETAS, _FRACTIONS, _THETA_TOP, _FRACTION_TOP = (12345.0, 23456.0), (0.5, 0.375), 77777.0, 0.75
+_THETAS, _FRACTIONS, _THETA_TOP, _FRACTION_TOP = (12345.0, 23456.0, 34567.0), (0.5, 0.375, 0.625), 77777.0, 0.75
 
 
 def _probe_kind(name: str) -> str | None:
@@ -348,14 +359,17 @@ def _convert(transform: str, value: float, head_dim: int | None) -> float:
 
 def conversions(cls: type) -> dict[str, Any] | None:
     """What the class builds from keys real files carry, probed (each key alone on the class defaults, with two
-    distinctive values): ``keys``: key -> [{group, field, transform, wins}] where ``transform`` is ``value`` or
-    ``per_head_dim`` and ``wins`` says whether the key beats the top-level ``rope_theta`` /
-    ``partial_rotary_factor`` written beside it; ``layers``: a list key -> {element: layer type}; ``unexplained``:
-    keys that change the rope in a way no transform names (the sweep shows what posenc then reads); ``ignored``:
-    ``rope_theta`` / ``partial_rotary_factor`` written at the top level of a file with no rope dict and not read; ``flat``: the
-    groups a flat rope dict is copied to (and those left without rope) in classes that nest it; ``stray``: whether
-    a key beside the layer-type dicts of a per-layer rope_parameters is ignored (per stray key). None: the class cannot build its
-    defaults without a rope dict or layer types."""
+    distinctive values).
+
+    ``keys``: key -> [{group, field, transform, wins}], ``transform`` being ``value`` or ``per_head_dim`` and ``wins``
+    whether the key beats the top-level ``rope_theta`` / ``partial_rotary_factor`` written beside it; ``layers``: a
+    list key -> {element: layer type}; ``unexplained``: keys that change the rope in a way no transform names (the
+    sweep shows what posenc then reads); ``ignored``: ``rope_theta`` / ``partial_rotary_factor`` at the top level of a
+    file with no rope dict, not read; ``flat``: the groups a flat rope dict is copied to (and those left without rope)
+    in classes that nest it, and the theta they get; ``stray``: per stray key, whether a key beside the layer-type
+    dicts of a per-layer rope_parameters is ignored. None: the class cannot build its defaults without a rope dict or
+    layer types.
+    """
     keys = candidate_keys(cls)
     found = _probe_base(cls, keys)
     if found is None:
@@ -395,8 +409,12 @@ def conversions(cls: type) -> dict[str, Any] | None:
                 continue
             values: tuple[float, ...] = (head_dim // 2, head_dim // 4)
         else:
-            values = _THETAS if kind == "theta" else _FRACTIONS
+            # two values that are neither the key's default nor a value the rope dicts already hold
+            taken = {base.get(key)} | {p.get(f) for p in before.values() if p for f in ("rope_theta",
+                                                                                         "partial_rotary_factor")}
+            values = tuple(v for v in (_THETAS if kind == "theta" else _FRACTIONS) if v not in taken)[:2]
         found_rules: list[dict[str, Any]] | None = None
+        disagree = False
         for value in values:
             after = _build(cls, {**base, key: value})
             if after is None:
@@ -416,7 +434,10 @@ def conversions(cls: type) -> dict[str, Any] | None:
                 found_rules = this
             elif [(r["group"], r["field"], r["transform"]) for r in this] != \
                     [(r["group"], r["field"], r["transform"]) for r in found_rules]:
-                found_rules = [{**r, "transform": None} for r in found_rules]
+                disagree = True
+        if disagree:
+            unexplained.append(key)
+            continue
         if found_rules is not None and not found_rules and key in ("rope_theta", "partial_rotary_factor"):
             ignored.append(key)  # the class's own rope dict already holds it (Moonshine Streaming)
         if not found_rules:
@@ -430,7 +451,8 @@ def conversions(cls: type) -> dict[str, Any] | None:
             got = (rope_view(both).get(rule["group"]) or {}).get(rule["field"]) if both is not None else None
             rule["wins"] = got is not None and math.isclose(
                 float(got), _convert(rule["transform"], values[0], head_dim), rel_tol=1e-9)
-        rules[key] = found_rules
+        # sorted: some classes build their per-layer dicts in set order, which varies with the hash seed
+        rules[key] = sorted(found_rules, key=lambda r: (r["group"], r["field"]))
     out: dict[str, Any] = {"keys": rules}
     if layer_rules:
         out["layers"] = layer_rules

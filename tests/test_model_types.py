@@ -8,6 +8,12 @@ the same order; the one difference is torch's float32 pow against a float64 pow 
 float32, 1.2e-7 relative each), its attention factor (rel 1e-9: Python floats on both sides) and its rotary dim.
 A model type posenc does not read is listed in :data:`NOT_READ` with the reason, and is checked to still be refused
 with that reason: the list cannot silently grow or go stale.
+
+The conversion sweep (:func:`test_every_probed_key_reads_like_transformers`) does the same for what each class builds
+from the keys real files carry: the defaults written as a legacy file (no rope_parameters, no layer_types) with each
+rope key the class names (found live from transformers' source), a flat rope dict, a partial factor inside
+rope_parameters and a stray key beside layer-type dicts; it also checks which layers use each group. What posenc still
+reads otherwise is listed in :data:`KNOWN_MISREAD` and checked to still differ.
 """
 
 from __future__ import annotations
@@ -180,7 +186,12 @@ def test_the_data_is_current_for_the_installed_transformers() -> None:
     if transformers.__version__ != DATA["transformers"]:
         pytest.skip(f"model_types.json is for transformers {DATA['transformers']}, "
                     f"{transformers.__version__} is installed: run tests/generate_model_types.py")
-    assert json.loads(json.dumps(gen.generate())) == DATA
+    fresh = json.loads(json.dumps(gen.generate()))
+    for part in ("models", "text", "without_rotary"):
+        stale = {k: (DATA[part].get(k), fresh[part].get(k)) for k in set(DATA[part]) | set(fresh[part])
+                 if DATA[part].get(k) != fresh[part].get(k)}
+        assert not stale, (f"{part} is stale: run python tests/generate_model_types.py", stale)
+    assert fresh == DATA
 
 
 CORPUS = sorted(p for p in (gen.OUT.parent.parent / "tests" / "corpus").glob("*.json") if p.name != "SOURCES.json")
@@ -249,6 +260,10 @@ def assert_same_layers(d: dict[str, Any], model_type: str, context: str) -> None
             assert theirs.get(i) is None, (context, i, group.name, theirs.get(i))
 
 
+FLAT, INSIDE, STRAY = ("flat rope dict", "partial factor inside rope_parameters",
+                       "stray rope_theta beside layer types")
+
+
 def probe_cases(model_type: str) -> Iterator[tuple[str, dict[str, Any]]]:
     """(what was probed, config dict) for every key the text class's fields and source name (found live from
     transformers, not from the generated data), set alone on the class defaults as a file without rope_parameters
@@ -285,15 +300,15 @@ def probe_cases(model_type: str) -> Iterator[tuple[str, dict[str, Any]]]:
             yield key, case({key: 34567.0})
         elif kind == "fraction":
             yield key, case({key: 0.5})
-    yield "flat rope dict", case({"rope_parameters": {"rope_type": "linear", "factor": 2.0}})
-    yield "partial factor inside rope_parameters", case(
+    yield FLAT, case({"rope_parameters": {"rope_type": "linear", "factor": 2.0}})
+    yield INSIDE, case(
         {"rope_parameters": {"rope_type": "default", "rope_theta": 20000.0, "partial_rotary_factor": 0.5}})
     rope = text.get("rope_parameters") or {}
     groups = {k: v for k, v in rope.items() if isinstance(v, dict)}
     if groups:
         first = "full_attention" if "full_attention" in groups else next(iter(groups))
         scaled = {**groups, first: {**groups[first], "rope_type": "yarn", "factor": 64.0}}
-        yield "stray rope_theta beside layer types", case(
+        yield STRAY, case(
             {"rope_parameters": {**scaled, "rope_theta": 54321.0}, "layer_types": text.get("layer_types")})
 
 
@@ -338,44 +353,58 @@ _CODE = "rope built in the class's code from per-type defaults, not a key conver
 #: Probes posenc still reads otherwise than transformers under 5.25 (model type -> probe -> why). Each is checked to
 #: still differ, so the list cannot go stale; a fix removes its entry.
 KNOWN_MISREAD: dict[str, dict[str, str]] = {
-    'axk2': {'qk_rope_head_dim': _MLA},
-    'bailing_hybrid': {'qk_rope_head_dim': _MLA},
-    'beam': {'rope_theta': _CODE},
-    'deepseek_v3': {'qk_rope_head_dim': _MLA},
-    'deepseek_v4': {'stray rope_theta beside layer types': _CODE},
-    'diffusion_gemma': {'partial_rotary_factor': _GEMMA},
-    'diffusion_gemma_text': {'partial_rotary_factor': _GEMMA},
-    'dory': {'rope_theta': _CODE, 'stray rope_theta beside layer types': _CODE},
-    'dots3_note': {'partial_rotary_factor': _CODE, 'rope_theta': _CODE, 'swa_qk_rope_head_dim': _CODE, 'swa_rope_theta': _CODE, 'flat rope dict': _CODE, 'partial factor inside rope_parameters': _CODE},
-    'dots3_note_text': {'partial_rotary_factor': _CODE, 'rope_theta': _CODE, 'swa_qk_rope_head_dim': _CODE, 'swa_rope_theta': _CODE, 'flat rope dict': _CODE, 'partial factor inside rope_parameters': _CODE},
-    'embedding_gemma2': {'rope_theta': _GEMMA},
-    'embedding_gemma2_text': {'rope_theta': _GEMMA},
-    'esm': {'partial factor inside rope_parameters': _CODE},
-    'ergo': {'partial factor inside rope_parameters': _CODE},
-    'gemma3n': {'rope_theta': _GEMMA, 'flat rope dict': _GEMMA, 'partial factor inside rope_parameters': _GEMMA},
-    'gemma3n_text': {'rope_theta': _GEMMA, 'flat rope dict': _GEMMA, 'partial factor inside rope_parameters': _GEMMA},
-    'glm_moe_dsa': {'qk_rope_head_dim': _MLA},
-    'hy_v4': {'qk_rope_head_dim': _MLA},
-    'kimi_k25': {'qk_rope_head_dim': _MLA},
-    'lfm3': {'partial_rotary_factor': _CODE},
-    'lfm3_vl': {'partial_rotary_factor': _CODE},
-    'ministral3': {'flat rope dict': _CODE},
-    'mistral_large4': {'qk_rope_head_dim': _MLA},
-    'mistral_large4_text': {'qk_rope_head_dim': _MLA},
-    'moonshine_streaming': {'flat rope dict': _CODE},
-    'muse_spark': {'flat rope dict': _CODE},
-    'muse_spark_text': {'flat rope dict': _CODE},
-    'nemotron3_5_transcribe_asr_audio': {'flat rope dict': _CODE},
-    'nemotron3_5_transcribe_word_timestamp': {'flat rope dict': _CODE},
-    'neomme': {'partial_rotary_factor': _CODE, 'rope_theta': _CODE},
-    'step3p5': {'rope_theta': _CODE, 'flat rope dict': _CODE, 'partial factor inside rope_parameters': _CODE},
-    'step3p7': {'rope_theta': _CODE, 'flat rope dict': _CODE, 'partial factor inside rope_parameters': _CODE},
-    't5gemma2': {'rope_theta': _GEMMA, 'flat rope dict': _GEMMA, 'partial factor inside rope_parameters': _GEMMA},
-    't5gemma2_decoder': {'rope_theta': _GEMMA, 'flat rope dict': _GEMMA, 'partial factor inside rope_parameters': _GEMMA},
-    't5gemma2_encoder': {'rope_theta': _GEMMA, 'flat rope dict': _GEMMA, 'partial factor inside rope_parameters': _GEMMA},
-    't5gemma2_text': {'rope_theta': _GEMMA, 'flat rope dict': _GEMMA, 'partial factor inside rope_parameters': _GEMMA},
-    'voxtral': {'flat rope dict': _CODE},
-    'voxtral_realtime': {'flat rope dict': _CODE},
+    "axk2": {"qk_rope_head_dim": _MLA},
+    "bailing_hybrid": {"qk_rope_head_dim": _MLA},
+    "beam": {"rope_theta": _CODE},
+    "deepseek_v3": {"qk_rope_head_dim": _MLA},
+    "deepseek_v4": {STRAY: _CODE},
+    "diffusion_gemma": {"partial_rotary_factor": _GEMMA},
+    "diffusion_gemma_text": {"partial_rotary_factor": _GEMMA},
+    "dory": {"rope_theta": _CODE, STRAY: _CODE},
+    "dots3_note": {
+        "partial_rotary_factor": _CODE,
+        "rope_theta": _CODE,
+        "swa_qk_rope_head_dim": _CODE,
+        "swa_rope_theta": _CODE,
+        FLAT: _CODE,
+        INSIDE: _CODE,
+    },
+    "dots3_note_text": {
+        "partial_rotary_factor": _CODE,
+        "rope_theta": _CODE,
+        "swa_qk_rope_head_dim": _CODE,
+        "swa_rope_theta": _CODE,
+        FLAT: _CODE,
+        INSIDE: _CODE,
+    },
+    "embedding_gemma2": {"rope_theta": _GEMMA},
+    "embedding_gemma2_text": {"rope_theta": _GEMMA},
+    "esm": {INSIDE: _CODE},
+    "ergo": {INSIDE: _CODE},
+    "gemma3n": {"rope_theta": _GEMMA, FLAT: _GEMMA, INSIDE: _GEMMA},
+    "gemma3n_text": {"rope_theta": _GEMMA, FLAT: _GEMMA, INSIDE: _GEMMA},
+    "glm_moe_dsa": {"qk_rope_head_dim": _MLA},
+    "hy_v4": {"qk_rope_head_dim": _MLA},
+    "kimi_k25": {"qk_rope_head_dim": _MLA},
+    "lfm3": {"partial_rotary_factor": _CODE},
+    "lfm3_vl": {"partial_rotary_factor": _CODE},
+    "ministral3": {FLAT: _CODE},
+    "mistral_large4": {"qk_rope_head_dim": _MLA},
+    "mistral_large4_text": {"qk_rope_head_dim": _MLA},
+    "moonshine_streaming": {FLAT: _CODE},
+    "muse_spark": {FLAT: _CODE},
+    "muse_spark_text": {FLAT: _CODE},
+    "nemotron3_5_transcribe_asr_audio": {FLAT: _CODE},
+    "nemotron3_5_transcribe_word_timestamp": {FLAT: _CODE},
+    "neomme": {"partial_rotary_factor": _CODE, "rope_theta": _CODE},
+    "step3p5": {"rope_theta": _CODE, FLAT: _CODE, INSIDE: _CODE},
+    "step3p7": {"rope_theta": _CODE, FLAT: _CODE, INSIDE: _CODE},
+    "t5gemma2": {"rope_theta": _GEMMA, FLAT: _GEMMA, INSIDE: _GEMMA},
+    "t5gemma2_decoder": {"rope_theta": _GEMMA, FLAT: _GEMMA, INSIDE: _GEMMA},
+    "t5gemma2_encoder": {"rope_theta": _GEMMA, FLAT: _GEMMA, INSIDE: _GEMMA},
+    "t5gemma2_text": {"rope_theta": _GEMMA, FLAT: _GEMMA, INSIDE: _GEMMA},
+    "voxtral": {FLAT: _CODE},
+    "voxtral_realtime": {FLAT: _CODE},
 }
 
 

@@ -11,7 +11,7 @@ from posenc_cli.frequencies import compute
 from posenc_cli.inspection import spec_for
 from posenc_cli.models import ModelPositions, windows
 
-VERSION = "5.24"
+VERSION = "5.25"
 
 
 def groups_at(model: ModelPositions, seq_len: int | None) -> list[GroupRun]:
