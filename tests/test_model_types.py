@@ -256,6 +256,13 @@ def test_every_corpus_file_with_every_rope_type_reads_like_transformers(path: An
     if case is None:
         pytest.skip("no config class with a rotary embedding in transformers, or no sub-config to put a rope in")
     d, model_type = case
+    try:
+        as_shipped: dict[str, tuple[np.ndarray, float]] | None = hf_groups(d, model_type)
+    except Exception:  # noqa: BLE001 - a file the class refuses as shipped: only the rope types below
+        as_shipped = None
+    if as_shipped is not None:  # as shipped, with the generated conversions applied, per group and per layer
+        assert_same(posenc_groups(d), as_shipped, "as shipped", model_type in REORDERED)
+        assert_same_layers(d, model_type, "as shipped")
     refused = []
     for name, params in ROPE_TYPES.items():
         try:
