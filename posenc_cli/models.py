@@ -441,6 +441,10 @@ def _head_dim(text: Mapping[str, Any], kind: _Kind, text_type: str) -> int | Non
         value = text.get(key)
         if value is not None and not (_is_number(value) and value == int(value)):
             raise PosencError(f"{key} = {value!r} is not a whole number")
+    for key, rules in (kind.conversions.get("keys") or {}).items():
+        # a dim the class makes config.head_dim whatever head_dim the file writes (GLM-5's qk_rope_head_dim)
+        if any(r["field"] == "head_dim" and r.get("wins") for r in rules) and text.get(key):
+            return int(text[key])
     if kind.mla and text.get("qk_rope_head_dim"):
         return int(text["qk_rope_head_dim"])  # MLA: the config class sets head_dim = qk_rope_head_dim
     if kind.mla:
@@ -824,6 +828,8 @@ def _converted(per_type: dict[str, dict[str, Any]], given: Mapping[str, Any], te
         value = float(raw)
         for rule in rules:
             group, fld = rule["group"], rule["field"]
+            if fld == "head_dim":
+                continue  # read by _head_dim
             own = given.get(group) if group else given
             if group not in per_type or (isinstance(own, Mapping) and fld in own):
                 continue

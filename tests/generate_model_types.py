@@ -357,6 +357,20 @@ def _convert(transform: str, value: float, head_dim: int | None) -> float:
     return float(value) if transform == "value" else float(value) / float(head_dim or 1)
 
 
+def _head_dim_rule_of(cls: type, base: dict[str, Any], key: str, values: tuple[float, ...]) -> list[dict[str, Any]]:
+    """``[{field: head_dim, ...}]`` when a dim key becomes ``config.head_dim`` (GLM-5's ``qk_rope_head_dim``: the
+    inherited rotary reads head_dim), with ``wins``: whether it beats a head_dim the file writes beside it."""
+    plain = {k: v for k, v in base.items() if k != "head_dim"}
+    for value in values:
+        built = _build(cls, {**plain, key: int(value)})
+        if built is None or _attr(built, "head_dim") != int(value):
+            return []
+    other = int(values[0]) * 2
+    beside = _build(cls, {**plain, key: int(values[0]), "head_dim": other})
+    wins = beside is not None and _attr(beside, "head_dim") == int(values[0])
+    return [{"group": "", "field": "head_dim", "transform": "value", "wins": wins}]
+
+
 def conversions(cls: type) -> dict[str, Any] | None:
     """What the class builds from keys real files carry, probed (each key alone on the class defaults, with two
     distinctive values).
@@ -438,6 +452,8 @@ def conversions(cls: type) -> dict[str, Any] | None:
         if disagree:
             unexplained.append(key)
             continue
+        if kind == "dim" and found_rules is not None:
+            found_rules += _head_dim_rule_of(cls, base, key, values)
         if found_rules is not None and not found_rules and key in ("rope_theta", "partial_rotary_factor"):
             ignored.append(key)  # the class's own rope dict already holds it (Moonshine Streaming)
         if not found_rules:
@@ -446,6 +462,8 @@ def conversions(cls: type) -> dict[str, Any] | None:
             unexplained.append(key)
             continue
         for rule in found_rules:
+            if rule["field"] == "head_dim":
+                continue
             top = {"rope_theta": _THETA_TOP, "partial_rotary_factor": _FRACTION_TOP}[rule["field"]]
             both = _build(cls, {**base, key: values[0], rule["field"]: top}) if key != rule["field"] else None
             got = (rope_view(both).get(rule["group"]) or {}).get(rule["field"]) if both is not None else None

@@ -393,14 +393,13 @@ def test_every_probed_key_reads_like_transformers(model_type: str) -> None:
 #: Probes posenc refuses rather than misread, with the words its error carries.
 PROBE_REFUSED: dict[str, dict[str, str]] = {}
 
-_MLA = "MLA: qk_rope_head_dim set beside the class's head_dim; posenc's MLA rule reads another rotary dim"
+_MLA = ("MLA: a file writing head_dim beside another qk_rope_head_dim; the class keeps the file's head_dim, posenc's "
+        "MLA rule reads qk_rope_head_dim (the two are equal in every shipped file)")
 _GEMMA = "Gemma-style per-layer rope built in the class's code; posenc's hand rule differs for this key"
 _CODE = "rope built in the class's code from per-type defaults, not a key conversion the probes name"
 #: Probes posenc still reads otherwise than transformers under 5.25 (model type -> probe -> why). Each is checked to
 #: still differ, so the list cannot go stale; a fix removes its entry.
 KNOWN_MISREAD: dict[str, dict[str, str]] = {
-    "axk2": {"qk_rope_head_dim": _MLA},
-    "bailing_hybrid": {"qk_rope_head_dim": _MLA},
     "beam": {"rope_theta": _CODE},
     "deepseek_v3": {"qk_rope_head_dim": _MLA},
     "deepseek_v4": {STRAY: _CODE},
@@ -429,14 +428,10 @@ KNOWN_MISREAD: dict[str, dict[str, str]] = {
     "ergo": {INSIDE: _CODE},
     "gemma3n": {"rope_theta": _GEMMA, FLAT: _GEMMA, INSIDE: _GEMMA},
     "gemma3n_text": {"rope_theta": _GEMMA, FLAT: _GEMMA, INSIDE: _GEMMA},
-    "glm_moe_dsa": {"qk_rope_head_dim": _MLA},
-    "hy_v4": {"qk_rope_head_dim": _MLA},
     "kimi_k25": {"qk_rope_head_dim": _MLA},
     "lfm3": {"partial_rotary_factor": _CODE},
     "lfm3_vl": {"partial_rotary_factor": _CODE},
     "ministral3": {FLAT: _CODE},
-    "mistral_large4": {"qk_rope_head_dim": _MLA},
-    "mistral_large4_text": {"qk_rope_head_dim": _MLA},
     "moonshine_streaming": {FLAT: _CODE},
     "muse_spark": {FLAT: _CODE},
     "muse_spark_text": {FLAT: _CODE},
