@@ -806,6 +806,14 @@ def _class_rope_dict(text: Mapping[str, Any], kind: _Kind) -> dict[str, Any]:
             raise PosencError(f"rope_parameters mixes layer-type dicts with {', '.join(map(repr, read))}, which the "
                               "config class reads in a way posenc does not model; write one dict per layer type")
         return {k: v for k, v in rp.items() if k not in strays}
+    fill = conv.get("fill")
+    if rp and fill and kind.neox is None and _rope_dict(text):
+        # the file's own flat dict: the class fills in its default_theta, not the theta of the dict it builds when
+        # the file has none (Ministral 3: 10000 against its default YaRN dict's 1e6), and no fraction of its own
+        if "rope_theta" not in rp and text.get("rope_theta") is None:
+            rp["rope_theta"] = fill["rope_theta"]
+        if "partial_rotary_factor" not in rp and text.get("partial_rotary_factor") is None and kind.partial:
+            rp["partial_rotary_factor"] = fill.get("partial_rotary_factor") or 1.0
     flat = conv.get("flat")
     if rp and flat and flat.get("to"):
         theta = text.get("rope_theta", flat.get("theta"))

@@ -380,7 +380,8 @@ def conversions(cls: type) -> dict[str, Any] | None:
     list key -> {element: layer type}; ``unexplained``: keys that change the rope in a way no transform names (the
     sweep shows what posenc then reads); ``ignored``: ``rope_theta`` / ``partial_rotary_factor`` at the top level of a
     file with no rope dict, not read; ``flat``: the groups a flat rope dict is copied to (and those left without rope)
-    in classes that nest it, and the theta they get; ``stray``: per stray key, whether a key beside the layer-type
+    in classes that nest it, and the theta they get; ``fill``: the theta and fraction a flat class puts into a
+    file's rope dict that names neither; ``stray``: per stray key, whether a key beside the layer-type
     dicts of a per-layer rope_parameters is ignored. None: the class cannot build its defaults without a rope dict or
     layer types.
     """
@@ -479,6 +480,14 @@ def conversions(cls: type) -> dict[str, Any] | None:
     if ignored:
         out["ignored"] = sorted(ignored)
     nested = {g for g in before if g}
+    if not nested:
+        # what the class fills into a flat rope dict of the file's that names neither theta nor fraction (its
+        # default_theta, which need not be the theta of the rope dict it builds when the file has none)
+        bare = _build(cls, {**base, "rope_parameters": {"rope_type": "linear", "factor": 2.0}})
+        filled = rope_view(bare).get("") if bare is not None else None
+        if filled and isinstance(filled.get("rope_theta"), (int, float)):
+            out["fill"] = {"rope_theta": float(filled["rope_theta"]),
+                           "partial_rotary_factor": filled.get("partial_rotary_factor")}
     if nested:
         flat = _build(cls, {**base, "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 12345.0}})
         view = rope_view(flat) if flat is not None else {}
