@@ -815,6 +815,9 @@ def _class_rope_dict(text: Mapping[str, Any], kind: _Kind) -> dict[str, Any]:
         if "partial_rotary_factor" not in rp and text.get("partial_rotary_factor") is None and kind.partial:
             rp["partial_rotary_factor"] = fill.get("partial_rotary_factor") or 1.0
     flat = conv.get("flat")
+    if rp and flat is not None and not flat.get("to") and kind.default_rope is not None:
+        # the class puts a flat dict on no layer type and builds its own per-layer dicts (Gemma 3n, T5Gemma 2)
+        return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in kind.default_rope.items()}
     if rp and flat and flat.get("to"):
         theta = text.get("rope_theta", flat.get("theta"))
         copied = {**rp, "rope_theta": rp.get("rope_theta", theta)} if theta is not None else dict(rp)
@@ -827,21 +830,22 @@ def _converted(per_type: dict[str, dict[str, Any]], given: Mapping[str, Any], te
     """The resolved dicts with the generated key conversions applied (MiniMax-M2's ``rotary_dim`` becomes
     ``partial_rotary_factor = rotary_dim / head_dim``; Dots3's ``swa_rope_theta`` the sliding layers' theta): a key
     the file sets gives its group's field, unless the file's own rope dict for that group sets the field, or the
-    class lets the top-level field written beside it win. ``rope_theta`` / ``partial_rotary_factor`` themselves are
-    the rope standardization of :func:`_flat`."""
+    class lets the top-level field written beside it win. ``rope_theta`` / ``partial_rotary_factor`` of a flat dict
+    are the rope standardization of :func:`_flat`; of a per-layer class, the groups the class puts them in (Gemma 3n:
+    full attention only)."""
     for key, rules in (kind.conversions.get("keys") or {}).items():
         raw = text.get(key)
-        if key in ("rope_theta", "partial_rotary_factor") or not isinstance(raw, (int, float)) or not _is_number(raw):
+        if not isinstance(raw, (int, float)) or not _is_number(raw):
             continue
         value = float(raw)
         for rule in rules:
             group, fld = rule["group"], rule["field"]
-            if fld == "head_dim":
-                continue  # read by _head_dim
+            if fld == "head_dim" or (not group and key in ("rope_theta", "partial_rotary_factor")):
+                continue  # read by _head_dim; a flat dict's by _flat
             own = given.get(group) if group else given
             if group not in per_type or (isinstance(own, Mapping) and fld in own):
                 continue
-            if not rule.get("wins") and text.get(fld) is not None:
+            if key != fld and not rule.get("wins") and text.get(fld) is not None:
                 continue
             if rule["transform"] == "per_head_dim":
                 if not head_dim:

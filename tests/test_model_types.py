@@ -396,6 +396,8 @@ PROBE_REFUSED: dict[str, dict[str, str]] = {}
 _MLA = ("MLA: a file writing head_dim beside another qk_rope_head_dim; the class keeps the file's head_dim, posenc's "
         "MLA rule reads qk_rope_head_dim (the two are equal in every shipped file)")
 _GEMMA = "Gemma-style per-layer rope built in the class's code; posenc's hand rule differs for this key"
+_COMPOSITE = ("the composite fills its own text defaults (rope_theta 1e8) into a text_config whose rope dict names no "
+              "theta; posenc takes the text class's")
 _CODE = "rope built in the class's code from per-type defaults, not a key conversion the probes name"
 #: Probes posenc still reads otherwise than transformers under 5.25 (model type -> probe -> why). Each is checked to
 #: still differ, so the list cannot go stale; a fix removes its entry.
@@ -424,22 +426,14 @@ KNOWN_MISREAD: dict[str, dict[str, str]] = {
     },
     "embedding_gemma2": {"rope_theta": _GEMMA},
     "embedding_gemma2_text": {"rope_theta": _GEMMA},
-    "esm": {INSIDE: _CODE},
     "ergo": {INSIDE: _CODE},
-    "gemma3n": {"rope_theta": _GEMMA, FLAT: _GEMMA, INSIDE: _GEMMA},
-    "gemma3n_text": {"rope_theta": _GEMMA, FLAT: _GEMMA, INSIDE: _GEMMA},
+    "esm": {INSIDE: _CODE},
     "kimi_k25": {"qk_rope_head_dim": _MLA},
     "lfm3": {"partial_rotary_factor": _CODE},
     "lfm3_vl": {"partial_rotary_factor": _CODE},
     "neomme": {"partial_rotary_factor": _CODE, "rope_theta": _CODE},
-    "step3p5": {"rope_theta": _CODE, FLAT: _CODE, INSIDE: _CODE},
-    "step3p7": {"rope_theta": _CODE, FLAT: _CODE, INSIDE: _CODE},
-    "t5gemma2": {"rope_theta": _GEMMA, FLAT: _GEMMA, INSIDE: _GEMMA},
-    "t5gemma2_decoder": {"rope_theta": _GEMMA, FLAT: _GEMMA, INSIDE: _GEMMA},
-    "t5gemma2_encoder": {"rope_theta": _GEMMA, FLAT: _GEMMA, INSIDE: _GEMMA},
-    "t5gemma2_text": {"rope_theta": _GEMMA, FLAT: _GEMMA, INSIDE: _GEMMA},
-    "voxtral": {FLAT: _CODE},
-    "voxtral_realtime": {FLAT: _CODE},
+    "voxtral": {FLAT: _COMPOSITE},
+    "voxtral_realtime": {FLAT: _COMPOSITE},
 }
 
 
