@@ -752,6 +752,12 @@ def describe(cfg: Mapping[str, Any]) -> ModelPositions:
     for name, params in per_type.items():  # every dict the file gives, also one no layer ends up using
         check_rope_params(params, name or "rope parameters")
     _assign_layers(base, per_type, text, text_type, layer_types, n_layers)
+    used = {layer.rope_key for layer in base.layers}
+    for name, params in per_type.items():
+        if name not in used and base.layers:
+            # transformers builds it (DeepSeek-V4-Pro's "main" when no layer is sliding-only): said, not reported
+            notes.append(f"rope dict {name!r} ({params.get('rope_type', 'default')}, theta "
+                         f"{float(params['rope_theta']):g}) is built by transformers but no layer uses it")
     if kind.mla:
         flat = base.layers[0].params if base.layers else {}
         if flat.get("rope_type", "default") != "default" and flat.get("mscale_all_dim"):

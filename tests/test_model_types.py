@@ -457,6 +457,10 @@ def test_configs_shaped_like_real_files_read_like_transformers(path: Any) -> Non
     used = hf_layer_groups(d, model_type)
     if used is not None:
         assert {g for g in used.values() if g is not None} == set(ours), (path.name, sorted(ours))
+    # a dict transformers builds that no layer uses (DeepSeek-V4-Pro's "main") is named in a note
+    notes = " ".join(describe(d).notes)
+    for name in set(theirs) - set(ours):
+        assert f"rope dict {name!r}" in notes and "no layer uses it" in notes, (path.name, notes)
 
 
 INSPECT_PAGE = gen.OUT.parent.parent / "docs" / "commands" / "inspect.md"
