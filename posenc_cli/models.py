@@ -5,12 +5,15 @@ file: see :mod:`posenc_cli.sources`) into a :class:`ModelPositions`: per group o
 rope dict as transformers resolves it, the head dim its rope functions read, plus the model's windows and any
 attention scaling applied outside the rope.
 
-The rules follow transformers 5.24's config classes and rotary embeddings. What each config class assumes is
+The rules follow transformers 5.25's config classes and rotary embeddings. What each config class assumes is
 generated, not written by hand: ``model_types.json`` (written by ``tests/generate_model_types.py`` from the
 installed transformers, read here without importing it) holds, per model type, the path to the decoder's config,
 the class defaults of every attribute the rotary embedding reads, its ``attribute_map`` aliases, how its head dim
-is derived and whether plain RoPE honours ``partial_rotary_factor``. :data:`_RULES` keeps only what no attribute
-shows (code in a config class or an attention module), each entry needed by a test.
+is derived, whether plain RoPE honours ``partial_rotary_factor``, what the class builds from the keys real files
+carry (``conversions``, probed: MiniMax-M2's ``rotary_dim``, Dots3's ``swa_rope_theta``, a flat dict on a per-layer
+class, keys beside layer-type dicts) and the layer types it builds when a file names none (MiMo-V2-Flash).
+:data:`_RULES` keeps only what no attribute or probe shows (code in a config class or an attention module), each
+entry needed by a test.
 
 * The text model is ``get_text_config(decoder=True)``: the generated path (``text_config``,
   ``thinker_config.text_config`` in Qwen2.5-Omni, ``decoder`` in T5Gemma); a sub-config the file leaves out is the
@@ -41,6 +44,7 @@ shows (code in a config class or an attention module), each entry needed by a te
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -104,6 +108,8 @@ class _Kind:
     head_dim_times: int | None = None  # config.head_dim = times * hidden_size // num_attention_heads, always
     image: bool = False  # a vision encoder: its rotary embedding turns with 2-D patch coordinates
     scales: bool = True  # the rotary class applies the rope type (ESM's computes plain RoPE whatever it says)
+    conversions: Mapping[str, Any] = field(default_factory=dict)  # what the class builds from keys files carry
+    layer_rule: Mapping[str, Any] | None = None  # the layer types the class builds when a file names none
 
 
 @functools.lru_cache(maxsize=1)
@@ -112,6 +118,58 @@ def generated() -> dict[str, Any]:
     ``tests/generate_model_types.py`` from the installed transformers (its version is in ``"transformers"``)."""
     data: dict[str, Any] = json.loads(Path(__file__).with_name("model_types.json").read_text(encoding="utf-8"))
     return data
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The leading numeric release segments of a version string (``5.26.0.dev0`` -> ``(5, 26, 0)``)."""
+    parts = []
+    for piece in version.split("."):
+        digits = "".join(itertools.takewhile(str.isdigit, piece))
+        if not digits:
+            break
+        parts.append(int(digits))
+        if digits != piece:
+            break
+    return tuple(parts)
+
+
+def installed_version(package: str) -> str | None:
+    """The version of ``package`` that ``import`` would load, from the name of the first ``NAME-VERSION.dist-info``
+    directory on ``sys.path`` (what ``importlib.metadata.version`` finds first), or None. A directory scan: importing
+    ``importlib.metadata`` alone cost ``posenc inspect`` about 10 ms of its 130."""
+    import os
+    import sys
+
+    def normal(name: str) -> str:
+        return name.lower().replace("-", "_").replace(".", "_")
+
+    wanted = normal(package)
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(".dist-info"):
+                dist, _, version = name.removesuffix(".dist-info").rpartition("-")
+                if normal(dist) == wanted and version:
+                    return version
+    return None
+
+
+def newer_transformers_notice() -> str | None:
+    """One line for stderr when the installed transformers is newer than the one ``model_types.json`` was generated
+    from (new model types, changed class defaults: posenc may read them otherwise than it does), else None (also when
+    transformers is not installed). Reads the installed version from its package metadata: nothing is imported."""
+    installed = installed_version("transformers")
+    if installed is None:
+        return None
+    data = str(generated()["transformers"])
+    if _release(installed) <= _release(data):
+        return None
+    return (f"note: transformers {installed} is installed, newer than {data}, which posenc's model-type data was "
+            "generated from: model types or class defaults added since may read otherwise; upgrade posenc, or in "
+            "a checkout run python tests/generate_model_types.py")
 
 
 #: What the generated data cannot hold, per text model type: code in the config class or the attention module that
@@ -178,6 +236,8 @@ def _kind(text_type: str) -> _Kind:
             "aliases": dict(gen.get("aliases") or {}),
             "head_dim_times": head.get("times") if head.get("derived") and head.get("times", 1) != 1 else None,
             "scales": bool(gen.get("scales", True)),
+            "conversions": dict(gen.get("conversions") or {}),
+            "layer_rule": gen.get("layer_types"),
         }
     fields.update(_RULES.get(text_type, {}))
     return _Kind(**fields)
@@ -441,12 +501,26 @@ def text_config(cfg: Mapping[str, Any]) -> tuple[Mapping[str, Any], str, str]:
             raise PosencError(f"{'.'.join(path[:i + 1])} must be a JSON object, got {type(sub).__name__}")
         node = sub
     if not path:
+        if entry and entry.get("decoder_prefix"):
+            cfg = _decoder_keys(cfg)
         return cfg, _ALIASES.get(default_type or model_type, default_type or model_type), ""
     inner = _ALIASES.get(str(node.get("model_type") or ""), str(node.get("model_type") or ""))
     if inner and default_type and not _known_type(inner):
         inner = ""  # a sub-config type transformers has no class for (EXAONE 4.5's exaone4_5_text): the default
     text_type = (inner or default_type or model_type) if honours_inner else default_type
     return node, _ALIASES.get(text_type, text_type), ".".join(path)
+
+
+def _decoder_keys(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """An encoder-decoder config as ``get_text_config(decoder=True)`` hands it out: ``decoder_layers`` ->
+    ``num_hidden_layers``, ``decoder_attention_heads`` -> ``num_attention_heads``, ``decoder_X`` -> ``X``."""
+    out = dict(cfg)
+    for key, value in cfg.items():
+        if key.startswith("decoder_"):
+            new = {"decoder_layers": "num_hidden_layers", "decoder_attention_heads": "num_attention_heads"}.get(
+                key, key.removeprefix("decoder_"))
+            out[new] = value
+    return out
 
 
 def with_class_defaults(text: Mapping[str, Any], kind: _Kind) -> Mapping[str, Any]:
@@ -494,6 +568,10 @@ def _head_dim(text: Mapping[str, Any], kind: _Kind, text_type: str) -> int | Non
         value = text.get(key)
         if value is not None and not (_is_number(value) and value == int(value)):
             raise PosencError(f"{key} = {value!r} is not a whole number")
+    for key, rules in (kind.conversions.get("keys") or {}).items():
+        # a dim the class makes config.head_dim whatever head_dim the file writes (GLM-5's qk_rope_head_dim)
+        if any(r["field"] == "head_dim" and r.get("wins") for r in rules) and text.get(key):
+            return int(text[key])
     if kind.mla and text.get("qk_rope_head_dim"):
         return int(text["qk_rope_head_dim"])  # MLA: the config class sets head_dim = qk_rope_head_dim
     if kind.mla:
@@ -801,6 +879,13 @@ def describe(cfg: Mapping[str, Any]) -> ModelPositions:
         src = {**text, "partial_rotary_factor": int(text["rotary_dim"]) / head_dim}  # GPT-J style
     layer_types = _layer_types(text, text_type, n_layers)
     per_type, nested = _resolve(src, text_type, kind, max_pos, head_dim)
+    if nested and layer_types is None:
+        layer_types = generated_layer_types(kind, n_layers)
+    if nested and kind.resolver == "flat":
+        # the per-layer dict as the class holds it, so that a layer type it gives no rope reads as such
+        built = _class_rope_dict(src, kind)
+        if any(v is None for v in built.values()):
+            text = {**text, "rope_parameters": built}
     base.top_level = {} if nested else per_type[""]
     if not kind.scales and not nested and per_type[""].get("rope_type", "default") != "default":
         notes.append(f"{text_type}'s rotary embedding computes plain RoPE whatever the rope dict says: "
@@ -809,6 +894,12 @@ def describe(cfg: Mapping[str, Any]) -> ModelPositions:
     for name, params in per_type.items():  # every dict the file gives, also one no layer ends up using
         check_rope_params(params, name or "rope parameters")
     _assign_layers(base, per_type, text, text_type, layer_types, n_layers)
+    used = {layer.rope_key for layer in base.layers}
+    for name, params in per_type.items():
+        if name not in used and base.layers:
+            # transformers builds it (DeepSeek-V4-Pro's "main" when no layer is sliding-only): said, not reported
+            notes.append(f"rope dict {name!r} ({params.get('rope_type', 'default')}, theta "
+                         f"{float(params['rope_theta']):g}) is built by transformers but no layer uses it")
     if kind.mla:
         flat = base.layers[0].params if base.layers else {}
         if flat.get("rope_type", "default") != "default" and flat.get("mscale_all_dim"):
@@ -850,17 +941,96 @@ def _engine_read(r: remote_code.EngineReading) -> ModelPositions:
     return model
 
 
+def _class_rope_dict(text: Mapping[str, Any], kind: _Kind) -> dict[str, Any]:
+    """The file's rope dict as the class nests it (generated ``conversions``): keys beside the layer-type dicts of a
+    per-layer rope_parameters are dropped where the class ignores them (transformers nests only the keys that are
+    layer types); a flat dict is copied to the layer types the class puts it on (Ergo: sliding layers, and full
+    attention gets none). A null entry stays: that layer type gets no RoPE."""
+    rp = _rope_dict(text)
+    if not rp and kind.default_rope is not None:
+        rp = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in kind.default_rope.items()}
+    conv = kind.conversions
+    if any(isinstance(v, Mapping) for v in rp.values()):
+        strays = [k for k, v in rp.items() if not isinstance(v, Mapping) and v is not None]
+        read = [k for k in strays if (conv.get("stray") or {}).get(k, "ignored") != "ignored"]
+        if read:
+            raise PosencError(f"rope_parameters mixes layer-type dicts with {', '.join(map(repr, read))}, which the "
+                              "config class reads in a way posenc does not model; write one dict per layer type")
+        return {k: v for k, v in rp.items() if k not in strays}
+    fill = conv.get("fill")
+    if rp and fill and kind.neox is None and _rope_dict(text):
+        # the file's own flat dict: the class fills in its default_theta, not the theta of the dict it builds when
+        # the file has none (Ministral 3: 10000 against its default YaRN dict's 1e6), and no fraction of its own
+        if "rope_theta" not in rp and text.get("rope_theta") is None:
+            rp["rope_theta"] = fill["rope_theta"]
+        if "partial_rotary_factor" not in rp and text.get("partial_rotary_factor") is None and kind.partial:
+            rp["partial_rotary_factor"] = fill.get("partial_rotary_factor") or 1.0
+    flat = conv.get("flat")
+    if rp and flat is not None and not flat.get("to") and kind.default_rope is not None:
+        # the class puts a flat dict on no layer type and builds its own per-layer dicts (Gemma 3n, T5Gemma 2)
+        return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in kind.default_rope.items()}
+    if rp and flat and flat.get("to"):
+        theta = text.get("rope_theta", flat.get("theta"))
+        copied = {**rp, "rope_theta": rp.get("rope_theta", theta)} if theta is not None else dict(rp)
+        return {**{g: dict(copied) for g in flat["to"]}, **dict.fromkeys(flat.get("none", ()))}
+    return rp
+
+
+def _converted(per_type: dict[str, dict[str, Any]], given: Mapping[str, Any], text: Mapping[str, Any], kind: _Kind,
+               head_dim: int | None) -> dict[str, dict[str, Any]]:
+    """The resolved dicts with the generated key conversions applied (MiniMax-M2's ``rotary_dim`` becomes
+    ``partial_rotary_factor = rotary_dim / head_dim``; Dots3's ``swa_rope_theta`` the sliding layers' theta): a key
+    the file sets gives its group's field, unless the file's own rope dict for that group sets the field, or the
+    class lets the top-level field written beside it win. ``rope_theta`` / ``partial_rotary_factor`` of a flat dict
+    are the rope standardization of :func:`_flat`; of a per-layer class, the groups the class puts them in (Gemma 3n:
+    full attention only)."""
+    for key, rules in (kind.conversions.get("keys") or {}).items():
+        raw = text.get(key)
+        if not isinstance(raw, (int, float)) or not _is_number(raw):
+            continue
+        value = float(raw)
+        for rule in rules:
+            group, fld = rule["group"], rule["field"]
+            if fld == "head_dim" or (not group and key in ("rope_theta", "partial_rotary_factor")):
+                continue  # read by _head_dim; a flat dict's by _flat
+            own = given.get(group) if group else given
+            if group not in per_type or (isinstance(own, Mapping) and fld in own):
+                continue
+            if key != fld and not rule.get("wins") and text.get(fld) is not None:
+                continue
+            if rule["transform"] == "per_head_dim":
+                if not head_dim:
+                    continue
+                per_type[group][fld] = value / head_dim
+            else:
+                per_type[group][fld] = value
+    return per_type
+
+
+def generated_layer_types(kind: _Kind, n: int | None) -> list[str] | None:
+    """The layer types the config class builds when the file names none and they depend on the layer index alone
+    (generated ``layer_types``: MiMo-V2-Flash's full attention at layer 0 and every sixth)."""
+    rule = kind.layer_rule
+    if not rule or n is None:
+        return None
+    head, cycle = list(rule["head"]), list(rule["cycle"])
+    return [head[i] if i < len(head) else cycle[(i - len(head)) % len(cycle)] for i in range(n)]
+
+
 def _resolve(text: Mapping[str, Any], text_type: str, kind: _Kind, max_pos: int | None,
              head_dim: int | None) -> tuple[dict[str, dict[str, Any]], bool]:
     """The rope dict(s) as the config class builds them: ``({"": flat}, False)`` or ``({layer type: dict}, True)``."""
     if kind.resolver == "flat":
-        rp = _rope_dict(text)
-        if not rp and kind.default_rope is not None:
-            rp = dict(kind.default_rope)
-        # per layer type, written in the file (v5); a null entry gives that layer type no RoPE (Beam)
-        if rp and all(isinstance(v, Mapping) or v is None for v in rp.values()) and any(rp.values()):
-            return {k: _flat(v, text, kind, text_type, max_pos) for k, v in rp.items() if v is not None}, True
-        return {"": _flat(rp, text, kind, text_type, max_pos)}, False
+        rp = _class_rope_dict(text, kind)
+        if not _rope_dict(text) and kind.conversions.get("ignored"):
+            # the class's own rope dict holds these already: the top-level keys are not read (Moonshine Streaming)
+            text = {k: v for k, v in text.items() if k not in kind.conversions["ignored"]}
+        if any(isinstance(v, Mapping) for v in rp.values()):
+            # per layer type (v5); a null entry gives that layer type no RoPE (Beam)
+            per_type = {k: _flat(v, text, kind, text_type, max_pos) for k, v in rp.items() if isinstance(v, Mapping)}
+            return _converted(per_type, _rope_dict(text), text, kind, head_dim), True
+        flat = {"": _flat(rp, text, kind, text_type, max_pos)}
+        return _converted(flat, _rope_dict(text), text, kind, head_dim), False
     if kind.resolver == "deepseek_v4":
         return _deepseek_v4(text, kind, max_pos, head_dim), True
     builders: dict[str, Callable[..., dict[str, dict[str, Any]]]] = {

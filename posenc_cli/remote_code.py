@@ -1,7 +1,7 @@
 """Model families transformers loads only with ``trust_remote_code``, and position mechanisms only the serving engines
 implement, read the way the engine that serves them natively computes them (stdlib + numpy via ``frequencies``).
 
-transformers 5.24 has no class for ChatGLM (``chatglm``), InternLM2 (``internlm2``), MiniCPM 1-4 (``minicpm``),
+transformers 5.25 has no class for ChatGLM (``chatglm``), InternLM2 (``internlm2``), MiniCPM 1-4 (``minicpm``),
 InternVL chat (``internvl_chat``), Qwen v1 (``qwen``), Baichuan (``baichuan``), LLaVA-llama (``llava_llama``) or VILA
 (``vila``): it runs the model's own Python file, which posenc does not execute. What posenc reports for them is what
 an engine's *own* model code computes, and it says which file the numbers come from:
@@ -306,7 +306,7 @@ def _not_served(family: str, text_key: str) -> Reader:
 
 
 def _hunyuan(cfg: Mapping[str, Any], text: Mapping[str, Any], where: str) -> EngineReading | None:
-    """HunYuan V1 with ``alpha`` in its "dynamic" rope_scaling: transformers 5.24's own class
+    """HunYuan V1 with ``alpha`` in its "dynamic" rope_scaling: transformers 5.25's own class
     (modeling_hunyuan_v1_dense.py:298-305, 342-356) turns it into ``ntk_alpha``, a static base
     ``rope_theta * alpha ** (d / (d - 2))``; vLLM 0.33.0 serves HunYuanDenseV1/MoEV1ForCausalLM through its
     Transformers backend (that same code), and its own ``DynamicNTKAlphaRotaryEmbedding`` (get_rope with ``alpha``)
@@ -321,7 +321,7 @@ def _hunyuan(cfg: Mapping[str, Any], text: Mapping[str, Any], where: str) -> Eng
     notes = ("HunYuan labels this rope 'dynamic', but a fixed alpha makes it static NTK (transformers: ntk_alpha): "
              "the base does not grow with the sequence; the other rope_scaling keys are not read",
              f"{VLLM} serves HunYuan V1 through its Transformers backend (transformers' own code)")
-    return EngineReading("hunyuan", _model_type(cfg), "transformers 5.24",
+    return EngineReading("hunyuan", _model_type(cfg), "transformers 5.25",
                          "transformers/models/hunyuan_v1_dense/modeling_hunyuan_v1_dense.py", text, where, head_dim,
                          _int(text.get("max_position_embeddings")),
                          {"rope_type": "ntk_alpha", "rope_theta": rope["rope_theta"], "alpha": alpha},

@@ -29,7 +29,18 @@ and per text config class (``text``, keyed by the class's ``model_type``):
   number of frequencies at 0.5 against 1.0);
 * ``accepts``: the rope types the class builds a rotary embedding for (Phi-3's rejects all but longrope);
 * ``rotary``: the rotary embedding class the decoder builds; ``scales``: whether it applies a rope type other than
-  plain RoPE at all (probed with linear x2).
+  plain RoPE at all (probed with linear x2);
+* ``conversions``: what the class builds from the keys real files carry (see :func:`conversions`): each rope key its
+  fields and source name (:func:`candidate_keys`: ``rotary_dim``, ``compress_rope_theta``, ``swa_rope_theta``,
+  ``rope_local_base_freq``, ``*_rope_theta``, ``rotary_pct``, ...), set alone on the class defaults written as a file
+  without rope_parameters and layer_types, with two distinctive values, and read back from the built
+  ``rope_parameters`` (group, field, ``value`` or ``value / head_dim``, and whether it beats the top-level field
+  written beside it); a flat rope dict on per-layer classes; keys beside layer-type dicts;
+* ``layer_types``: the layer types the class builds when a file names none, when they depend on the layer index
+  alone (``{"head": [...], "cycle": [...]}``, probed at several layer counts).
+
+``models`` entries also say ``decoder_prefix`` where ``get_text_config(decoder=True)`` hands out a copy of an
+encoder-decoder config with its ``decoder_*`` keys renamed (Moonshine).
 
 Model types whose decoder has no rotary embedding are listed in ``without_rotary`` with the reason.
 """
@@ -41,6 +52,8 @@ import importlib
 import inspect
 import json
 import logging
+import math
+import re
 import sys
 import warnings
 from collections.abc import Iterator
@@ -119,9 +132,12 @@ def _why_no_rotary(text: Any) -> str:
 
 
 def _path_to(root: Any, target: Any) -> list[str] | None:
-    """Attribute names from ``root`` to the sub-config ``target`` (breadth first over ``sub_configs``)."""
+    """Attribute names from ``root`` to the sub-config ``target`` (breadth first over ``sub_configs``); ``[]`` also
+    for the copy an encoder-decoder class hands out (``decoder_*`` keys renamed, see :func:`_decoder_prefix`)."""
     from transformers import PretrainedConfig
 
+    if target is not root and type(target) is type(root) and getattr(root, "is_encoder_decoder", False):
+        return []
     queue: list[tuple[Any, list[str]]] = [(root, [])]
     while queue:
         node, path = queue.pop(0)
@@ -241,6 +257,286 @@ def _reads_flat_text_keys(cls: type, model_type: str) -> bool:
     return _attr(text, "hidden_size") == 1234 and _attr(text, "max_position_embeddings") == 777
 
 
+#: names of keys that may turn into rope settings or layer types, matched in a config class's fields and source
+_PROBE_NAME = re.compile(r"rope|rotary|theta|partial|_pct|base_freq|layer_pattern")
+#: keys the probes set in their own way (rope dicts), or that are no config key
+_NOT_PROBED = frozenset({"rope_parameters", "rope_scaling", "rope_type", "type", "default_theta", "rope_init_fn",
+                         "rope_layer_type", "partial_rotary_factors", "rope_type_labels", "_rope_type_labels"})
+#: distinctive probe values per kind of key (two each, so that a rule is checked on a second value)
+_THETAS, _FRACTIONS, _THETA_TOP, _FRACTION_TOP = (12345.0, 23456.0, 34567.0), (0.5, 0.375, 0.625), 77777.0, 0.75
+
+
+def _probe_kind(name: str) -> str | None:
+    if "pattern" in name:
+        return "layers"
+    if "dim" in name:
+        return "dim"
+    if any(w in name for w in ("theta", "base", "freq")):
+        return "theta"
+    if any(w in name for w in ("pct", "partial", "fraction")):
+        return "fraction"
+    return None
+
+
+def candidate_keys(cls: type) -> list[str]:
+    """Keys a config class may convert into its rope settings: its dataclass fields and the string literals of its
+    own source (and its model-specific bases') whose names speak of rope, theta or rotary fractions."""
+    from transformers import PretrainedConfig
+
+    names: set[str] = set()
+    with contextlib.suppress(TypeError, ValueError):
+        names.update(inspect.signature(cls).parameters)
+    for klass in cls.__mro__:
+        if klass is PretrainedConfig or not klass.__module__.startswith("transformers.models."):
+            continue
+        names.update(getattr(klass, "__annotations__", {}))
+        with contextlib.suppress(OSError, TypeError):
+            names.update(re.findall(r"[\"'](\w+)[\"']", inspect.getsource(klass)))
+    return sorted(n for n in names if _PROBE_NAME.search(n) and n not in _NOT_PROBED and _probe_kind(n)
+                  and not n.startswith("_"))
+
+
+def rope_view(text: Any) -> dict[str, dict[str, Any] | None]:
+    """The built config's rope dicts: ``{"": flat}`` or one per layer type (None where a type gets none)."""
+    rp = _attr(text, "rope_parameters")
+    if not isinstance(rp, dict):
+        return {}
+    if any(isinstance(v, dict) for v in rp.values()):
+        return {k: (dict(v) if isinstance(v, dict) else None) for k, v in rp.items()
+                if isinstance(v, dict) or (v is None and not k.startswith("rope"))}
+    return {"": dict(rp)}
+
+
+def _build(cls: type, d: dict[str, Any]) -> Any | None:
+    try:
+        return cls.from_dict(json.loads(json.dumps(d)))
+    except Exception:  # noqa: BLE001 - the class refuses the probe
+        return None
+
+
+def _head_dim_of(config: Any) -> int | None:
+    head_dim = _attr(config, "head_dim")
+    if isinstance(head_dim, int) and head_dim > 0:
+        return head_dim
+    hidden, heads = _attr(config, "hidden_size"), _attr(config, "num_attention_heads")
+    return hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads else None
+
+
+def _layer_list(config: Any) -> list[str] | None:
+    types = _attr(config, "layer_types")
+    return list(types) if isinstance(types, (list, tuple)) and all(isinstance(t, str) for t in types) else None
+
+
+def _probe_base(cls: type, keys: list[str]) -> tuple[dict[str, Any], Any] | None:
+    """The default config as a file that names none of ``keys`` (nor a rope dict, nor its layer types) writes it,
+    and what the class builds from it."""
+    saved = json.loads(json.dumps(cls().to_dict(), default=str))
+    n = saved.get("num_hidden_layers")
+    # per-layer lists of the default (MiMo-V2-Flash's mlp_layer_types) would pin the layer count
+    saved = {k: v for k, v in saved.items() if not (isinstance(v, list) and isinstance(n, int) and len(v) == n > 1)}
+    for drop in (("rope_parameters", "layer_types"), ("rope_parameters",)):
+        base = {k: v for k, v in saved.items() if k not in keys and k not in drop}
+        built = _build(cls, base)
+        if built is not None and rope_view(built):
+            return base, built
+    return None
+
+
+def _explain(value: Any, out: Any, head_dim: int | None) -> str | None:
+    """How a probe value became a rope field: ``value`` as is, or ``value / head_dim`` (a rotary dim)."""
+    if not isinstance(out, (int, float)) or isinstance(out, bool):
+        return None
+    if math.isclose(float(out), float(value), rel_tol=1e-9):
+        return "value"
+    if head_dim and math.isclose(float(out), float(value) / head_dim, rel_tol=1e-9):
+        return "per_head_dim"
+    return None
+
+
+def _convert(transform: str, value: float, head_dim: int | None) -> float:
+    return float(value) if transform == "value" else float(value) / float(head_dim or 1)
+
+
+def _head_dim_rule_of(cls: type, base: dict[str, Any], key: str, values: tuple[float, ...]) -> list[dict[str, Any]]:
+    """``[{field: head_dim, ...}]`` when a dim key becomes ``config.head_dim`` (GLM-5's ``qk_rope_head_dim``: the
+    inherited rotary reads head_dim), with ``wins``: whether it beats a head_dim the file writes beside it."""
+    plain = {k: v for k, v in base.items() if k != "head_dim"}
+    for value in values:
+        built = _build(cls, {**plain, key: int(value)})
+        if built is None or _attr(built, "head_dim") != int(value):
+            return []
+    other = int(values[0]) * 2
+    beside = _build(cls, {**plain, key: int(values[0]), "head_dim": other})
+    wins = beside is not None and _attr(beside, "head_dim") == int(values[0])
+    return [{"group": "", "field": "head_dim", "transform": "value", "wins": wins}]
+
+
+def conversions(cls: type) -> dict[str, Any] | None:
+    """What the class builds from keys real files carry, probed (each key alone on the class defaults, with two
+    distinctive values).
+
+    ``keys``: key -> [{group, field, transform, wins}], ``transform`` being ``value`` or ``per_head_dim`` and ``wins``
+    whether the key beats the top-level ``rope_theta`` / ``partial_rotary_factor`` written beside it; ``layers``: a
+    list key -> {element: layer type}; ``unexplained``: keys that change the rope in a way no transform names (the
+    sweep shows what posenc then reads); ``ignored``: ``rope_theta`` / ``partial_rotary_factor`` at the top level of a
+    file with no rope dict, not read; ``flat``: the groups a flat rope dict is copied to (and those left without rope)
+    in classes that nest it, and the theta they get; ``fill``: the theta and fraction a flat class puts into a
+    file's rope dict that names neither; ``stray``: per stray key, whether a key beside the layer-type
+    dicts of a per-layer rope_parameters is ignored. None: the class cannot build its defaults without a rope dict or
+    layer types.
+    """
+    keys = candidate_keys(cls)
+    found = _probe_base(cls, keys)
+    if found is None:
+        return None
+    base, built = found
+    before = rope_view(built)
+    layers_before = _layer_list(built)
+    head_dim = _head_dim_of(built)
+    rules: dict[str, list[dict[str, Any]]] = {}
+    layer_rules: dict[str, dict[str, str]] = {}
+    unexplained: list[str] = []
+    ignored: list[str] = []
+    n = _attr(built, "num_hidden_layers")
+    for key in keys:
+        kind = _probe_kind(key)
+        if kind == "layers":
+            if not isinstance(n, int) or layers_before is None:
+                continue
+            mapping: dict[str, str] = {}
+            consistent, changed = True, False
+            for pattern in ([i % 2 for i in range(n)], [(i + 1) % 2 for i in range(n)]):
+                after = _build(cls, {**base, key: pattern})
+                types = _layer_list(after) if after is not None else None
+                if types is None or len(types) != n:
+                    consistent = False
+                    break
+                changed = changed or types != layers_before
+                for element, layer_type in zip(pattern, types, strict=True):
+                    consistent = consistent and mapping.setdefault(str(element), layer_type) == layer_type
+            if changed and consistent:
+                layer_rules[key] = mapping
+            elif changed:
+                unexplained.append(key)
+            continue
+        if kind == "dim":
+            if not head_dim or head_dim < 8:
+                continue
+            values: tuple[float, ...] = (head_dim // 2, head_dim // 4)
+        else:
+            # two values that are neither the key's default nor a value the rope dicts already hold
+            taken = {base.get(key)} | {p.get(f) for p in before.values() if p for f in ("rope_theta",
+                                                                                         "partial_rotary_factor")}
+            values = tuple(v for v in (_THETAS if kind == "theta" else _FRACTIONS) if v not in taken)[:2]
+        found_rules: list[dict[str, Any]] | None = None
+        disagree = False
+        for value in values:
+            after = _build(cls, {**base, key: value})
+            if after is None:
+                found_rules = None
+                break
+            view = rope_view(after)
+            this: list[dict[str, Any]] = []
+            for group, params in view.items():
+                old = before.get(group) or {}
+                for fld in ("rope_theta", "partial_rotary_factor"):
+                    new = (params or {}).get(fld)
+                    if new == old.get(fld) or new is None:
+                        continue
+                    transform = _explain(value, new, head_dim)
+                    this.append({"group": group, "field": fld, "transform": transform})
+            if found_rules is None:
+                found_rules = this
+            elif [(r["group"], r["field"], r["transform"]) for r in this] != \
+                    [(r["group"], r["field"], r["transform"]) for r in found_rules]:
+                disagree = True
+        if disagree:
+            unexplained.append(key)
+            continue
+        if kind == "dim" and found_rules is not None:
+            found_rules += _head_dim_rule_of(cls, base, key, values)
+        if found_rules is not None and not found_rules and key in ("rope_theta", "partial_rotary_factor"):
+            ignored.append(key)  # the class's own rope dict already holds it (Moonshine Streaming)
+        if not found_rules:
+            continue
+        if any(r["transform"] is None for r in found_rules):
+            unexplained.append(key)
+            continue
+        for rule in found_rules:
+            if rule["field"] == "head_dim":
+                continue
+            top = {"rope_theta": _THETA_TOP, "partial_rotary_factor": _FRACTION_TOP}[rule["field"]]
+            both = _build(cls, {**base, key: values[0], rule["field"]: top}) if key != rule["field"] else None
+            got = (rope_view(both).get(rule["group"]) or {}).get(rule["field"]) if both is not None else None
+            rule["wins"] = got is not None and math.isclose(
+                float(got), _convert(rule["transform"], values[0], head_dim), rel_tol=1e-9)
+        # sorted: some classes build their per-layer dicts in set order, which varies with the hash seed
+        rules[key] = sorted(found_rules, key=lambda r: (r["group"], r["field"]))
+    out: dict[str, Any] = {"keys": rules}
+    if layer_rules:
+        out["layers"] = layer_rules
+    if unexplained:
+        out["unexplained"] = sorted(unexplained)
+    if ignored:
+        out["ignored"] = sorted(ignored)
+    nested = {g for g in before if g}
+    if not nested:
+        # what the class fills into a flat rope dict of the file's that names neither theta nor fraction (its
+        # default_theta, which need not be the theta of the rope dict it builds when the file has none)
+        bare = _build(cls, {**base, "rope_parameters": {"rope_type": "linear", "factor": 2.0}})
+        filled = rope_view(bare).get("") if bare is not None else None
+        if filled and isinstance(filled.get("rope_theta"), (int, float)):
+            out["fill"] = {"rope_theta": float(filled["rope_theta"]),
+                           "partial_rotary_factor": filled.get("partial_rotary_factor")}
+    if nested:
+        flat = _build(cls, {**base, "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 12345.0}})
+        view = rope_view(flat) if flat is not None else {}
+        if view and "" not in view:
+            to = sorted(g for g, p in view.items() if p and p.get("rope_type") == "linear")
+            out["flat"] = {"to": to, "none": sorted(g for g, p in view.items() if p is None)}
+            # the theta the class fills in when neither the flat dict nor the file names one
+            bare = _build(cls, {**base, "rope_parameters": {"rope_type": "linear", "factor": 2.0}})
+            theta = (rope_view(bare).get(to[0]) or {}).get("rope_theta") if bare is not None and to else None
+            if isinstance(theta, (int, float)):
+                out["flat"]["theta"] = float(theta)
+        per_layer = {g: {"rope_type": "linear", "factor": 2.0, "rope_theta": 12345.0} for g in sorted(nested)}
+        clean = _build(cls, {**base, "rope_parameters": per_layer})
+        strays = {}
+        for stray_key, stray_value in (("rope_theta", 54321.0), ("rope_type", "default")):
+            stray = _build(cls, {**base, "rope_parameters": {**per_layer, stray_key: stray_value}})
+            if clean is not None and stray is not None:
+                strays[stray_key] = "ignored" if rope_view(clean) == rope_view(stray) else "read"
+        if strays:
+            out["stray"] = strays
+    return out
+
+
+def layer_rule(cls: type, keys: list[str]) -> dict[str, Any] | None:
+    """The layer types the class builds when a file names none, as ``{"head": [...], "cycle": [...]}`` (layer i is
+    ``head[i]``, then ``cycle`` repeats), when they depend on the layer index alone (the same list's prefix for every
+    layer count probed); None otherwise."""
+    found = _probe_base(cls, keys)
+    if found is None:
+        return None
+    base = found[0]
+    lists = {}
+    for n in (7, 24, 61, 96):
+        built = _build(cls, {**base, "num_hidden_layers": n})
+        types = _layer_list(built) if built is not None else None
+        if types is None or len(types) != n:
+            return None
+        lists[n] = types
+    longest = lists[96]
+    if any(types != longest[:n] for n, types in lists.items()):
+        return None
+    for size in range(1, len(longest) // 2 + 1):
+        for head in range(size + 1):
+            cycle = longest[head:head + size]
+            if all(longest[i] == cycle[(i - head) % size] for i in range(head, len(longest))):
+                return {"head": longest[:head], "cycle": cycle}
+    return None
+
+
 def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
@@ -280,6 +576,8 @@ def _generate() -> dict[str, Any]:
         auto = bool(path) and getattr(getattr(owner, "sub_configs", {}).get(path[-1]), "__name__", "") == "AutoConfig"
         text_type = str(type(text).model_type or text.model_type)
         models[model_type] = {"path": path, "auto": auto, "text_type": text_type}
+        if text is not config and type(text) is type(config):
+            models[model_type]["decoder_prefix"] = True  # get_text_config renames decoder_* keys in a copy
         if path == ["text_config"] and _reads_flat_text_keys(cls, model_type):
             models[model_type]["flat"] = True
         if path:
@@ -309,6 +607,8 @@ def _generate() -> dict[str, Any]:
             "rotary": rotary.__name__,
             "accepts": _accepted(text_cls, rotary, saved),
             "scales": _applies_scaling(text_cls, rotary, dict(saved.get("rope_parameters") or {})),
+            "conversions": conversions(text_cls),
+            "layer_types": layer_rule(text_cls, candidate_keys(text_cls)),
         }
         rule = entry["head_dim"]
         if rule and rule.get("derived"):

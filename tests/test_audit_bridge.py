@@ -1,6 +1,6 @@
 """``posenc audit`` on the config.json Megatron-Bridge's default export writes under transformers 5
 (tests/bridge_export.py: its own ``conform_config_to_reference`` and ``_drop_readonly_config_properties``, run on
-transformers 5.24's Qwen2Config), against the Megatron-LM arguments of the run.
+transformers 5.25's Qwen2Config), against the Megatron-LM arguments of the run.
 
 The export keeps the reference's ``rope_parameters`` (plain RoPE, the source theta) and sets the window to the
 trained seq_length: the YaRN and the raised theta are gone. Where a Megatron-Bridge checkout is at hand

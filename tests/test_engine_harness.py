@@ -332,7 +332,7 @@ def test_vllm_rope_parameters_override_without_theta_falls_back_to_10000() -> No
 
 
 def test_vllm_rope_scaling_override_loses_theta() -> None:
-    """A legacy ``rope_scaling`` override replaces rope_parameters without rope_theta: transformers 5.24 leaves
+    """A legacy ``rope_scaling`` override replaces rope_parameters without rope_theta: transformers 5.25 leaves
     ``rope_theta: None`` (get_rope then fails on ``None ** tensor``), 5.20 leaves no key (base 10000)."""
     rope, _ = H.vllm_config_after_overrides(QWEN_BASE, {"rope_scaling": YARN4}, None)
     assert rope.get("rope_theta") is None

@@ -199,3 +199,20 @@ def test_app_has_the_issue_commands() -> None:
     root = typer.main.get_command(app)
     names = root.list_commands(typer.Context(root))  # type: ignore[attr-defined]
     assert {"scale", "inspect", "verify", "docs"} <= set(names)
+
+
+@pytest.mark.parametrize("argv", [["inspect"], ["inspect", "--json"], ["check", "--engines", "hf"]],
+                         ids=["inspect", "inspect-json", "check"])
+def test_the_newer_transformers_check_adds_no_import(tmp_path: Path, argv: list[str]) -> None:
+    """inspect and check compare the installed transformers with the data's by a scan of sys.path: neither
+    transformers nor importlib.metadata (10 ms of inspect's 130) is imported for it."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text((ROOT / "tests" / "corpus" / "qwen2.5-7b-instruct.json").read_text())
+    body = run_cli_body([argv[0], str(cfg), *argv[1:]]) + (
+        "\nsys.__stderr__.write('METADATA ' + json.dumps('importlib.metadata' in sys.modules) + '\\n')\n")
+    code = _PROBE.format(body=body, heavy=HEAVY, optional=OPTIONAL)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    line = next(x for x in proc.stderr.splitlines() if x.startswith("METADATA "))
+    assert json.loads(line[len("METADATA "):]) is False
+    modules = json.loads(next(x for x in proc.stderr.splitlines() if x.startswith("MODULES "))[len("MODULES "):])
+    assert modules["transformers"] is False and modules["torch"] is False

@@ -8,6 +8,12 @@ the same order; the one difference is torch's float32 pow against a float64 pow 
 float32, 1.2e-7 relative each), its attention factor (rel 1e-9: Python floats on both sides) and its rotary dim.
 A model type posenc does not read is listed in :data:`NOT_READ` with the reason, and is checked to still be refused
 with that reason: the list cannot silently grow or go stale.
+
+The conversion sweep (:func:`test_every_probed_key_reads_like_transformers`) does the same for what each class builds
+from the keys real files carry: the defaults written as a legacy file (no rope_parameters, no layer_types) with each
+rope key the class names (found live from transformers' source), a flat rope dict, a partial factor inside
+rope_parameters and a stray key beside layer-type dicts; it also checks which layers use each group. What posenc still
+reads otherwise is listed in :data:`KNOWN_MISREAD` and checked to still differ.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import copy
 import importlib
 import json
 import math
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -176,11 +183,54 @@ def test_the_sweep_covers_what_transformers_has() -> None:
     assert set(NOT_READ) <= set(MODEL_TYPES)
 
 
+#: Set by .ci/run's step against the newest transformers the registry serves: a version other than the data's is
+#: then compared (and its differences named) instead of skipped.
+NEWEST = os.environ.get("POSENC_NEWEST_TRANSFORMERS") == "1"
+
+
+def staleness(data: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
+    """What the installed transformers has otherwise than the committed data, by name: model types added or gone,
+    text classes whose generated facts changed (and which facts)."""
+    out = []
+    for part in ("models", "text", "without_rotary"):
+        added = sorted(set(fresh[part]) - set(data[part]))
+        gone = sorted(set(data[part]) - set(fresh[part]))
+        if added:
+            out.append(f"{part}: new {', '.join(added)}")
+        if gone:
+            out.append(f"{part}: no longer {', '.join(gone)}")
+        for name in sorted(set(data[part]) & set(fresh[part])):
+            old, new = data[part][name], fresh[part][name]
+            if old != new:
+                fields = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k)) \
+                    if isinstance(old, dict) and isinstance(new, dict) else ["reason"]
+                out.append(f"{part}: {name} changed ({', '.join(fields)})")
+    for part in ("auto_config_types", "auto_model_classes"):
+        added, gone = sorted(set(fresh[part]) - set(data[part])), sorted(set(data[part]) - set(fresh[part]))
+        out += [f"{part}: new {', '.join(added)}"] if added else []
+        out += [f"{part}: no longer {', '.join(gone)}"] if gone else []
+    return out
+
+
+def test_staleness_names_what_changed() -> None:
+    fresh = copy.deepcopy(DATA)
+    fresh["models"]["brand_new"] = fresh["models"]["llama"]
+    fresh["text"]["llama"] = {**fresh["text"]["llama"], "theta": 1.0}
+    fresh["auto_config_types"] = [*fresh["auto_config_types"], "brand_new"]
+    assert staleness(DATA, fresh) == ["models: new brand_new", "text: llama changed (theta)",
+                                      "auto_config_types: new brand_new"]
+    assert staleness(DATA, DATA) == []
+
+
 def test_the_data_is_current_for_the_installed_transformers() -> None:
-    if transformers.__version__ != DATA["transformers"]:
+    if transformers.__version__ != DATA["transformers"] and not NEWEST:
         pytest.skip(f"model_types.json is for transformers {DATA['transformers']}, "
                     f"{transformers.__version__} is installed: run tests/generate_model_types.py")
-    assert json.loads(json.dumps(gen.generate())) == DATA
+    fresh = json.loads(json.dumps(gen.generate()))
+    changes = staleness(DATA, fresh)
+    assert not changes, (f"transformers {transformers.__version__} differs from model_types.json (generated from "
+                         f"{DATA['transformers']}): run python tests/generate_model_types.py\n" + "\n".join(changes))
+    assert {**fresh, "transformers": DATA["transformers"]} == DATA
 
 
 CORPUS = sorted(p for p in (gen.OUT.parent.parent / "tests" / "corpus").glob("*.json") if p.name != "SOURCES.json")
@@ -206,6 +256,13 @@ def test_every_corpus_file_with_every_rope_type_reads_like_transformers(path: An
     if case is None:
         pytest.skip("no config class with a rotary embedding in transformers, or no sub-config to put a rope in")
     d, model_type = case
+    try:
+        as_shipped: dict[str, tuple[np.ndarray, float]] | None = hf_groups(d, model_type)
+    except Exception:  # noqa: BLE001 - a file the class refuses as shipped: only the rope types below
+        as_shipped = None
+    if as_shipped is not None:  # as shipped, with the generated conversions applied, per group and per layer
+        assert_same(posenc_groups(d), as_shipped, "as shipped", model_type in REORDERED)
+        assert_same_layers(d, model_type, "as shipped")
     refused = []
     for name, params in ROPE_TYPES.items():
         try:
@@ -217,6 +274,193 @@ def test_every_corpus_file_with_every_rope_type_reads_like_transformers(path: An
         assert_same(posenc_groups(scaled), theirs, name, model_type in REORDERED)
     if len(refused) == len(ROPE_TYPES):
         pytest.skip(f"the class takes none of the rope types with this file's other keys ({'; '.join(refused)})")
+
+
+def hf_layer_groups(config_dict: dict[str, Any], model_type: str) -> dict[int, str | None] | None:
+    """Which rope dict each layer of transformers' config uses ({layer: key, or None for no rope}), for configs
+    whose rope_parameters is per layer type; None for one flat dict (every layer uses it)."""
+    config = CONFIG_MAPPING[model_type].from_dict(copy.deepcopy(config_dict))
+    text = config.get_text_config(decoder=True)
+    view = gen.rope_view(text)
+    types = gen._layer_list(text)
+    if "" in view or types is None:
+        return None
+    if DATA["models"][model_type]["text_type"] == "deepseek_v4":
+        # DeepseekV4Attention: rope_layer_type "main" on sliding-only layers, "compress" on the others
+        return {i: "main" if t == "sliding_attention" else "compress" for i, t in enumerate(types)}
+    return {i: (t if view.get(t) else None) for i, t in enumerate(types)}
+
+
+def assert_same_layers(d: dict[str, Any], model_type: str, context: str) -> None:
+    """Each layer posenc puts in a rope group uses that group's dict in transformers; each it says rotates not,
+    uses none."""
+    theirs = hf_layer_groups(d, model_type)
+    if theirs is None:
+        return
+    model = describe(json.loads(json.dumps(d)))
+    for layer in model.layers:
+        for i in layer.layers or []:
+            assert theirs.get(i) == layer.rope_key, (context, i, layer.rope_key, theirs.get(i))
+    for group in model.no_rope:
+        for i in group.layers or []:
+            assert theirs.get(i) is None, (context, i, group.name, theirs.get(i))
+
+
+FLAT, INSIDE, STRAY = ("flat rope dict", "partial factor inside rope_parameters",
+                       "stray rope_theta beside layer types")
+
+
+def probe_cases(model_type: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(what was probed, config dict) for every key the text class's fields and source name (found live from
+    transformers, not from the generated data), set alone on the class defaults as a file without rope_parameters
+    and layer_types writes them; plus a flat rope dict and a partial factor inside it, and, for per-layer classes,
+    a stray key beside the layer-type dicts."""
+    d = default_dict(model_type)
+    path = DATA["models"][model_type]["path"]
+    text = _node(d, path)
+    text_cls = type(CONFIG_MAPPING[model_type]().get_text_config(decoder=True))
+    keys = gen.candidate_keys(text_cls)
+    n = text.get("num_hidden_layers")
+    legacy = {k: v for k, v in text.items() if k not in ("rope_parameters", "layer_types") and k not in keys
+              and not (isinstance(v, list) and isinstance(n, int) and len(v) == n > 1)}
+
+    def case(extra: dict[str, Any]) -> dict[str, Any]:
+        out = copy.deepcopy(d)
+        node = _node(out, path[:-1]) if path else None
+        new = {**legacy, **extra}
+        if node is None:
+            return new
+        node[path[-1]] = new
+        return out
+
+    head_dim = text.get("head_dim") if isinstance(text.get("head_dim"), int) else None
+    if head_dim is None and isinstance(text.get("hidden_size"), int) and text.get("num_attention_heads"):
+        head_dim = text["hidden_size"] // text["num_attention_heads"]
+    for key in keys:
+        kind = gen._probe_kind(key)
+        if kind == "layers" and isinstance(n, int):
+            yield key, case({key: [int(i % 3 == 0) for i in range(n)]})
+        elif kind == "dim" and head_dim and head_dim >= 8:
+            yield key, case({key: head_dim // 2})
+        elif kind == "theta":
+            yield key, case({key: 34567.0})
+        elif kind == "fraction":
+            yield key, case({key: 0.5})
+    yield FLAT, case({"rope_parameters": {"rope_type": "linear", "factor": 2.0}})
+    yield INSIDE, case(
+        {"rope_parameters": {"rope_type": "default", "rope_theta": 20000.0, "partial_rotary_factor": 0.5}})
+    rope = text.get("rope_parameters") or {}
+    groups = {k: v for k, v in rope.items() if isinstance(v, dict)}
+    if groups:
+        first = "full_attention" if "full_attention" in groups else next(iter(groups))
+        scaled = {**groups, first: {**groups[first], "rope_type": "yarn", "factor": 64.0}}
+        yield STRAY, case(
+            {"rope_parameters": {**scaled, "rope_theta": 54321.0}, "layer_types": text.get("layer_types")})
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_every_probed_key_reads_like_transformers(model_type: str) -> None:
+    """The conversion sweep: what each config class builds from the keys real files carry, against its rotary
+    embedding and its layer types (the same tolerances as above)."""
+    if model_type in NOT_READ:
+        pytest.skip("not read: " + NOT_READ[model_type])
+    compared = 0
+    for what, d in probe_cases(model_type):
+        try:
+            theirs = hf_groups(d, model_type)
+        except Exception:  # noqa: BLE001 - the class refuses this file: nothing to compare
+            continue
+        if d.get("position_embedding_type") == "absolute":
+            d["position_embedding_type"] = "rotary"
+            theirs = hf_groups(d, model_type)
+        context = f"{model_type} with {what}"
+        if what in PROBE_REFUSED.get(model_type, {}):
+            with pytest.raises(PosencError, match=PROBE_REFUSED[model_type][what]):
+                posenc_groups(d)
+            continue
+        if what in KNOWN_MISREAD.get(model_type, {}):
+            with pytest.raises((AssertionError, PosencError)):
+                assert_same(posenc_groups(d), theirs, context, model_type in REORDERED)
+                assert_same_layers(d, model_type, context)
+            compared += 1
+            continue
+        assert_same(posenc_groups(d), theirs, context, model_type in REORDERED)
+        assert_same_layers(d, model_type, context)
+        compared += 1
+    assert compared, "no probe the class accepts"
+
+
+#: Probes posenc refuses rather than misread, with the words its error carries.
+PROBE_REFUSED: dict[str, dict[str, str]] = {}
+
+_MLA = ("MLA: a file writing head_dim beside another qk_rope_head_dim; the class keeps the file's head_dim, posenc's "
+        "MLA rule reads qk_rope_head_dim (the two are equal in every shipped file)")
+_GEMMA = "Gemma-style per-layer rope built in the class's code; posenc's hand rule differs for this key"
+_COMPOSITE = ("the composite fills its own text defaults (rope_theta 1e8) into a text_config whose rope dict names no "
+              "theta; posenc takes the text class's")
+_CODE = "rope built in the class's code from per-type defaults, not a key conversion the probes name"
+#: Probes posenc still reads otherwise than transformers under 5.25 (model type -> probe -> why). Each is checked to
+#: still differ, so the list cannot go stale; a fix removes its entry.
+KNOWN_MISREAD: dict[str, dict[str, str]] = {
+    "beam": {"rope_theta": _CODE},
+    "deepseek_v3": {"qk_rope_head_dim": _MLA},
+    "deepseek_v4": {STRAY: _CODE},
+    "diffusion_gemma": {"partial_rotary_factor": _GEMMA},
+    "diffusion_gemma_text": {"partial_rotary_factor": _GEMMA},
+    "dory": {"rope_theta": _CODE, STRAY: _CODE},
+    "dots3_note": {
+        "partial_rotary_factor": _CODE,
+        "rope_theta": _CODE,
+        "swa_qk_rope_head_dim": _CODE,
+        "swa_rope_theta": _CODE,
+        FLAT: _CODE,
+        INSIDE: _CODE,
+    },
+    "dots3_note_text": {
+        "partial_rotary_factor": _CODE,
+        "rope_theta": _CODE,
+        "swa_qk_rope_head_dim": _CODE,
+        "swa_rope_theta": _CODE,
+        FLAT: _CODE,
+        INSIDE: _CODE,
+    },
+    "embedding_gemma2": {"rope_theta": _GEMMA},
+    "embedding_gemma2_text": {"rope_theta": _GEMMA},
+    "ergo": {INSIDE: _CODE},
+    "esm": {INSIDE: _CODE},
+    "kimi_k25": {"qk_rope_head_dim": _MLA},
+    "lfm3": {"partial_rotary_factor": _CODE},
+    "lfm3_vl": {"partial_rotary_factor": _CODE},
+    "neomme": {"partial_rotary_factor": _CODE, "rope_theta": _CODE},
+    "voxtral": {FLAT: _COMPOSITE},
+    "voxtral_realtime": {FLAT: _COMPOSITE},
+}
+
+
+#: Configs shaped like the files of models whose meaning the config class builds in code, constructed from the keys
+#: those files carry (tests/fixtures/conversions/; not verbatim shipped files): DeepSeek-V4-Pro (legacy rope_scaling
+#: plus compress_rope_theta), MiniMax-M2 (rotary_dim 64 of head_dim 128), MiMo-V2-Flash (swa_rope_theta,
+#: hybrid_layer_pattern, no layer_types), a per-layer-type rope_parameters with a stray top-level key, and a
+#: streaming speech model (Moonshine Streaming) with its partial factor inside rope_parameters.
+SHAPED = sorted((gen.OUT.parent.parent / "tests" / "fixtures" / "conversions").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", SHAPED, ids=[p.name for p in SHAPED])
+def test_configs_shaped_like_real_files_read_like_transformers(path: Any) -> None:
+    """Per layer group and per layer, against transformers' config class and rotary embedding; every group some
+    layer uses is reported."""
+    d: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    model_type = d["model_type"]
+    ours, theirs = posenc_groups(d), hf_groups(d, model_type)
+    assert_same(ours, theirs, path.name)
+    assert_same_layers(d, model_type, path.name)
+    used = hf_layer_groups(d, model_type)
+    if used is not None:
+        assert {g for g in used.values() if g is not None} == set(ours), (path.name, sorted(ours))
+    # a dict transformers builds that no layer uses (DeepSeek-V4-Pro's "main") is named in a note
+    notes = " ".join(describe(d).notes)
+    for name in set(theirs) - set(ours):
+        assert f"rope dict {name!r}" in notes and "no layer uses it" in notes, (path.name, notes)
 
 
 INSPECT_PAGE = gen.OUT.parent.parent / "docs" / "commands" / "inspect.md"

@@ -190,7 +190,7 @@ def test_scale_does_not_claim_what_the_model_code_ignores() -> None:
 
 
 def test_hunyuan_alpha_is_transformers_ntk_alpha() -> None:
-    """transformers 5.24's HunYuanDenseV1RotaryEmbedding turns "dynamic" + alpha into ntk_alpha (a static base)."""
+    """transformers 5.25's HunYuanDenseV1RotaryEmbedding turns "dynamic" + alpha into ntk_alpha (a static base)."""
     transformers = pytest.importorskip("transformers")
     from transformers.models.hunyuan_v1_dense import modeling_hunyuan_v1_dense as hy
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from posenc_cli.cli.inspect import RevisionOpt, SourceArg
+from posenc_cli.cli.inspect import RevisionOpt, SourceArg, note_newer_transformers
 from posenc_cli.cli.options import LENGTHS
 from posenc_cli.errors import PosencError
 
@@ -45,6 +45,7 @@ def check(
     trainer_names = _trainer_names(trainers)
     src = read_source(source, revision=revision)
     model = describe_source(src)
+    note_newer_transformers()
     if max_model_len is not None:
         length = parse_length(max_model_len, name="--max-model-len")
     elif model.family != "rope" or not model.layers:

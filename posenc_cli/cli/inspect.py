@@ -35,6 +35,7 @@ def inspect(
     length = parse_length(seq_len, name="--seq-len") if seq_len is not None else None
     src = read_source(source, revision=revision)
     problems: list[dict[str, str]] = []
+    note_newer_transformers()
     try:
         model = describe_source(src)
         result = report(model, length)
@@ -188,3 +189,12 @@ def _render_lint(problems: list[dict[str, str]], oldest: dict[str, str] | None) 
     if oldest:
         out.append(f"oldest transformers that reads it: {oldest['version']} (for {oldest['because']})")
     sys.stdout.write("\n".join(out) + "\n")
+
+
+def note_newer_transformers() -> None:
+    """One line on stderr when the installed transformers is newer than posenc's model-type data."""
+    from posenc_cli.models import newer_transformers_notice
+
+    notice = newer_transformers_notice()
+    if notice:
+        print(notice, file=sys.stderr)

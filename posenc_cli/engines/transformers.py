@@ -12,7 +12,7 @@ from posenc_cli.inspection import spec_for
 from posenc_cli.models import ModelPositions
 from posenc_cli.windows import window as window_for
 
-VERSION = "5.24"
+VERSION = "5.25"
 
 
 def groups_at(model: ModelPositions, seq_len: int | None) -> list[GroupRun]:
