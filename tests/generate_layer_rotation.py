@@ -373,6 +373,14 @@ def _decoder_layers(model: Any, n: int) -> Any:
     return lists[0][1] if lists else None
 
 
+def _enter(recorder: Recorder, i: int, *_: Any) -> None:
+    recorder.layer = i
+
+
+def _leave(recorder: Recorder, *_: Any) -> None:
+    recorder.layer = None
+
+
 def measure(text_cls: type, d: dict[str, Any]) -> dict[str, Any]:
     """Build the text model of config dict ``d`` and record per layer the rope it applies (or raise)."""
     import torch
@@ -399,8 +407,8 @@ def measure(text_cls: type, d: dict[str, Any]) -> dict[str, Any]:
         recorder = Recorder()
         hooks = []
         for i, layer in enumerate(layers):
-            hooks.append(layer.register_forward_pre_hook(lambda _m, _a, i=i: setattr(recorder, "layer", i)))
-            hooks.append(layer.register_forward_hook(lambda _m, _a, _o: setattr(recorder, "layer", None)))
+            hooks.append(layer.register_forward_pre_hook(functools.partial(_enter, recorder, i)))
+            hooks.append(layer.register_forward_hook(functools.partial(_leave, recorder)))
         modules = {sys.modules[type(m).__module__] for m in model.modules()}
         modules.add(importlib.import_module(type(config).__module__.replace(".configuration_", ".modeling_")))
         vocab = int(getattr(config, "vocab_size", 0) or 0) or 32

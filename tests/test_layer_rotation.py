@@ -52,8 +52,8 @@ MISMATCHES: dict[str, str] = {
                      "does not read it (not read: no rotary embedding built from the config)",
 }
 
-_INTERLEAVE = "rope_interleave picks the interleaved or the half-split application of the same frequencies on every layer " \
-    "(probed on deepseek_v3)"
+_INTERLEAVE = ("rope_interleave picks the interleaved or the half-split application of the same frequencies on every "
+               "layer (probed on deepseek_v3)")
 _MODEL_WIDE = "a model-wide switch between rotary and another position encoding, not a per-layer choice"
 _KV_SHARED = "kv-shared layers reuse the keys rotated by an earlier layer; their queries rotate (measured)"
 _CROSS = "cross-attention to another sequence (encoder, image) skips RoPE; the decoder's self-attention is measured"
@@ -192,7 +192,7 @@ def test_every_guarded_rotary_call_is_probed_or_accounted_for() -> None:
 
 #: a sample regenerated in memory: the issue's two families, the usual patterns, and each variant of Granite 4.0-H
 FRESH_TYPES = ["cohere2", "llama", "gemma3_text", "llama4_text", "qwen3_next"]
-FRESH_VARIANTS = ["granitemoehybrid rope", "granitemoehybrid nope", "cohere2 no sliding window"]
+FRESH_VARIANTS = ["granitemoehybrid rope", "granitemoehybrid nope", "cohere2 pattern 2"]
 
 
 def test_the_data_is_current_for_the_installed_transformers() -> None:
@@ -213,7 +213,8 @@ def test_the_data_is_current_for_the_installed_transformers() -> None:
 
 
 INSPECT_PAGE = gen.OUT.parent.parent.parent / "docs" / "commands" / "inspect.md"
-TABLE_START, TABLE_END = "<!-- layer-rotation table: tests/test_layer_rotation.py -->", "<!-- end layer-rotation table -->"
+TABLE_START = "<!-- layer-rotation table: tests/test_layer_rotation.py -->"
+TABLE_END = "<!-- end layer-rotation table -->"
 
 
 def coverage_table() -> str:
@@ -253,7 +254,8 @@ def coverage_table() -> str:
 
 def test_the_inspect_page_layer_table_is_the_data() -> None:
     page = INSPECT_PAGE.read_text(encoding="utf-8")
-    assert coverage_table() in page, f"run python tests/test_layer_rotation.py; the table should read:\n{coverage_table()}"
+    table = coverage_table()
+    assert table in page, f"run python tests/test_layer_rotation.py; the table should read:\n{table}"
 
 
 if __name__ == "__main__":  # rewrite the table in docs/commands/inspect.md from the data
