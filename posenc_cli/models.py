@@ -31,12 +31,12 @@ shows (code in a config class or an attention module), each entry needed by a te
   uses ``partial_rotary_factor`` only in the model types whose rotary class reads it (``default_partial`` in the
   generated data); every scaled rope type reads it. ``int(head_dim * factor)`` may be odd (GLM-4.5's defaults):
   transformers then turns ``ceil(dim / 2)`` pairs, and so does posenc.
-* Layers without RoPE: Llama 4 / SmolLM3 ``no_rope_layers`` (1 = rotates) and MUSE's ``layer_rope_theta`` (0 =
-  none); linear-attention, recurrent and convolution layers (Qwen3-Next, Qwen3.5, MiniMax, OLMo hybrid, Recurrent
-  Gemma, LFM2); every layer but the sliding-window ones in Cohere2 (Command R7B, Command A), Cohere2-MoE (whose dense
-  prefix still rotates with ``prefix_dense_sliding_window_pattern`` 1), Flint, AFMoE and LARA-mini; full-attention
-  layers of EXAONE 4 (4.5, MoE, Kolibri) when it has a sliding window; Granite 4.0-H unless its
-  ``position_embedding_type`` is ``"rope"``; and models with no rotary embedding at all (Nemotron-H, Jamba, Kimi
+* Layers without RoPE: Llama 4 / SmolLM3 / Mistral Large 4 ``no_rope_layers`` (1 = rotates) and MUSE's
+  ``layer_rope_theta`` (0 = none); linear-attention, recurrent and convolution layers (Qwen3-Next, Qwen3.5, MiniMax,
+  OLMo hybrid, Recurrent Gemma, LFM2); every layer but the sliding-window ones in Cohere2 (Command R7B, Command A),
+  Cohere2-MoE (whose dense prefix still rotates with ``prefix_dense_sliding_window_pattern`` 1), Flint, AFMoE and
+  LARA-mini; full-attention layers of EXAONE 4 (4.5, MoE, Kolibri) when it has a sliding window; Granite 4.0-H unless
+  its ``position_embedding_type`` is ``"rope"``; and models with no rotary embedding at all (Nemotron-H, Jamba, Kimi
   Linear, Mamba). ``tests/test_layer_rotation.py`` checks every one against a forward pass of transformers' own
   model code (``tests/data/layer_rotation.json``).
 * DeepSeek V2/V3, Kimi K2 and MiniCPM3 multiply the softmax scale by ``mscale(factor, mscale_all_dim)**2`` in
@@ -590,16 +590,23 @@ def _layer_types(text: Mapping[str, Any], text_type: str, n: int | None) -> list
     return None
 
 
+#: Model types whose config's ``no_rope_layers`` (1 = rotates; from ``no_rope_layer_interval``, default 4, when
+#: absent) picks the layers without RoPE.
+NO_ROPE_LAYERS_TYPES = frozenset({"llama4_text", "smollm3", "mistral_large4_text"})
+
+
 def _no_rope_flags(text: Mapping[str, Any], text_type: str, n: int | None) -> list[int] | None:
-    """Llama 4 / SmolLM3 ``no_rope_layers``: 1 where the layer rotates, 0 where it uses no positions; MUSE's
+    """Llama 4 / SmolLM3 / Mistral Large 4 ``no_rope_layers``: 1 where the layer rotates, 0 where it uses no
+    positions; MUSE's
     ``layer_rope_theta``: 0 where the model passes the layer no position embeddings."""
     thetas = text.get("layer_rope_theta")
     if isinstance(thetas, list) and all(_is_number(t) for t in thetas) and n is not None:
         return [int(bool(t)) for t in thetas]
-    if text_type not in ("llama4_text", "smollm3") or n is None:
+    if text_type not in NO_ROPE_LAYERS_TYPES or n is None:
         return None
     flags = text.get("no_rope_layers")
-    if isinstance(flags, list) and (flags or text_type == "smollm3"):
+    # Llama 4 replaces an empty list by the interval's; SmolLM3 and Mistral Large 4 keep what is given
+    if isinstance(flags, list) and (flags or text_type != "llama4_text"):
         return [int(bool(f)) for f in flags]
     interval = text.get("no_rope_layer_interval", 4)
     return [int((i + 1) % interval != 0) for i in range(n)]

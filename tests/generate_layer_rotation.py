@@ -50,8 +50,9 @@ OUT = Path(__file__).resolve().parent / "data" / "layer_rotation.json"
 SEQ = 7  # an odd length: no head dim or head count equals it, so its axis is found in cos / sin
 MAX_LAYERS = 8  # two periods of the usual 4-layer patterns; Gemma 3's 6 still shows one full-attention layer
 #: layer counts tried in turn: a class that forces its last layer's type (Gemma 4: full attention) and keeps per-layer
-#: settings by index builds with one period (6) where 8 layers would contradict its per-layer table
-LAYER_COUNTS = (MAX_LAYERS, 6, 12, 4)
+#: settings by index builds with one period (6) where 8 layers would contradict its per-layer table; Gemma 3n's
+#: kv-shared tail needs two periods of 5 (10) to hold both layer types
+LAYER_COUNTS = (MAX_LAYERS, 6, 10, 12, 4)
 MAX_PARAMS = 200_000_000  # a shrunk model above this is not built (float32: 800 MB)
 #: rotary application functions and methods (module level and class level) across transformers' modeling modules
 ROTARY_NAME = re.compile(r"_?(vision_)?apply\w*(rotary|rope)\w*|apply_rotary_emb")
@@ -74,7 +75,7 @@ _SIZES: dict[str, int] = {
     "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
     "num_nextn_predict_layers": 0, "altup_num_inputs": 2, "hidden_size_per_layer_input": 16,
     "vocab_size_per_layer_input": 256, "laurel_rank": 8, "per_layer_input_dim": 16,
-    "o_lora_rank": 32, "o_groups": 2, "index_n_heads": 2, "index_head_dim": 32, "index_topk": 4,
+    "o_lora_rank": 32, "o_groups": 2, "index_n_heads": 2, "index_topk": 4, "moe_k": 2,
 }
 _LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 _EXPERTS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
@@ -322,6 +323,11 @@ def shrink(d: dict[str, Any], layers: int) -> dict[str, Any]:
             elif isinstance(value, dict) and value and all(str(k).isdigit() for k in value):
                 out[key] = {k: v for k, v in value.items() if int(k) < layers}  # per layer index (Gemma 4)
         out[layers_key] = layers
+        shared = out.get("num_kv_shared_layers")
+        if isinstance(shared, int) and shared > 0:  # the same share of the layers reuses earlier keys and values
+            out["num_kv_shared_layers"] = max(1, round(shared * layers / n))
+    if out.get("head_dim", 0) is None:
+        del out["head_dim"]  # an explicit null is not "derive it" to every class (Ministral reads it as given)
     _shrink_heads(out)
     for key, size in _SIZES.items():
         value = out.get(key)
@@ -333,7 +339,7 @@ def shrink(d: dict[str, Any], layers: int) -> dict[str, Any]:
     if all(isinstance(out.get(k), int) for k in ("mamba_n_heads", "mamba_d_head", "mamba_expand", "hidden_size")):
         out["mamba_n_heads"] = max(1, out["mamba_expand"] * hidden // out["mamba_d_head"])
     experts = [out[k] for k in _EXPERTS if isinstance(out.get(k), int) and out[k] > 0]
-    for key in ("num_experts_per_tok", "moe_topk", "top_k"):
+    for key in ("num_experts_per_tok", "moe_topk", "top_k", "moe_k"):
         if experts and isinstance(out.get(key), int):
             out[key] = min(out[key], *experts)
     vocab = out.get("vocab_size")
