@@ -326,8 +326,14 @@ def shrink(d: dict[str, Any], layers: int) -> dict[str, Any]:
         shared = out.get("num_kv_shared_layers")
         if isinstance(shared, int) and shared > 0:  # the same share of the layers reuses earlier keys and values
             out["num_kv_shared_layers"] = max(1, round(shared * layers / n))
-    if out.get("head_dim", 0) is None:
-        del out["head_dim"]  # an explicit null is not "derive it" to every class (Ministral reads it as given)
+    hidden, heads = out.get("hidden_size"), out.get("num_attention_heads")
+    if out.get("head_dim", 0) is None and isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
+        # Ministral's and HunYuan's classes default head_dim to null and their attention then fails on it: a real
+        # checkpoint writes hidden_size // num_attention_heads, which is also what a reader derives
+        out["head_dim"] = hidden // heads
+    types = out.get("layer_types")
+    if out.get("sliding_window", 0) is None and isinstance(types, list) and "sliding_attention" in types:
+        out["sliding_window"] = 128  # Step 3.5's default names sliding layers but no window: its mask needs one
     _shrink_heads(out)
     for key, size in _SIZES.items():
         value = out.get(key)
