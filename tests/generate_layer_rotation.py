@@ -304,6 +304,8 @@ def _shrink_heads(out: dict[str, Any]) -> None:
         kv = out.get(kv_key)
         if isinstance(kv, int) and kv > 0:
             out[kv_key] = new_heads if kv >= heads else min(kv, 2)
+        elif kv_key in out and kv is None:
+            out[kv_key] = new_heads  # Nemotron's null means one per head, which its attention does not derive
     out[heads_key] = new_heads
     out[hidden_key] = min(hidden, new_heads * head_dim)
 
@@ -348,6 +350,8 @@ def shrink(d: dict[str, Any], layers: int) -> dict[str, Any]:
     for key in ("num_experts_per_tok", "moe_topk", "top_k", "moe_k"):
         if experts and isinstance(out.get(key), int):
             out[key] = min(out[key], *experts)
+        elif experts and key in out and out[key] is None:
+            out[key] = min(2, *experts)  # DeepSeek V2's class default is null, which its router cannot take
     vocab = out.get("vocab_size")
     if isinstance(vocab, int):
         for key in _TOKEN_KEYS:

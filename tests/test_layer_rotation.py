@@ -168,6 +168,25 @@ def test_the_sweep_is_not_a_handful() -> None:
     assert len(patterns) >= 5, patterns  # not all "every layer rotates"
 
 
+def test_no_rope_is_claimed_where_the_modeling_code_applies_none() -> None:
+    """A model type whose modeling module has no rotary application function is never read as RoPE."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    claimed = []
+    with gen.quiet():
+        for model_type, entry in DATA["types"].items():
+            if "applies no rotary" not in entry.get("skipped", ""):
+                continue
+            config = json.loads(json.dumps(CONFIG_MAPPING[model_type]().to_dict(), default=str))
+            try:
+                model = describe(config)
+            except PosencError:
+                continue  # refused: no claim
+            if model.family == "rope" and model.layers:
+                claimed.append(model_type)
+    assert not claimed
+
+
 def _module_of(model_type: str) -> str:
     """The model folder of a model type's text config class (where its modeling code is)."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
