@@ -226,7 +226,10 @@ def _changed_dims(args: tuple[Any, ...], out: Any) -> int:
     import torch
 
     first_out = out[0] if isinstance(out, (tuple, list)) else out
-    first_in = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    if not isinstance(first_out, torch.Tensor):
+        return 0
+    # the rotated tensor, not a position table passed first (RoFormer's sinusoidal_pos)
+    first_in = next((a for a in args if isinstance(a, torch.Tensor) and a.shape == first_out.shape), None)
     if not isinstance(first_out, torch.Tensor) or first_in is None or first_in.shape != first_out.shape:
         return 0
     changed = (first_out != first_in).reshape(-1, first_in.shape[-1]).any(dim=0)

@@ -19,6 +19,7 @@ so the list cannot go stale.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import time
@@ -153,6 +154,20 @@ def test_every_layer_rotates_as_posenc_reads_it(case: str) -> None:
         assert found, f"{case} now matches: drop it from MISMATCHES ({MISMATCHES[case]})"
         return
     assert not found, f"{case} ({build['text_type']}, {build['model_class']}): " + "; ".join(found)
+
+
+def test_the_comparison_sees_a_wrong_frequency_and_a_wrong_attention_factor() -> None:
+    """The comparison is live: a theta 1e-4 off moves the frequencies past the tolerance, an attention factor set
+    to 1.2 where YaRN's is 1.3466 (gpt-oss) is caught, and so is a layer posenc would rotate that does not."""
+    build = copy.deepcopy(DATA["builds"][CASES["type:llama"]])
+    build["config"]["rope_parameters"]["rope_theta"] *= 1.0001
+    assert any("frequencies" in d for d in differences(build))
+    build = copy.deepcopy(DATA["builds"][CASES["type:gpt_oss"]])
+    build["config"]["rope_parameters"]["attention_factor"] = 1.2
+    assert any("attention factor" in d for d in differences(build))
+    build = copy.deepcopy(DATA["builds"][CASES["type:cohere2"]])
+    build["layers"] = [build["layers"][0]] * len(build["layers"])
+    assert any("rotating layers" in d for d in differences(build))
 
 
 def test_the_mismatch_list_names_built_cases() -> None:
