@@ -34,9 +34,14 @@ entry needed by a test.
   uses ``partial_rotary_factor`` only in the model types whose rotary class reads it (``default_partial`` in the
   generated data); every scaled rope type reads it. ``int(head_dim * factor)`` may be odd (GLM-4.5's defaults):
   transformers then turns ``ceil(dim / 2)`` pairs, and so does posenc.
-* Layers without RoPE: Llama 4 / SmolLM3 ``no_rope_layers`` (1 = rotates), linear-attention layers of Qwen3-Next
-  and Qwen3.5, full-attention layers of EXAONE 4 when it has a sliding window, and models with no rotary embedding
-  at all (Nemotron-H, Jamba, Kimi Linear, Mamba).
+* Layers without RoPE: Llama 4 / SmolLM3 / Mistral Large 4 ``no_rope_layers`` (1 = rotates) and MUSE's
+  ``layer_rope_theta`` (0 = none); linear-attention, recurrent and convolution layers (Qwen3-Next, Qwen3.5, MiniMax,
+  OLMo hybrid, Recurrent Gemma, LFM2); every layer but the sliding-window ones in Cohere2 (Command R7B, Command A),
+  Cohere2-MoE (whose dense prefix still rotates with ``prefix_dense_sliding_window_pattern`` 1), Flint, AFMoE and
+  LARA-mini; full-attention layers of EXAONE 4 (4.5, MoE, Kolibri) when it has a sliding window; Granite 4.0-H unless
+  its ``position_embedding_type`` is ``"rope"``; and models with no rotary embedding at all (Nemotron-H, Jamba, Kimi
+  Linear, Mamba). ``tests/test_layer_rotation.py`` checks every one against a forward pass of transformers' own
+  model code (``tests/data/layer_rotation.json``).
 * DeepSeek V2/V3, Kimi K2 and MiniCPM3 multiply the softmax scale by ``mscale(factor, mscale_all_dim)**2`` in
   their attention module whenever the rope is scaled and ``mscale_all_dim`` is set.
 """
@@ -84,6 +89,23 @@ RELATIVE_BIAS_TYPES = frozenset({"t5", "mt5", "umt5", "longt5", "switch_transfor
 #: Models with no rotary embedding at all (state-space or hybrid; their attention layers, if any, use no positions).
 NO_POSITION_TYPES = frozenset({"nemotron_h", "jamba", "kimi_linear", "mamba", "mamba2", "falcon_mamba", "rwkv",
                                "xlstm", "lfm2_moe_ssm"})
+#: Model types whose attention applies RoPE on sliding-window layers only (an ``if`` around the rotary call in
+#: transformers' modeling code, or the model passing the other layers no position embeddings; tests/
+#: test_layer_rotation.py measures each): Cohere2 (Command R7B, Command A), Cohere2-MoE (which also rotates its
+#: dense prefix layers when ``prefix_dense_sliding_window_pattern`` is 1), Flint, AFMoE, LARA-mini.
+SLIDING_ONLY_TYPES = frozenset({"cohere2", "cohere2_moe", "flint", "afmoe", "lara_mini"})
+#: Model types whose full-attention layers skip RoPE when the model has a sliding window (NoPE), EXAONE 4's way.
+FULL_NOPE_TYPES = frozenset({"exaone4", "exaone4_5", "exaone_moe", "kolibri1"})
+#: Layer types that have no attention to rotate (state-space, recurrent, convolution, linear attention), in every
+#: model type that names them.
+_NO_ATTENTION_LAYER_TYPES = {
+    "linear_attention": "linear attention (gated delta net, lightning, Mamba): no positional encoding",
+    "recurrent": "recurrent blocks (RG-LRU): no attention, no RoPE",
+    "conv": "short-convolution blocks: no attention, no RoPE",
+}
+#: Model types that build a rotary embedding only when ``position_embedding_type`` is ``"rope"`` (Granite 4.0-H:
+#: its class default is None, and its NoPE checkpoints say ``"nope"``).
+POSITION_TYPE_GATED = frozenset({"granitemoehybrid"})
 _ROPE_KEYS = ("rope_theta", "rope_scaling", "rope_parameters", "rotary_dim", "rotary_pct", "rotary_emb_base",
               "partial_rotary_factor", "rope_local_base_freq", "qk_rope_head_dim")
 
@@ -723,6 +745,9 @@ def _layer_types(text: Mapping[str, Any], text_type: str, n: int | None) -> list
         return ["full_attention" if attends(b) else "no_attention" for b in blocks]
     if n is None:
         return None
+    cycle = text.get("block_types")
+    if text_type == "recurrent_gemma" and isinstance(cycle, list) and cycle and all(isinstance(b, str) for b in cycle):
+        return [str(cycle[i % len(cycle)]) for i in range(n)]  # the class repeats its block pattern
     resolver = _kind(text_type).resolver
     if resolver in ("gemma3", "gemma4"):
         pattern = text.get("sliding_window_pattern", text.get("_sliding_window_pattern", 6))
@@ -733,6 +758,15 @@ def _layer_types(text: Mapping[str, Any], text_type: str, n: int | None) -> list
         return types
     if text_type == "olmo3":
         return ["sliding_attention" if (i + 1) % 4 else "full_attention" for i in range(n)]
+    if text_type in ("cohere2", "cohere2_moe"):
+        # Cohere2Config: a (legacy) sliding_window_pattern, default 4; Cohere2-MoE's first_k_dense_replace dense
+        # prefix layers follow prefix_dense_sliding_window_pattern (default 1: all full attention)
+        pattern, prefix = text.get("sliding_window_pattern", 4), text.get("prefix_dense_sliding_window_pattern", 1)
+        k = int(text.get("first_k_dense_replace") or 0) if text_type == "cohere2_moe" else 0
+        if not all(isinstance(v, int) and v > 0 for v in (pattern, prefix)):
+            return None
+        return (["sliding_attention" if (i + 1) % prefix else "full_attention" for i in range(min(k, n))]
+                + ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n - min(k, n))])
     if text_type in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"):
         interval = text.get("full_attention_interval", 4)
         return ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(n)]
@@ -752,12 +786,23 @@ def _layer_types(text: Mapping[str, Any], text_type: str, n: int | None) -> list
     return None
 
 
+#: Model types whose config's ``no_rope_layers`` (1 = rotates; from ``no_rope_layer_interval``, default 4, when
+#: absent) picks the layers without RoPE.
+NO_ROPE_LAYERS_TYPES = frozenset({"llama4_text", "smollm3", "mistral_large4_text"})
+
+
 def _no_rope_flags(text: Mapping[str, Any], text_type: str, n: int | None) -> list[int] | None:
-    """Llama 4 / SmolLM3 ``no_rope_layers``: 1 where the layer rotates, 0 where it uses no positions."""
-    if text_type not in ("llama4_text", "smollm3") or n is None:
+    """Llama 4 / SmolLM3 / Mistral Large 4 ``no_rope_layers``: 1 where the layer rotates, 0 where it uses no
+    positions; MUSE's
+    ``layer_rope_theta``: 0 where the model passes the layer no position embeddings."""
+    thetas = text.get("layer_rope_theta")
+    if isinstance(thetas, list) and all(_is_number(t) for t in thetas) and n is not None:
+        return [int(bool(t)) for t in thetas]
+    if text_type not in NO_ROPE_LAYERS_TYPES or n is None:
         return None
     flags = text.get("no_rope_layers")
-    if isinstance(flags, list) and (flags or text_type == "smollm3"):
+    # Llama 4 replaces an empty list by the interval's; SmolLM3 and Mistral Large 4 keep what is given
+    if isinstance(flags, list) and (flags or text_type != "llama4_text"):
         return [int(bool(f)) for f in flags]
     interval = text.get("no_rope_layer_interval", 4)
     return [int((i + 1) % interval != 0) for i in range(n)]
@@ -765,12 +810,13 @@ def _no_rope_flags(text: Mapping[str, Any], text_type: str, n: int | None) -> li
 
 def _no_rope_reason(text: Mapping[str, Any], text_type: str, layer_type: str) -> str | None:
     """Why layers of ``layer_type`` apply no RoPE in this model type, or None when they do."""
-    if text_type in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text") and layer_type == "linear_attention":
-        return "linear attention (gated delta net): no positional encoding"
-    if text_type == "exaone4" and layer_type == "full_attention" and text.get("sliding_window") is not None:
-        return "EXAONE 4 full-attention layers skip RoPE when the model has a sliding window (NoPE)"
-    if text_type == "lfm2" and layer_type == "conv":
-        return "short-convolution blocks: no attention, no RoPE"
+    if layer_type in _NO_ATTENTION_LAYER_TYPES:
+        return _NO_ATTENTION_LAYER_TYPES[layer_type]
+    if text_type in FULL_NOPE_TYPES and layer_type == "full_attention" and text.get("sliding_window") is not None:
+        return (f"{text_type} full-attention layers skip RoPE when the model has a sliding window (NoPE), as "
+                "EXAONE 4 does")
+    if text_type in SLIDING_ONLY_TYPES and layer_type != "sliding_attention":
+        return f"{text_type} applies RoPE on sliding-window layers only: its {layer_type} layers use no positions"
     given = text.get("rope_parameters")
     if isinstance(given, Mapping) and layer_type in given and given[layer_type] is None:
         return f"rope_parameters gives {layer_type} layers no rope dict (null): they use no positional encoding"
@@ -779,6 +825,17 @@ def _no_rope_reason(text: Mapping[str, Any], text_type: str, layer_type: str) ->
     if layer_type == "no_attention":
         return "the attention block is removed (no_op) or replaced by a linear layer: no attention, no RoPE"
     return None
+
+
+def _forced_rope(text: Mapping[str, Any], text_type: str, i: int) -> bool:
+    """Cohere2-MoE's ``force_rope``: a dense (MLP) layer rotates whatever its attention type when
+    ``prefix_dense_sliding_window_pattern`` is 1."""
+    if text_type != "cohere2_moe" or text.get("prefix_dense_sliding_window_pattern", 1) != 1:
+        return False
+    mlp = text.get("mlp_layer_types")
+    if isinstance(mlp, list):
+        return i < len(mlp) and mlp[i] == "dense"
+    return i < int(text.get("first_k_dense_replace") or 0)  # the class's mlp_layer_types: dense first, then sparse
 
 
 def _rope_evidence(text: Mapping[str, Any]) -> list[str]:
@@ -799,6 +856,8 @@ def _family_without_rope(cfg: Mapping[str, Any], text: Mapping[str, Any], text_t
     if text_type in ALIBI_TYPES:
         return "alibi"
     if text_type in NO_POSITION_TYPES:
+        return "none"
+    if text_type in POSITION_TYPE_GATED and text.get("position_embedding_type") != "rope":
         return "none"
     if text_type in SINUSOIDAL_TYPES:
         return "sinusoidal"
@@ -851,9 +910,14 @@ def describe(cfg: Mapping[str, Any]) -> ModelPositions:
         if family == "none":
             evidence = _rope_evidence(text)
             reason = f"{text_type} has no rotary embedding: its attention layers (if any) use no positional encoding"
+            gate = ""
+            if text_type in POSITION_TYPE_GATED:
+                gate = f" with position_embedding_type {text.get('position_embedding_type')!r} (only 'rope' rotates)"
+                reason = (f"{text_type}{gate} builds no rotary embedding: its attention layers use no positional "
+                          "encoding (NoPE)")
             base.no_rope.append(NoRopeGroup("all layers", list(range(n_layers)) if n_layers else None, reason))
             if evidence:
-                notes.append(f"the config sets {', '.join(evidence)}, but {text_type} never applies RoPE")
+                notes.append(f"the config sets {', '.join(evidence)}, but {text_type}{gate} never applies RoPE")
         elif family == "unknown" and generated()["without_rotary"].get(text_type) == NO_ROTARY:
             notes.append(f"transformers {generated()['transformers']} builds no rotary embedding for {text_type} from "
                          "its config (a vision or audio encoder, or positions its attention code computes): posenc "
@@ -1059,7 +1123,7 @@ def _assign_layers(model: ModelPositions, per_type: dict[str, dict[str, Any]], t
         lt = layer_types[i] if layer_types is not None and i < len(layer_types) else ""
         if flags is not None and i < len(flags) and not flags[i]:
             return None
-        if lt and _no_rope_reason(text, text_type, lt):
+        if lt and _no_rope_reason(text, text_type, lt) and not _forced_rope(text, text_type, i):
             return None
         if "" in per_type:
             return ""

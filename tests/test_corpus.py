@@ -1,5 +1,6 @@
 """The real-config corpus: every shipped model's config.json, read by posenc and by transformers' own config class
-and rotary embedding, must agree per layer group on inv_freq, attention factor, rotary dim and which layers rotate.
+and rotary embedding, must agree per layer group on inv_freq, attention factor, rotary dim and which layers rotate
+(measured: a tiny random model of the file's config runs one forward pass, :func:`hf_rotating`).
 
 Tolerance: inv_freq rtol 1e-6. Both sides compute in float32 with the same operation order; the one difference is
 the power (torch's float32 pow against posenc's float64 pow rounded once), at most an ulp or two of float32
@@ -72,6 +73,7 @@ def test_corpus_covers_every_case_the_reader_handles() -> None:
 
 transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
+import generate_layer_rotation as gen  # noqa: E402
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 
 # remote-code model types that transformers reads with one of its own classes (as Kimi K2.5's config does)
@@ -115,20 +117,27 @@ def hf_rotary(text: Any) -> Any:
     pytest.fail(f"no rotary class in {module_name} builds from {type(text).__name__}")
 
 
-def rotates(text: Any, i: int) -> bool:
-    """Whether decoder layer i applies RoPE, from the transformers config's own attributes."""
-    mt = text.model_type
-    if mt in ("llama4_text", "smollm3"):
-        return bool(text.no_rope_layers[i])
-    if mt in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"):
-        return bool(text.layer_types[i] == "full_attention")
-    if mt == "exaone4":
-        return text.sliding_window is None or text.layer_types[i] == "sliding_attention"
-    if mt == "lfm2":
-        return bool(text.layer_types[i] != "conv")
-    if mt == "mllama_text_model":
-        return i not in text.cross_attention_layers
-    return True
+#: Corpus files whose tiny random model does not build or run on CPU, and why: their per-layer check is only that
+#: posenc accounts for every layer. Each is checked to still fail, so the list cannot go stale.
+UNMEASURED = {
+    "deepseek-v4-flash.json": "over 200M parameters even shrunk (its compressor and indexer keep their sizes)",
+    "nemotron-3-nano-30b-a3b-bf16.json": "over 200M parameters even shrunk (52 Mamba layers)",
+    "nemotron-h-56b-base-8k.json": "over 200M parameters even shrunk (118 Mamba layers)",
+    "gemma-4-26b-a4b.json": "its MoE router's top-k exceeds the shrunk expert count",
+    "glm-4.1v-9b-thinking.json": "its 3-D rope sections do not fit the shrunk rotary width",
+}
+
+
+def hf_rotating(text: Any) -> list[int] | None:
+    """The layers whose attention applies RoPE in transformers' own forward pass: a tiny random model of this config
+    with every layer kept (``tests/generate_layer_rotation.py``), or None when it does not build on CPU."""
+    d = gen.shrink(json.loads(json.dumps(text.to_dict(), default=str)), int(text.num_hidden_layers))
+    with gen.quiet():
+        try:
+            build = gen.measure(type(text), d)
+        except Exception:  # noqa: BLE001 - listed in UNMEASURED, checked below
+            return None
+    return [i for i, x in enumerate(build["layers"]) if x is not None]
 
 
 def hf_groups(text: Any) -> dict[str, tuple[np.ndarray, float]]:
@@ -163,10 +172,15 @@ def test_reader_matches_transformers(path: Path) -> None:
         assert freqs.attention_factor == pytest.approx(hf_attention, rel=1e-9), layer.name
         assert spec_for(model, layer).rotary_dim == 2 * hf_inv.shape[0], layer.name
     n = text.num_hidden_layers
-    hf_rotating = [i for i in range(n) if rotates(text, i)]
     ours = sorted(i for layer in model.layers for i in (layer.layers or []))
-    assert ours == hf_rotating
-    assert sorted(i for g in model.no_rope for i in (g.layers or [])) == sorted(set(range(n)) - set(hf_rotating))
+    still = sorted(i for g in model.no_rope for i in (g.layers or []))
+    measured = hf_rotating(text)
+    assert (measured is None) == (path.name in UNMEASURED), UNMEASURED.get(path.name, "the model did not build")
+    if measured is None:
+        assert sorted(ours + still) == list(range(n))
+    else:
+        assert ours == measured
+        assert still == sorted(set(range(n)) - set(measured))
     if "" not in groups:  # per-layer-type rope: each layer is in the group of its type
         for layer in model.layers:
             for i in layer.layers or []:

@@ -32,7 +32,7 @@ import pytest
 from posenc_cli.errors import PosencError
 from posenc_cli.frequencies import compute
 from posenc_cli.inspection import spec_for
-from posenc_cli.models import describe, generated
+from posenc_cli.models import POSITION_TYPE_GATED, describe, generated
 
 pytestmark = pytest.mark.numeric
 
@@ -166,6 +166,10 @@ def test_every_model_type_reads_like_transformers(model_type: str) -> None:
     if d.get("position_embedding_type") == "absolute":  # BERT-style (ESM): rotary only when asked for
         assert describe(d).family == "learned"
         d["position_embedding_type"] = "rotary"
+    if model_type in POSITION_TYPE_GATED and d.get("position_embedding_type") != "rope":  # Granite 4.0-H: NoPE
+        assert describe(d).family == "none"  # unless asked for (tests/test_layer_rotation.py runs both)
+        d["position_embedding_type"] = "rope"
+        d["layer_types"] = ["attention"] * d["num_hidden_layers"]  # its default has Mamba layers only
     reordered = model_type in REORDERED
     assert_same(posenc_groups(d), hf_groups(d, model_type), "default", reordered)
     for name, params in ROPE_TYPES.items():
