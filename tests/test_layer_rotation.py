@@ -43,12 +43,11 @@ ATTENTION_REL = 1e-6
 
 #: Model types (``type:``) and variants (``variant:``) whose per-layer reading differs from the forward pass, with
 #: why. Each is checked to still differ.
-_STALE = ("posenc_cli/model_types.json was generated from transformers 5.24, whose class had no rotary embedding; "
-          "5.25's has one (its regeneration for 5.25 reads it)")
+_STALE = ("posenc_cli/model_types.json (generated from transformers 5.25) records no rotary embedding for this type: "
+          "tests/generate_model_types.py does not find where its class builds one, yet the forward pass rotates "
+          "every layer; posenc refuses the config as unknown rather than misreading it")
 MISMATCHES: dict[str, str] = {
     "type:granite4_vision": _STALE, "type:granite4_vision_text": _STALE, "type:higgs_audio_v2": _STALE,
-    "type:moonshine": "Moonshine's decoder config names its heads decoder_num_attention_heads, which posenc's "
-                      "Llama-like reading does not take: it cannot tell the head dim and refuses",
     "type:roformer": "RoFormer (an encoder) rotates with sinusoidal positions its own attention code computes; posenc "
                      "does not read it (not read: no rotary embedding built from the config)",
 }

@@ -377,6 +377,9 @@ def test_every_probed_key_reads_like_transformers(model_type: str) -> None:
         if d.get("position_embedding_type") == "absolute":
             d["position_embedding_type"] = "rotary"
             theirs = hf_groups(d, model_type)
+        if model_type in POSITION_TYPE_GATED and d.get("position_embedding_type") != "rope":  # Granite 4.0-H: NoPE
+            d["position_embedding_type"] = "rope"
+            theirs = hf_groups(d, model_type)
         context = f"{model_type} with {what}"
         if what in PROBE_REFUSED.get(model_type, {}):
             with pytest.raises(PosencError, match=PROBE_REFUSED[model_type][what]):
