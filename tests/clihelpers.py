@@ -23,7 +23,7 @@ def run(*args: str, input: str | None = None) -> Result:
 def ok(result: Result) -> Result:
     """Exit 0 and no traceback on stderr; returns ``result``."""
     assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr, result.exception)
-    assert "Traceback" not in result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
     return result
 
 
@@ -44,7 +44,7 @@ def assert_error_line(result: Result, code: int, *needles: str) -> str:
     """Exit ``code``, nothing on stdout, exactly one stderr line 'error: ...' containing every needle, no traceback."""
     assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr, result.exception)
     assert result.stdout == ""
-    assert "Traceback" not in result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     lines = result.stderr.splitlines()
     assert len(lines) == 1, lines
