@@ -406,6 +406,9 @@ _GEMMA = "Gemma-style per-layer rope built in the class's code; posenc's hand ru
 _COMPOSITE = ("the composite fills its own text defaults (rope_theta 1e8) into a text_config whose rope dict names no "
               "theta; posenc takes the text class's")
 _CODE = "rope built in the class's code from per-type defaults, not a key conversion the probes name"
+#: dots.note 3 (and its text class) builds its sliding and full rope in its own code from every key probed here
+_DOTS3 = dict.fromkeys(("partial_rotary_factor", "rope_theta", "swa_qk_rope_head_dim", "swa_rope_theta", FLAT,
+                        INSIDE), _CODE)
 #: Probes posenc still reads otherwise than transformers under 5.25 (model type -> probe -> why). Each is checked to
 #: still differ, so the list cannot go stale; a fix removes its entry.
 KNOWN_MISREAD: dict[str, dict[str, str]] = {
@@ -415,22 +418,8 @@ KNOWN_MISREAD: dict[str, dict[str, str]] = {
     "diffusion_gemma": {"partial_rotary_factor": _GEMMA},
     "diffusion_gemma_text": {"partial_rotary_factor": _GEMMA},
     "dory": {"rope_theta": _CODE, STRAY: _CODE},
-    "dots3_note": {
-        "partial_rotary_factor": _CODE,
-        "rope_theta": _CODE,
-        "swa_qk_rope_head_dim": _CODE,
-        "swa_rope_theta": _CODE,
-        FLAT: _CODE,
-        INSIDE: _CODE,
-    },
-    "dots3_note_text": {
-        "partial_rotary_factor": _CODE,
-        "rope_theta": _CODE,
-        "swa_qk_rope_head_dim": _CODE,
-        "swa_rope_theta": _CODE,
-        FLAT: _CODE,
-        INSIDE: _CODE,
-    },
+    "dots3_note": _DOTS3,
+    "dots3_note_text": _DOTS3,
     "embedding_gemma2": {"rope_theta": _GEMMA},
     "embedding_gemma2_text": {"rope_theta": _GEMMA},
     "ergo": {INSIDE: _CODE},
