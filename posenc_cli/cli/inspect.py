@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from posenc_cli.cli.options import LENGTHS
+from posenc_cli.cli.output import note
 from posenc_cli.errors import ExitCode, PosencError
 
 SourceArg = Annotated[str, typer.Argument(
@@ -197,4 +198,4 @@ def note_newer_transformers() -> None:
 
     notice = newer_transformers_notice()
     if notice:
-        print(notice, file=sys.stderr)
+        note(notice)
