@@ -11,7 +11,7 @@ Baselines:
     preallocated arrays, i.e. one transcendental per output element and nothing else;
 (d) Hugging Face's ``apply_rotary_pos_emb`` (transformers, Llama) on torch CPU tensors, with cos/sin built the
     way ``LlamaRotaryEmbedding`` builds them; posenc's time includes forming its own cos/sin;
-(e) the wall time of ``posenc verify`` with its defaults (the compute only: ``posenc_cli.verify.run``);
+(e) the wall time of ``posenc verify`` with its defaults (the compute only: ``posenc_cli.rope.verify.run``);
 (f) ``posenc verify --dtype bfloat16`` (three precision columns in bfloat16 via ml_dtypes) against (e);
 (g) the search for the first position whose rotation equals its neighbour's (cos/sin table in bfloat16, 1M
     positions, 64 pairs: no collision, so the whole window is scanned) against comparing every pair of every
@@ -33,9 +33,9 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 from _timing import markdown_table  # noqa: E402
 
-from posenc_cli import precision  # noqa: E402
-from posenc_cli.encodings import apply_rope, rope_inv_freq, sinusoidal  # noqa: E402
-from posenc_cli.verify import VerifySettings, run  # noqa: E402
+from posenc_cli.rope import precision  # noqa: E402
+from posenc_cli.rope.encodings import apply_rope, rope_inv_freq, sinusoidal  # noqa: E402
+from posenc_cli.rope.verify import VerifySettings, run  # noqa: E402
 from tests import reference as ref  # noqa: E402
 
 Row = tuple[str, float, str, float | None, str]

@@ -26,13 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from fake_server import FakeServer, Script  # noqa: E402
 
-from posenc_cli import bytevocab  # noqa: E402
-from posenc_cli.evaltemplate import build_prompt, load_template  # noqa: E402
+from posenc_cli.evaluation import bytevocab  # noqa: E402
+from posenc_cli.evaluation.client import Client  # noqa: E402
 from posenc_cli.evaluation.plan import from_lengths  # noqa: E402
 from posenc_cli.evaluation.probe import probe  # noqa: E402
 from posenc_cli.evaluation.run import Runner  # noqa: E402
+from posenc_cli.evaluation.templates import build_prompt, load_template  # noqa: E402
 from posenc_cli.evaluation.tokens import server_counter  # noqa: E402
-from posenc_cli.serving import Client  # noqa: E402
 
 
 def main() -> None:

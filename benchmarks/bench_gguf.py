@@ -84,10 +84,10 @@ def main() -> None:
 
         import gguf
 
-        from posenc_cli.sources import read_gguf
+        from posenc_cli.models.sources import read_gguf
 
         in_process = {
-            "posenc_cli.sources.read_gguf(FILE)": best_in_process(lambda: read_gguf(path), args.runs),
+            "posenc_cli.models.sources.read_gguf(FILE)": best_in_process(lambda: read_gguf(path), args.runs),
             "gguf.GGUFReader(FILE)": best_in_process(lambda: gguf.GGUFReader(path), args.runs),
         }
     best = {name: _timing.best(s) * 1000 for name, s in samples.items()}
@@ -98,7 +98,7 @@ def main() -> None:
              f"{best[name] / floor:.2f}x", f"{best[name] / ours:.2f}x"] for name in commands]
     print(_timing.markdown_table(["command", "best ms", "median ms", "vs python -c pass", "vs posenc inspect"],
                                  rows))
-    ours_in = in_process["posenc_cli.sources.read_gguf(FILE)"] * 1000
+    ours_in = in_process["posenc_cli.models.sources.read_gguf(FILE)"] * 1000
     print(f"\nthe readers alone, in one process (best of {args.runs}):\n")
     print(_timing.markdown_table(["reader", "best ms", "vs read_gguf"],
                                  [[f"`{name}`", f"{t * 1000:.1f}", f"{t * 1000 / ours_in:.1f}x"]

@@ -168,9 +168,9 @@ def completion(url: str, prompt: str, *, echo: bool) -> dict[str, Any]:
 
 def loss_cost(lengths: list[int]) -> dict[str, Any]:
     """Per length: one plain request and one loss (echo) request on the same prompt; seconds and peak RSS."""
-    from posenc_cli.evaltemplate import load_template
     from posenc_cli.evaluation.plan import Cell
     from posenc_cli.evaluation.run import cell_prompt
+    from posenc_cli.evaluation.templates import load_template
 
     template = load_template("needle")
     rows = []
@@ -194,9 +194,9 @@ def loss_cost(lengths: list[int]) -> dict[str, Any]:
 
 
 def _server_counter(url: str) -> Any:
+    from posenc_cli.evaluation.client import Client
     from posenc_cli.evaluation.probe import probe
     from posenc_cli.evaluation.tokens import server_counter
-    from posenc_cli.serving import Client
 
     client = Client(url, timeout=3600, retries=0)
     return server_counter(client, probe(client))
@@ -218,10 +218,10 @@ def direct_loss(argv: list[str], length: int) -> dict[str, Any]:
     import numpy as np
     from llama_cpp import Llama
 
-    from posenc_cli.evaltemplate import load_template
     from posenc_cli.evaluation.plan import Cell
     from posenc_cli.evaluation.report import loss_curve
     from posenc_cli.evaluation.run import cell_prompt
+    from posenc_cli.evaluation.templates import load_template
 
     flags = argv[argv.index("llama_cpp.server") + 1:]
     options = {k.lstrip("-"): v for k, v in zip(flags[::2], flags[1::2], strict=True)
@@ -273,7 +273,7 @@ def run_eval(name: str, argv: list[str], grid: list[str]) -> dict[str, Any]:
 
 def loss_png(result: dict[str, Any]) -> None:
     """docs/eval/real-model-loss.png from loss-direct's curves (llama.cpp's logits, not the server's echo)."""
-    from posenc_cli.plots import LossCurve, figure_bytes, loss_figure
+    from posenc_cli.plots.figures import LossCurve, figure_bytes, loss_figure
 
     curves = [LossCurve(name, [b["from"] for b in r["curve"]], [b["to"] for b in r["curve"]],
                         [b["loss"] for b in r["curve"]]) for name, r in result.items()]

@@ -14,14 +14,14 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it; resolved lazily (PEP 562) so the CLI never pays for numpy up front
 _EXPORTS = {
-    "sinusoidal": "encodings",
-    "rope_inv_freq": "encodings",
-    "apply_rope": "encodings",
-    "to_half_layout": "encodings",
-    "to_interleaved_layout": "encodings",
-    "half_layout_permutation": "encodings",
-    "alibi_slopes": "encodings",
-    "alibi_bias": "encodings",
+    "sinusoidal": "rope.encodings",
+    "rope_inv_freq": "rope.encodings",
+    "apply_rope": "rope.encodings",
+    "to_half_layout": "rope.encodings",
+    "to_interleaved_layout": "rope.encodings",
+    "half_layout_permutation": "rope.encodings",
+    "alibi_slopes": "rope.encodings",
+    "alibi_bias": "rope.encodings",
     "PosencError": "errors",
     "CouldNotRun": "errors",
     "ExitCode": "errors",

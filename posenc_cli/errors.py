@@ -12,7 +12,7 @@ Every exit status posenc uses:
   that cannot be reached or keeps failing, an eval report with a test "not run" (cells missing, no prompt
   log-probabilities, no baseline, a plan with no test), a ``check`` where some engine was not compared (not
   modelled) and none differs, a write the device refused (``> /dev/full``, ``-o /dev/full``: a full disk, an I/O
-  error; :func:`posenc_cli.config.write_error`); raised as :class:`CouldNotRun`, or returned by the command. A path
+  error; :func:`posenc_cli.files.write_error`); raised as :class:`CouldNotRun`, or returned by the command. A path
   the user may not write (no permission, a missing folder) is ``2``.
 """
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from posenc_cli import bytevocab
+from posenc_cli.evaluation import bytevocab
 
 KEY = re.compile(r"the key is (\d+)\. ")
 

@@ -1,7 +1,8 @@
 """Write tests/data/layer_rotation.json: which layers of each model type apply RoPE, measured by running the model.
 
 Run by a developer after upgrading transformers (``python tests/generate_layer_rotation.py``, a few minutes on two
-cores); ``tests/test_layer_rotation.py`` compares posenc's :func:`~posenc_cli.models.describe` against the data,
+cores); ``tests/test_layer_rotation.py`` compares posenc's :func:`~posenc_cli.models.positions.describe` against the
+data,
 layer by layer, and regenerates a sample in memory to catch stale data.
 
 How, per model type of transformers' ``CONFIG_MAPPING``:

@@ -1,6 +1,6 @@
 """Slow, obviously-correct reference implementations: plain Python lists, ``math`` and loops.
 
-Nothing here imports numpy or posenc. The vectorized code in ``posenc_cli.encodings`` is tested against these
+Nothing here imports numpy or posenc. The vectorized code in ``posenc_cli.rope.encodings`` is tested against these
 functions, and ``benchmarks/bench_encodings.py`` times them as the "pure Python" baseline.
 """
 

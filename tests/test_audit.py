@@ -1,7 +1,7 @@
 """``posenc audit CHECKPOINT --trained-with FILE``: every mismatch kind on hand-made exports, every exit code, the
 config that would be right, and one-line errors for bad input.
 
-The hand-made checkpoints write exactly what each framework's export writes (see posenc_cli/audit.py and
+The hand-made checkpoints write exactly what each framework's export writes (see posenc_cli/trainers/audit.py and
 /work/shared/reference/training-frameworks.md, sections 1.4-8.4); test_audit_llamafactory.py runs LLaMA-Factory's
 own configure_rope where its package is installed.
 """
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from clihelpers import assert_usage_error, ok, run, write_json
 
-from posenc_cli.frequencies import compute
-from posenc_cli.inspection import spec_for
-from posenc_cli.models import describe
+from posenc_cli.models.inspection import spec_for
+from posenc_cli.models.positions import describe
+from posenc_cli.rope.frequencies import compute
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -410,7 +410,7 @@ def test_core_module_loads_no_cli_or_heavy_package() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, posenc_cli.audit\n"
+    code = ("import sys, posenc_cli.trainers.audit\n"
             "print(sorted(m for m in ('typer', 'rich', 'numpy', 'torch', 'transformers', 'matplotlib') "
             "if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

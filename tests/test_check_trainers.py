@@ -32,9 +32,10 @@ pytest.importorskip("transformers")
 import core_trainers_harness as th  # noqa: E402
 import test_trainers as tt  # noqa: E402
 
-from posenc_cli.engines import trainer_runs, trainers  # noqa: E402
 from posenc_cli.engines.runs import EngineRun  # noqa: E402
-from posenc_cli.models import describe, window_of  # noqa: E402
+from posenc_cli.models.positions import describe, window_of  # noqa: E402
+from posenc_cli.trainers import frameworks as trainers  # noqa: E402
+from posenc_cli.trainers import runs as trainer_runs  # noqa: E402
 
 pytestmark = pytest.mark.numeric
 

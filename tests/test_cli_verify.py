@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from clihelpers import assert_usage_error, run
 
-from posenc_cli import verify as core
+from posenc_cli.rope import verify as core
 
 pytestmark = pytest.mark.numeric
 

@@ -32,16 +32,16 @@ from clihelpers import ok, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from posenc_cli import scaling
-from posenc_cli.convert import V5_ONLY
 from posenc_cli.engines import hf
 from posenc_cli.errors import PosencError
-from posenc_cli.extension import extend
-from posenc_cli.frequencies import compute, for_request
-from posenc_cli.inspection import spec_for
-from posenc_cli.lint import lint_config
-from posenc_cli.models import ABSENT, ModelFacts, accepted_rope_types, describe, model_facts, text_config
-from posenc_cli.sources import read_source
+from posenc_cli.models.convert import V5_ONLY
+from posenc_cli.models.extension import extend
+from posenc_cli.models.inspection import spec_for
+from posenc_cli.models.lint import lint_config
+from posenc_cli.models.positions import ABSENT, ModelFacts, accepted_rope_types, describe, model_facts, text_config
+from posenc_cli.models.sources import read_source
+from posenc_cli.rope import scaling
+from posenc_cli.rope.frequencies import compute, for_request
 
 pytestmark = pytest.mark.numeric
 
@@ -254,7 +254,7 @@ def test_picks_same_numbers_command_prints_picks_config(path: Path, jump: int) -
 
 
 def test_the_caps_are_the_default_rules_constants() -> None:
-    from posenc_cli.rules import load_rules
+    from posenc_cli.pick.rules import load_rules
 
     constants = load_rules(None).constants
     assert constants["training_free_cap"].value == scaling.TRAINING_FREE_CAP
@@ -285,7 +285,7 @@ def test_a_v5_file_stays_v5_through_scale(tmp_path: Path) -> None:
     ok(run("scale", "yarn", "--config", str(src), "--factor", "4", "-o", str(dest)))
     written = json.loads(dest.read_text())
     assert "rope_parameters" in written and "rope_scaling" not in written and "rope_theta" not in written
-    # x4 from the 32,768 Qwen3 was trained at (its 40,960 also reserves output room: posenc_cli.windows)
+    # x4 from the 32,768 Qwen3 was trained at (its 40,960 also reserves output room: posenc_cli.rope.windows)
     assert cfg["max_position_embeddings"] == 40960
     assert written["rope_parameters"]["factor"] == 4.0 and written["max_position_embeddings"] == 4 * 32768
     assert read_source(str(dest)).config == written
@@ -299,7 +299,7 @@ def test_the_classes_without_a_default_head_dim_are_the_ones_posenc_writes_it_fo
 
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    from posenc_cli.convert import HEAD_DIM_UNSET
+    from posenc_cli.models.convert import HEAD_DIM_UNSET
 
     unset = set()
     for model_type, cls in CONFIG_MAPPING.items():

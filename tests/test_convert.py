@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from clihelpers import assert_usage_error, ok, run, write_json
 
-from posenc_cli.convert import convert
 from posenc_cli.errors import PosencError
-from posenc_cli.frequencies import compute
-from posenc_cli.inspection import spec_for
-from posenc_cli.models import describe, text_config
-from posenc_cli.remote_code import v5_refusal
+from posenc_cli.models.convert import convert
+from posenc_cli.models.inspection import spec_for
+from posenc_cli.models.positions import describe, text_config
+from posenc_cli.models.remote_code import v5_refusal
+from posenc_cli.rope.frequencies import compute
 
 CORPUS = Path(__file__).parent / "corpus"
 FILES = sorted(p for p in CORPUS.glob("*.json") if p.name != "SOURCES.json")

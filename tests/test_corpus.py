@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from posenc_cli.frequencies import compute
-from posenc_cli.inspection import spec_for
-from posenc_cli.models import describe, infer_model_type
+from posenc_cli.models.inspection import spec_for
+from posenc_cli.models.positions import describe, infer_model_type
+from posenc_cli.rope.frequencies import compute
 
 pytestmark = pytest.mark.numeric
 
@@ -212,8 +212,8 @@ def test_softmax_scale_matches_the_attention_module(path: Path) -> None:
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
 def test_converted_configs_build_the_same_rotary_embedding_in_transformers(path: Path) -> None:
     """``posenc convert --to v5`` output, loaded by transformers' own config class, gives the same frequencies."""
-    from posenc_cli.convert import convert
     from posenc_cli.errors import PosencError
+    from posenc_cli.models.convert import convert
 
     cfg = load(path)
     original = hf_config(cfg).get_text_config(decoder=True)

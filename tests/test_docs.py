@@ -196,7 +196,7 @@ def test_docs_points_at_this_checkout() -> None:
 
 
 def test_docs_prefers_the_built_site_then_the_url_then_the_sources(tmp_path: Path) -> None:
-    from posenc_cli.documentation import is_checkout, locate
+    from posenc_cli.cli.documentation import is_checkout, locate
     from posenc_cli.errors import CouldNotRun
 
     (tmp_path / "docs").mkdir()
@@ -216,7 +216,7 @@ def test_docs_finds_the_checkout_pip_installed_from(tmp_path: Path, monkeypatch:
     """`pip install .` leaves the package in site-packages; PEP 610's direct_url.json names the folder."""
     import json
 
-    from posenc_cli import documentation
+    from posenc_cli.cli import documentation
 
     (tmp_path / "docs").mkdir()
     (tmp_path / "mkdocs.yml").write_text("site_name: x\n")

@@ -1,4 +1,4 @@
-"""posenc_cli.encodings against the plain-loop references in tests/reference.py, the lesson's printed numbers,
+"""posenc_cli.rope.encodings against the plain-loop references in tests/reference.py, the lesson's printed numbers,
 algebraic properties (hypothesis) and input validation."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc_cli
-from posenc_cli import encodings as enc
-from posenc_cli.encodings import (
+from posenc_cli.errors import PosencError
+from posenc_cli.rope import encodings as enc
+from posenc_cli.rope.encodings import (
     alibi_bias,
     alibi_slopes,
     apply_rope,
@@ -26,7 +27,6 @@ from posenc_cli.encodings import (
     to_half_layout,
     to_interleaved_layout,
 )
-from posenc_cli.errors import PosencError
 
 pytestmark = pytest.mark.numeric
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from posenc_cli.engines import sglang
-from posenc_cli.inspection import spec_for
-from posenc_cli.models import describe
+from posenc_cli.models.inspection import spec_for
+from posenc_cli.models.positions import describe
 
 pytestmark = pytest.mark.numeric
 
@@ -61,7 +61,7 @@ def test_sglang_format_for_dynamic_builds_transformers_base_at_the_serving_lengt
 
     from clihelpers import ok, run
 
-    from posenc_cli.frequencies import RopeSpec, compute
+    from posenc_cli.rope.frequencies import RopeSpec, compute
 
     argv = shlex.split(ok(run("scale", "dynamic", "--original-max", "4k", "--target", "16k", "--theta", "10000",
                               "--head-dim", "128", "--format", "sglang")).stdout)

@@ -17,7 +17,7 @@ import pytest
 
 from posenc_cli.engines import vllm as vllm_model
 from posenc_cli.engines.check import check
-from posenc_cli.models import describe
+from posenc_cli.models.positions import describe
 
 pytestmark = pytest.mark.numeric
 
@@ -51,7 +51,7 @@ QWEN_CARD = card_patched("tests/corpus/qwen2.5-7b-instruct.json",
 
 CASES = [
     ("qwen2.5 + yarn x4", load("docs/examples/qwen2.5-7b-instruct-yarn.json"), 131072),
-    # the card's patch serves 128k (posenc_cli.windows), but vLLM admits only max_position_embeddings for yarn
+    # the card's patch serves 128k (posenc_cli.rope.windows), but vLLM admits only max_position_embeddings for yarn
     ("qwen2.5 card-patched yarn x4", QWEN_CARD, 131072),
     ("llama 3.1", load("tests/corpus/llama-3.1-8b-instruct.json"), 131072),
     ("gpt-oss truncate=false", load("tests/corpus/gpt-oss-20b.json"), 131072),

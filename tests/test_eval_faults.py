@@ -22,11 +22,11 @@ import pytest
 from clihelpers import assert_could_not_run, assert_usage_error, ok, run, write_json
 from fake_server import FakeServer, Script
 
-from posenc_cli import bytevocab
-from posenc_cli.evaltemplate import load_template
+from posenc_cli.evaluation import bytevocab
+from posenc_cli.evaluation.client import Client, ServerError
 from posenc_cli.evaluation.plan import DEFAULT_DEPTHS, Cell, from_lengths
 from posenc_cli.evaluation.run import cell_prompt, read_results
-from posenc_cli.serving import Client, ServerError
+from posenc_cli.evaluation.templates import load_template
 
 LENGTHS = (64, 128, 256)
 TRIALS = 2

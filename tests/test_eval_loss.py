@@ -15,11 +15,11 @@ from fake_server import FakeServer, Script
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posenc_cli.evaltemplate import load_template
 from posenc_cli.evaluation import MAX_EVAL_LENGTH, MIN_EVAL_LENGTH
 from posenc_cli.evaluation.losspolicy import SLOW_LOSS_PATHS, choose
 from posenc_cli.evaluation.plan import Plan, PlanTest
 from posenc_cli.evaluation.probe import Capabilities
+from posenc_cli.evaluation.templates import load_template
 from posenc_cli.units import format_length
 
 GRID = ("--lengths", "64,128,256", "--depths", "0,1", "--trials", "1", "--template", "passkey")

@@ -23,9 +23,14 @@ from clihelpers import ok, run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posenc_cli import bytevocab
 from posenc_cli.errors import PosencError
-from posenc_cli.evaltemplate import (
+from posenc_cli.evaluation import bytevocab
+from posenc_cli.evaluation import plan as plans
+from posenc_cli.evaluation.plan import Cell, Plan, PlanTest
+from posenc_cli.evaluation.probe import Capabilities
+from posenc_cli.evaluation.report import FAIL, NOT_RUN, PASS, loss_curve, summarise
+from posenc_cli.evaluation.run import FORMAT, MANIFEST, RESULTS
+from posenc_cli.evaluation.templates import (
     SHIPPED,
     LengthError,
     Template,
@@ -34,12 +39,7 @@ from posenc_cli.evaltemplate import (
     load_template,
     parse_template,
 )
-from posenc_cli.evaluation import plan as plans
-from posenc_cli.evaluation.plan import Cell, Plan, PlanTest
-from posenc_cli.evaluation.probe import Capabilities
-from posenc_cli.evaluation.report import FAIL, NOT_RUN, PASS, loss_curve, summarise
-from posenc_cli.evaluation.run import FORMAT, MANIFEST, RESULTS
-from posenc_cli.sources import describe_source, read_source
+from posenc_cli.models.sources import describe_source, read_source
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 PASSKEY = load_template("passkey")

@@ -137,10 +137,10 @@ def test_served_prompt_logprobs_equal_transformers_on_the_checkpoint(plain: dict
     transformers = pytest.importorskip("transformers")
     records = [json.loads(line) for line in (Path(plain["run"]) / "results.jsonl").read_text().splitlines()]
     loss = next(r for r in records if r["kind"] == "loss")
-    from posenc_cli import bytevocab
-    from posenc_cli.evaltemplate import load_template
+    from posenc_cli.evaluation import bytevocab
     from posenc_cli.evaluation.plan import Cell
     from posenc_cli.evaluation.run import cell_prompt
+    from posenc_cli.evaluation.templates import load_template
 
     cell = Cell("loss", loss["length"], loss["depth"], loss["trial"])
     prompt = cell_prompt(load_template("passkey"), cell, bytevocab.count)

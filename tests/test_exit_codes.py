@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from posenc_cli.errors import CouldNotRun, ExitCode, PosencError
-from posenc_cli.serving import ServerError
+from posenc_cli.evaluation.client import ServerError
 
 POSENC = [sys.executable, "-m", "posenc_cli"]
 

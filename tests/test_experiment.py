@@ -21,7 +21,6 @@ from clihelpers import assert_usage_error, ok, run
 
 torch = pytest.importorskip("torch")
 
-from posenc_cli.encodings import alibi_bias, apply_rope, rope_inv_freq, sinusoidal  # noqa: E402
 from posenc_cli.experiment.model import (  # noqa: E402
     ModelConfig,
     TinyLM,
@@ -31,7 +30,8 @@ from posenc_cli.experiment.model import (  # noqa: E402
     rotary_for,
     sinusoidal_table,
 )
-from posenc_cli.frequencies import RopeSpec, compute  # noqa: E402
+from posenc_cli.rope.encodings import alibi_bias, apply_rope, rope_inv_freq, sinusoidal  # noqa: E402
+from posenc_cli.rope.frequencies import RopeSpec, compute  # noqa: E402
 
 pytestmark = pytest.mark.numeric
 

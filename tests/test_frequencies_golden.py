@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from posenc_cli.frequencies import RopeSpec, compute, default_inv_freq, dynamic_base
-from posenc_cli.scaling import ntk_theta
+from posenc_cli.rope.frequencies import RopeSpec, compute, default_inv_freq, dynamic_base
+from posenc_cli.rope.scaling import ntk_theta
 
 pytestmark = pytest.mark.numeric
 

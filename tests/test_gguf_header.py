@@ -1,4 +1,4 @@
-"""posenc_cli.gguf_header: the stdlib GGUF header reader against gguf.GGUFReader, on real and hostile files.
+"""posenc_cli.models.gguf.header: the stdlib GGUF header reader against gguf.GGUFReader, on real and hostile files.
 
 Parity: every GGUF the tests and docs have (and the writers they use) gives the same :class:`GgufFacts` through
 posenc's reader as through ``gguf.GGUFReader`` (the reader posenc used before; the oracle below is that code).
@@ -18,10 +18,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from posenc_cli import gguf_header
 from posenc_cli.errors import PosencError
-from posenc_cli.gguf_header import parse_header, shortest_float32
-from posenc_cli.sources import ROPE_TENSORS, GgufFacts, _facts, _maybe_reported, _metadata, read_gguf, read_source
+from posenc_cli.models.gguf import header as gguf_header
+from posenc_cli.models.gguf.header import parse_header, shortest_float32
+from posenc_cli.models.sources import (
+    ROPE_TENSORS,
+    GgufFacts,
+    _facts,
+    _maybe_reported,
+    _metadata,
+    read_gguf,
+    read_source,
+)
 
 gguf = pytest.importorskip("gguf")
 np = pytest.importorskip("numpy")

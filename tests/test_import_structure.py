@@ -80,7 +80,7 @@ def test_the_graph_sees_function_level_imports() -> None:
     graph = import_graph()
     # engines.render imports its engines at module level; frequencies reads scaling inside for_request
     assert "posenc_cli.engines.vllm" in graph["posenc_cli.engines.render"]
-    assert "posenc_cli.scaling" in graph["posenc_cli.frequencies"]
+    assert "posenc_cli.rope.scaling" in graph["posenc_cli.rope.frequencies"]
     assert len(graph) > 50
 
 
@@ -90,8 +90,8 @@ def test_no_import_circle_anywhere() -> None:
 
 def test_a_circle_would_be_found() -> None:
     graph = import_graph()
-    graph["posenc_cli.scaling"] = graph["posenc_cli.scaling"] | {"posenc_cli.engines.render"}
-    assert any("posenc_cli.scaling" in c and "posenc_cli.engines.render" in c for c in cycles(graph))
+    graph["posenc_cli.rope.scaling"] = graph["posenc_cli.rope.scaling"] | {"posenc_cli.engines.render"}
+    assert any("posenc_cli.rope.scaling" in c and "posenc_cli.engines.render" in c for c in cycles(graph))
 
 
 def test_the_core_never_imports_the_command_line() -> None:
@@ -104,9 +104,10 @@ def test_the_core_never_imports_the_command_line() -> None:
 def test_engines_never_reach_up_to_the_request_or_policy_layers() -> None:
     """An engine renders a rope dict and model facts; how a request became that dict is not its business."""
     graph = import_graph()
-    above = {"posenc_cli.extension", "posenc_cli.picker", "posenc_cli.planning", "posenc_cli.rules"}
+    above = {
+        "posenc_cli.models.extension", "posenc_cli.pick.picker", "posenc_cli.pick.planning", "posenc_cli.pick.rules"}
     for name, imported in graph.items():
         if name.startswith("posenc_cli.engines"):
             assert not imported & above, (name, imported & above)
     # and the bottom of the pipeline imports nothing above it
-    assert graph["posenc_cli.scaling"] <= {"posenc_cli.errors", "posenc_cli.units"}
+    assert graph["posenc_cli.rope.scaling"] <= {"posenc_cli.errors", "posenc_cli.units"}

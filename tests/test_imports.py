@@ -66,7 +66,7 @@ def test_scale_needs_neither_numpy_nor_matplotlib(extra: list[str]) -> None:
 
 
 ENGINE_MODULES = {"vllm": "posenc_cli.engines.vllm", "sglang": "posenc_cli.engines.sglang",
-                  "llama.cpp": "posenc_cli.engines.llamacpp", "axolotl": "posenc_cli.engines.hf_trainers"}
+                  "llama.cpp": "posenc_cli.engines.llamacpp", "axolotl": "posenc_cli.trainers.hf"}
 
 
 @pytest.mark.parametrize("fmt", ["hf", "vllm", "sglang", "llama.cpp", "axolotl"])
@@ -79,7 +79,7 @@ def test_a_bare_scale_loads_one_engine_and_no_model_reader(fmt: str) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     line = next(x for x in proc.stderr.splitlines() if x.startswith("POSENC "))
     loaded = set(json.loads(line[len("POSENC "):]))
-    reader = loaded & {"posenc_cli.models", "posenc_cli.sources", "posenc_cli.convert"}
+    reader = loaded & {"posenc_cli.models.positions", "posenc_cli.models.sources", "posenc_cli.models.convert"}
     assert not reader, reader
     engines = {m for m in ENGINE_MODULES.values() if m in loaded}
     expected = {ENGINE_MODULES[fmt]} if fmt in ENGINE_MODULES else set()
@@ -143,7 +143,8 @@ def test_reading_a_gguf_loads_neither_gguf_nor_numpy(name: str) -> None:
     """posenc's own header reader (stdlib) reads the metadata: no gguf package, and so no numpy; except that a
     rope_freqs tensor (the docs' Llama 3.1 GGUF has one) is matched against transformers' llama3 arithmetic, which
     is numpy's."""
-    body = f"from posenc_cli.sources import read_source\nassert read_source({str(ROOT / name)!r}).gguf is not None\n"
+    body = ("from posenc_cli.models.sources import read_source\n"
+            f"assert read_source({str(ROOT / name)!r}).gguf is not None\n")
     rope_freqs = name.endswith("llama-3.1-8b.gguf")
     assert loaded_modules(body) == {**dict.fromkeys(HEAVY + OPTIONAL, False), "numpy": rope_freqs}
 

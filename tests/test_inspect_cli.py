@@ -129,7 +129,7 @@ def test_type_instead_of_rope_type(tmp_path: Path) -> None:
     r = inspect_json(write_json(tmp_path, cfg))
     assert r["rope_type"] == "linear"
     assert_close(r["inv_freq"], [f / 2.0 for f in default_inv(10000.0, 128)])
-    # linear scaling names no original length; the window is the length the file names (posenc_cli.windows)
+    # linear scaling names no original length; the window is the length the file names (posenc_cli.rope.windows)
     assert r["native_window"] == 8192 and r["original_length"] is None
 
 

@@ -11,8 +11,8 @@ import pytest
 from clihelpers import ok, run, write_json
 
 from posenc_cli.errors import PosencError
-from posenc_cli.lint import lint_config, oldest_reader
-from posenc_cli.models import describe
+from posenc_cli.models.lint import lint_config, oldest_reader
+from posenc_cli.models.positions import describe
 
 CORPUS = Path(__file__).parent / "corpus"
 LLAMA = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 2,

@@ -2,7 +2,8 @@
 
 Each case is a shipped config from ``tests/corpus`` (verbatim), patched exactly as its model card says where the card
 gives a recipe, with the window the card claims and the card's words. posenc must agree with the card through every
-command that reads a window (:mod:`posenc_cli.windows`): ``inspect`` reports the card's window, ``scale`` asked for it
+command that reads a window (:mod:`posenc_cli.rope.windows`): ``inspect`` reports the card's window, ``scale`` asked
+for it
 returns the file unchanged, asked for twice as much doubles the card's factor from the same original length, ``pick``
 within it extends nothing, ``check --engines hf`` at it passes; for an unpatched file whose card gives the recipe,
 ``scale`` and ``pick`` write the card's dict.

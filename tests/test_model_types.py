@@ -30,9 +30,9 @@ import numpy as np
 import pytest
 
 from posenc_cli.errors import PosencError
-from posenc_cli.frequencies import compute
-from posenc_cli.inspection import spec_for
-from posenc_cli.models import POSITION_TYPE_GATED, describe, generated
+from posenc_cli.models.inspection import spec_for
+from posenc_cli.models.positions import POSITION_TYPE_GATED, describe, generated
+from posenc_cli.rope.frequencies import compute
 
 pytestmark = pytest.mark.numeric
 
@@ -487,7 +487,7 @@ def coverage() -> dict[str, list[str]]:
 
 def coverage_table() -> str:
     """The coverage table of docs/commands/inspect.md, computed from :func:`coverage`."""
-    from posenc_cli.remote_code import FAMILIES
+    from posenc_cli.models.remote_code import FAMILIES
 
     rows = coverage()
     remote = sorted(f for f in FAMILIES if f not in DATA["models"])

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from clihelpers import assert_could_not_run, assert_usage_error, ok, run, write_json
 
-from posenc_cli.config import output_kind, write_output
+from posenc_cli.files import output_kind, write_output
 
 CORPUS = Path(__file__).parent / "corpus"
 QWEN = CORPUS / "qwen2.5-7b-instruct.json"
@@ -176,7 +176,7 @@ def test_a_socket_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 def test_a_failed_write_through_a_symlink_leaves_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Works as root too: the rename fails after the temp file was written."""
-    import posenc_cli.config as config_module
+    import posenc_cli.files as config_module
 
     target = tmp_path / "real.json"
     target.write_text("old contents\n")

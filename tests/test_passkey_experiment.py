@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from clihelpers import assert_usage_error, ok, run
 
-from posenc_cli import bytevocab
-from posenc_cli.evaltemplate import build_prompt, load_template
+from posenc_cli.evaluation import bytevocab
+from posenc_cli.evaluation.templates import build_prompt, load_template
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "passkey"
 TEXTS = ["the key is 12345. what is the key? the key is ", "hello, world! (x=1; y=[2])", "café é", "  two  spaces ",

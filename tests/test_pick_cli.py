@@ -22,9 +22,9 @@ from clihelpers import assert_usage_error, ok, run, write_json
 from reference import alibi_slopes_official
 
 from posenc_cli.engines.hf import format_hf
-from posenc_cli.models import ABSENT, text_config
-from posenc_cli.rules import GUARDS, load_rules
-from posenc_cli.scaling import make_request
+from posenc_cli.models.positions import ABSENT, text_config
+from posenc_cli.pick.rules import GUARDS, load_rules
+from posenc_cli.rope.scaling import make_request
 from posenc_cli.units import format_length
 
 DEFAULT_RULE_IDS = [rule.id for rule in load_rules().rules]

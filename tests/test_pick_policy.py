@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from clihelpers import ok, run, write_json
 
-from posenc_cli.picker import PickInputs, pick
-from posenc_cli.rules import load_rules, render
+from posenc_cli.pick.picker import PickInputs, pick
+from posenc_cli.pick.rules import load_rules, render
 from posenc_cli.units import format_length, format_tokens
 
 K = 1024

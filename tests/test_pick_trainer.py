@@ -3,7 +3,7 @@
 Oracles: every run a plan lists (pre-training, each stage) carries its ``posenc scale ... --seq-len L --format NAME``
 command, and that command, run through the CLI, prints exactly the settings and caveats the plan shows (or refuses
 with exactly the plan's refusal); ``--format hf-v5`` of the same command gives the rope dict and window the plan says
-the run trains with. The serving config's frequencies equal the last stage's (posenc_cli.frequencies, rtol 1e-6:
+the run trains with. The serving config's frequencies equal the last stage's (posenc_cli.rope.frequencies, rtol 1e-6:
 both sides are the same float32 computation, so anything above float32 noise, about 6e-8, is a real difference).
 A plan written with ``--trainer`` stays readable by ``posenc audit --trained-with``.
 """
@@ -21,10 +21,10 @@ from clihelpers import assert_usage_error, ok, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from posenc_cli.audit import trained_rope
 from posenc_cli.engines.render import HF_TRAINER_FORMATS, TRAINER_FORMATS
-from posenc_cli.frequencies import RopeSpec, compute
-from posenc_cli.trainer_plan import ENGINES, SAMPLES, TRAINERS
+from posenc_cli.pick.trainer_plan import ENGINES, SAMPLES, TRAINERS
+from posenc_cli.rope.frequencies import RopeSpec, compute
+from posenc_cli.trainers.audit import trained_rope
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 LLAMA31 = str(CORPUS / "llama-3.1-8b-instruct.json")

@@ -24,9 +24,10 @@ from clihelpers import run as run_posenc
 from reference import alibi_slopes_official
 from typer.testing import Result
 
-from posenc_cli import plots, scaling
-from posenc_cli.encodings import alibi_bias, sinusoidal
-from posenc_cli.frequencies import RopeSpec, compute, default_inv_freq
+from posenc_cli.plots import figures as plots
+from posenc_cli.rope import scaling
+from posenc_cli.rope.encodings import alibi_bias, sinusoidal
+from posenc_cli.rope.frequencies import RopeSpec, compute, default_inv_freq
 
 pytestmark = pytest.mark.numeric
 

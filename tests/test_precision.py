@@ -12,9 +12,9 @@ import numpy.typing as npt
 import pytest
 from clihelpers import assert_usage_error, ok, run, write_json
 
-from posenc_cli import precision
-from posenc_cli import verify as core
-from posenc_cli.encodings import rope_inv_freq
+from posenc_cli.rope import precision
+from posenc_cli.rope import verify as core
+from posenc_cli.rope.encodings import rope_inv_freq
 
 pytestmark = pytest.mark.numeric
 

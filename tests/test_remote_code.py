@@ -1,4 +1,5 @@
-"""Remote-code families and engine-only position mechanisms (posenc_cli/remote_code.py), against vLLM 0.33.0's own
+"""Remote-code families and engine-only position mechanisms (posenc_cli/models/remote_code.py), against vLLM 0.33.0's
+own
 rotary classes run on CPU (tests/vllm_harness.py; skipped without vLLM).
 
 Each family's config goes through vLLM's own config path (``ModelConfig`` for ChatGLM, whose config class vLLM ships;
@@ -34,10 +35,10 @@ import numpy as np
 import pytest
 from clihelpers import run
 
-from posenc_cli import remote_code
 from posenc_cli.errors import PosencError
-from posenc_cli.inspection import report
-from posenc_cli.models import describe
+from posenc_cli.models import remote_code
+from posenc_cli.models.inspection import report
+from posenc_cli.models.positions import describe
 
 CORPUS = Path(__file__).parent / "corpus"
 CHATGLM2 = json.loads((CORPUS / "chatglm2-6b.json").read_text(encoding="utf-8"))
@@ -267,7 +268,7 @@ def test_chatglm_rotation_layout_matches_vllms_forward(name: str) -> None:
     """q and k rotated by vLLM's own forward (forward_native: interleaved pairs when original_rope is true, over the
     first half of each head) equal posenc's apply_rope with the reading's layout and inv_freq. Tolerance atol 5e-5:
     both rotate float32 values of magnitude <= ~5 with float32 cos/sin that differ by ~1e-6 (see the docstring)."""
-    from posenc_cli.encodings import apply_rope
+    from posenc_cli.rope.encodings import apply_rope
 
     cfg = VLLM_FAMILIES[name]
     model = describe(cfg)

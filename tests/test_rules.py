@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from posenc_cli.errors import PosencError
-from posenc_cli.picker import PickInputs, pick
-from posenc_cli.rules import GUARDS, RulesError, load_rules, parse_rules
+from posenc_cli.pick.picker import PickInputs, pick
+from posenc_cli.pick.rules import GUARDS, RulesError, load_rules, parse_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES_DIR = ROOT / "rules"
@@ -107,7 +107,7 @@ def test_default_rules_are_what_pick_loads_by_default() -> None:
 
 
 def test_schema_and_engine_agree_on_the_operator_table() -> None:
-    from posenc_cli.rules import EXTENSION_METHODS, OPERATORS
+    from posenc_cli.pick.rules import EXTENSION_METHODS, OPERATORS
 
     assert SCHEMA["$defs"]["condition"]["properties"]["op"]["enum"] == list(OPERATORS)
     assert SCHEMA["$defs"]["extension"]["properties"]["method"]["enum"] == list(EXTENSION_METHODS)
@@ -214,7 +214,7 @@ def test_yaml_syntax_error_names_the_line_yaml_reports() -> None:
                          ids=["python", "libyaml"])
 def test_both_safe_loaders_give_the_same_lines_and_errors(monkeypatch: pytest.MonkeyPatch, loader: Any) -> None:
     """posenc uses libyaml when PyYAML has it; the pure-Python loader must behave the same."""
-    monkeypatch.setattr("posenc_cli.rules.SAFE_LOADER", loader)
+    monkeypatch.setattr("posenc_cli.pick.rules.SAFE_LOADER", loader)
     assert [r.line for r in parse_rules(VALID).rules] == [FIRST_LINE, LAST_LINE]
     for case, text, _rule, line, fragment in BROKEN:
         if case in ("yaml-syntax", "python-tag", "unknown-top-level-key", "duplicate-id"):
@@ -568,7 +568,7 @@ def test_shipped_rules_never_need_a_veto_for_new_models_at_common_lengths() -> N
 
 
 def test_the_rules_format_page_lists_every_fact_a_rule_can_use() -> None:
-    from posenc_cli.rules import INPUT_FACTS, TEXT_FACTS
+    from posenc_cli.pick.rules import INPUT_FACTS, TEXT_FACTS
 
     page = (Path(__file__).parent.parent / "docs" / "rules-format.md").read_text()
     facts = page[page.index("Facts: `ctx`"):page.index("plus the derived ones")]

@@ -507,7 +507,7 @@ def test_in_place_in_read_only_folder_fails_cleanly(tmp_path: Path) -> None:
 
 def test_in_place_failing_rename_leaves_file_and_no_temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Works as root too: the final rename fails after the temp file was written."""
-    import posenc_cli.config as config_module
+    import posenc_cli.files as config_module
 
     cfg = Path(write_json(tmp_path, QWEN_LIKE))
     raw = cfg.read_bytes()

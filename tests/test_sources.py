@@ -1,4 +1,4 @@
-"""posenc_cli.sources.read_source: config files, folders, stdin, GGUF files and Hub ids, with the real packages.
+"""posenc_cli.models.sources.read_source: config files, folders, stdin, GGUF files and Hub ids, with the real packages.
 
 GGUF files are written by ``gguf.GGUFWriter``. Hub ids go through the real ``huggingface_hub.hf_hub_download``
 against a local fake of the Hub's ``/{repo}/resolve/{revision}/{file}`` endpoint (``HF_ENDPOINT``); the cache is laid
@@ -28,7 +28,7 @@ from urllib.parse import unquote
 import pytest
 
 from posenc_cli.errors import PosencError
-from posenc_cli.sources import GgufFacts, is_hub_id, read_source
+from posenc_cli.models.sources import GgufFacts, is_hub_id, read_source
 
 ROOT = Path(__file__).resolve().parent.parent
 QWEN: dict[str, Any] = {"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28,
@@ -407,7 +407,7 @@ def serve(hub: FakeHub) -> Iterator[str]:
 _PROBE = """
 import json, sys
 from posenc_cli.errors import PosencError
-from posenc_cli.sources import read_source
+from posenc_cli.models.sources import read_source
 source, revision = sys.argv[1], sys.argv[2] or None
 try:
     src = read_source(source, revision=revision)
@@ -545,7 +545,8 @@ def test_hub_without_huggingface_hub(tmp_path: Path) -> None:
 
 def test_importing_sources_loads_neither_huggingface_hub_nor_gguf_nor_numpy() -> None:
     heavy = ("huggingface_hub", "gguf", "numpy", "httpx2", "httpx")
-    code = f"import json, sys\nimport posenc_cli.sources\nprint(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
+    code = ("import json, sys\nimport posenc_cli.models.sources\n"
+            f"print(json.dumps([m for m in {heavy!r} if m in sys.modules]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == []

@@ -399,7 +399,8 @@ def test_torchtitan(name: str, args: list[str]) -> None:
 # ------------------------------------------------------------------------------------------------------------ shared
 
 def test_trainer_format_names_agree() -> None:
-    from posenc_cli.engines import render, trainers
+    from posenc_cli.engines import render
+    from posenc_cli.trainers import frameworks as trainers
 
     assert render.TRAINER_FORMATS == trainers.FORMATS
     assert set(trainers.FORMATS) <= set(render.FORMATS)
@@ -434,7 +435,7 @@ def test_megatron_refuses_a_fractional_base(monkeypatch: pytest.MonkeyPatch) -> 
 
 @pytest.mark.parametrize("fmt", ["hf", "vllm", "megatron"])
 def test_only_a_trainer_format_loads_the_trainer_module(fmt: str) -> None:
-    """``posenc scale`` without a trainer format never imports posenc_cli.engines.trainers; with one, no framework
+    """``posenc scale`` without a trainer format never imports posenc_cli.trainers.frameworks; with one, no framework
     (nor torch) is imported either."""
     import subprocess
     import sys
@@ -446,7 +447,7 @@ def test_only_a_trainer_format_loads_the_trainer_module(fmt: str) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     line = next(x for x in proc.stderr.splitlines() if x.startswith("LOADED "))
     loaded = set(line.split()[1:])
-    assert ("posenc_cli.engines.trainers" in loaded) == (fmt == "megatron")
+    assert ("posenc_cli.trainers.frameworks" in loaded) == (fmt == "megatron")
     assert not loaded & {"torch", "megatron", "torchtitan", "torchtune", "transformers"}
 
 
@@ -602,9 +603,9 @@ def test_megatron_mla_plain_rope(monkeypatch: pytest.MonkeyPatch) -> None:
     --no-rope-fusion MLATransformerConfig needs for it (its __post_init__ refuses the CLI's default fusion)."""
     cfg = json.loads((CORPUS / "deepseek-v3.json").read_text())
     cfg = {k: v for k, v in cfg.items() if k != "rope_scaling"} | {"max_position_embeddings": 4096}
-    from posenc_cli.engines import trainers
-    from posenc_cli.models import describe, model_facts
-    from posenc_cli.scaling import ScaleRequest
+    from posenc_cli.models.positions import describe, model_facts
+    from posenc_cli.rope.scaling import ScaleRequest
+    from posenc_cli.trainers import frameworks as trainers
 
     facts = model_facts(describe(cfg), "plain")
     req = ScaleRequest("none", 4096, 4096, 1.0, theta=facts.theta, head_dim=64)

@@ -12,8 +12,8 @@ import pytest
 import yaml
 from clihelpers import assert_usage_error, ok, run
 
-from posenc_cli.engines import hf_trainers
 from posenc_cli.engines.render import FORMATS, HF_TRAINER_FORMATS
+from posenc_cli.trainers import hf as hf_trainers
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 BARE = ["scale", "yarn", "--original-max", "32k", "--target", "128k", "--theta", "1e6", "--head-dim", "128"]

@@ -170,7 +170,7 @@ def test_llamafactory_on_transformers4(tmp_path: Path) -> None:
             assert math.isclose(measured(refused), diff, rel_tol=1e-2), (refused, diff)
         summary.append((model, key, "refused" if refused else "same"))
     # the facts the rendering stands on: each type reproduced on a model it applies to, and refusals where measured
-    # Qwen3 is scaled from its trained 32k (posenc_cli.windows); LLaMA-Factory scales from its 40,960: refused
+    # Qwen3 is scaled from its trained 32k (posenc_cli.rope.windows); LLaMA-Factory scales from its 40,960: refused
     assert ("qwen3-8b", "yarn", "refused") in summary
     assert ("llama-3.1-8b-instruct", "llama3", "same") in summary
     assert ("qwen2.5-7b-instruct", "linear", "same") in summary
@@ -189,8 +189,8 @@ def test_llamafactory_scalable_types_are_transformers4s() -> None:
     import subprocess
     import sys
 
-    from posenc_cli.engines.hf_trainers import LLAMAFACTORY_SCALABLE
-    from posenc_cli.models import text_config
+    from posenc_cli.models.positions import text_config
+    from posenc_cli.trainers.hf import LLAMAFACTORY_SCALABLE
 
     corpus_types = {text_config(corpus(p.stem))[1] for p in CORPUS.glob("*.json") if p.stem != "SOURCES"}
     asked = sorted((corpus_types | LLAMAFACTORY_SCALABLE) - {""})
@@ -215,8 +215,8 @@ def _lf_sweep() -> list[tuple[str, dict[str, Any], int, str, int]]:
     config with one rope group whose text type LLaMA-Factory can scale (the ones ``check --trainers`` notes on), each
     of its types, and cutoff lengths around both lengths it could scale from (the rope dict's original, the
     config's): half, equal, one past, four times, and two and a half times plus 7 (not a multiple)."""
-    from posenc_cli.engines.hf_trainers import LLAMAFACTORY_SCALABLE, LLAMAFACTORY_TYPES
-    from posenc_cli.models import describe
+    from posenc_cli.models.positions import describe
+    from posenc_cli.trainers.hf import LLAMAFACTORY_SCALABLE, LLAMAFACTORY_TYPES
 
     out = []
     for path in sorted(CORPUS.glob("*.json")):
@@ -242,7 +242,7 @@ def test_llamafactory_configure_is_configure_rope() -> None:
     partial_rotary_factor, which configure_rope leaves alone, aside), its max_position_embeddings the length (a
     float) and its rope_theta the dict's. A config type transformers 4.57.6 has no class for cannot be loaded by
     LLaMA-Factory either (without remote code) and is left out."""
-    from posenc_cli.engines.hf_trainers import llamafactory_configure
+    from posenc_cli.trainers.hf import llamafactory_configure
 
     sweep = _lf_sweep()
     results = th.run_llamafactory([{"config": corpus(name), "rope_scaling": rope_scaling, "cutoff_len": cutoff,

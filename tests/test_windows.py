@@ -1,4 +1,4 @@
-"""The window rule (posenc_cli/windows.py): its invariants, and that what ``scale`` writes serves what was asked.
+"""The window rule (posenc_cli/rope/windows.py): its invariants, and that what ``scale`` writes serves what was asked.
 
 The round trip is the rule's point: a config ``scale --target T`` writes must read back, through the same window
 function every command uses, as serving exactly ``T``; asking it for ``T`` again changes nothing.
@@ -14,7 +14,7 @@ from clihelpers import ok, run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posenc_cli.windows import TRAINED_LENGTHS, window
+from posenc_cli.rope.windows import TRAINED_LENGTHS, window
 
 CORPUS = Path(__file__).parent / "corpus"
 MODELS = ["qwen2.5-7b-instruct.json", "qwen3-8b.json", "llama-3.1-8b-instruct.json", "gpt-oss-20b.json",

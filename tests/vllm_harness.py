@@ -15,7 +15,8 @@ vLLM (``pip install --no-deps vllm==0.33.0`` plus the small dependencies in :dat
 * :func:`vllm_rope_from_hf_config` does both: the ModelConfig, then ``get_rope`` with what the model reads from
   the resulting HF config.
 
-Remote-code families and dual chunk attention (``posenc_cli/remote_code.py``): :func:`vllm_family_rope` builds the
+Remote-code families and dual chunk attention (``posenc_cli/models/remote_code.py``): :func:`vllm_family_rope` builds
+the
 rope of ChatGLM, InternLM2, MiniCPM and InternVL chat with the ``get_rope`` arguments their vLLM model classes pass
 (:func:`vllm_family_call`; remote-code config classes are stood in for by :func:`remote_config`), and
 :func:`vllm_dual_chunk_rope` builds Qwen2's ``DualChunkRotaryEmbedding`` on CPU; :func:`capture_inv_freq` records
@@ -344,7 +345,7 @@ def vllm_rope_from_hf_config(hf_config_dict: dict[str, Any], hf_overrides: dict[
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# vLLM: remote-code families and dual chunk attention (posenc_cli/remote_code.py)
+# vLLM: remote-code families and dual chunk attention (posenc_cli/models/remote_code.py)
 
 
 @contextlib.contextmanager

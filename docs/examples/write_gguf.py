@@ -11,7 +11,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from posenc_cli.frequencies import RopeSpec, compute
+from posenc_cli.rope.frequencies import RopeSpec, compute
 
 HERE = Path(__file__).resolve().parent
 params = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,

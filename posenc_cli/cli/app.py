@@ -2,7 +2,7 @@
 
 No math lives in the CLI: commands parse, call the core, render.
 
-Results go to stdout (strict JSON through ``posenc_cli.config.dumps_json``, tables through a stdout console);
+Results go to stdout (strict JSON through ``posenc_cli.files.dumps_json``, tables through a stdout console);
 messages go to stderr. Every user mistake ends as one ``error: ...`` line and exit code 2, work that could not be
 done (a server unreachable, a full output device) as one line and exit code 3, and a reader closing stdout early as
 a quiet exit 0 (see :class:`PosencGroup`; every code is in :mod:`posenc_cli.errors`).
@@ -162,7 +162,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from posenc_cli.documentation import version
+        from posenc_cli.cli.documentation import version
 
         sys.stdout.write(f"posenc {version()}\n")
         raise typer.Exit(ExitCode.OK)

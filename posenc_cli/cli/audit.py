@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from posenc_cli.config import dumps_config
 from posenc_cli.errors import ExitCode, PosencError
+from posenc_cli.files import dumps_config
 
 if TYPE_CHECKING:
-    from posenc_cli.audit import Audit
+    from posenc_cli.trainers.audit import Audit
 
 
 def audit(
@@ -42,9 +42,9 @@ def audit(
 
     Exit 0 when none is found, 1 when one is, 2 on bad input.
     """
-    from posenc_cli.audit import audit as run_audit
-    from posenc_cli.audit import load_settings, trained_rope
     from posenc_cli.cli.output import note, print_json
+    from posenc_cli.trainers.audit import audit as run_audit
+    from posenc_cli.trainers.audit import load_settings, trained_rope
 
     if to is not None and to not in ("v4", "v5"):
         raise PosencError(f"--to {to!r} is not known; use v4 or v5")
@@ -69,7 +69,7 @@ def audit(
                           "without --write into the model's config")
     shown = None
     if write is not None and result.fixed is not None:  # before any output: a failed write is the one error line
-        from posenc_cli.config import write_output_text
+        from posenc_cli.files import write_output_text
 
         shown = write_output_text(write, dumps_config(result.fixed) + "\n")
     if as_json:
@@ -93,7 +93,7 @@ def _read_checkpoint(checkpoint: str) -> tuple[dict[str, Any] | None, str]:
         if not any(path.iterdir()):
             raise PosencError(f"{checkpoint} is an empty folder, not a checkpoint")
         return None, str(path)
-    from posenc_cli.sources import read_source
+    from posenc_cli.models.sources import read_source
 
     src = read_source(checkpoint)
     if src.gguf is not None:
@@ -102,7 +102,7 @@ def _read_checkpoint(checkpoint: str) -> tuple[dict[str, Any] | None, str]:
 
 
 def _read_config(source: str) -> dict[str, Any]:
-    from posenc_cli.sources import read_source
+    from posenc_cli.models.sources import read_source
 
     return read_source(source).config
 

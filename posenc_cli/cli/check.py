@@ -35,8 +35,8 @@ def check(
     """
     from posenc_cli.cli.output import print_json
     from posenc_cli.engines.check import check as run_check
-    from posenc_cli.models import window_of
-    from posenc_cli.sources import describe_source, read_source, served_name
+    from posenc_cli.models.positions import window_of
+    from posenc_cli.models.sources import describe_source, read_source, served_name
     from posenc_cli.units import parse_length
 
     names = [e.strip() for e in engines.split(",") if e.strip()]
@@ -66,7 +66,7 @@ def _trainer_names(option: str | None) -> list[str] | None:
     """The trainers asked for (None: the option was not given)."""
     if option is None:
         return None
-    from posenc_cli.engines.trainer_runs import TRAINER_NAMES
+    from posenc_cli.trainers.runs import TRAINER_NAMES
 
     names = [t.strip() for t in option.split(",") if t.strip()]
     if names == ["all"]:

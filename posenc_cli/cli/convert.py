@@ -21,9 +21,9 @@ def convert(
 ) -> None:
     """Rewrite the rope keys between transformers 4 and 5, keeping every other key in its place."""
     from posenc_cli.cli.output import note
-    from posenc_cli.config import write_output_text
-    from posenc_cli.convert import convert as rewrite
-    from posenc_cli.sources import describe_source, read_source, written_config
+    from posenc_cli.files import write_output_text
+    from posenc_cli.models.convert import convert as rewrite
+    from posenc_cli.models.sources import describe_source, read_source, written_config
 
     if output and in_place:
         raise PosencError("give either --output FILE or --in-place, not both")

@@ -7,8 +7,8 @@ import sys
 
 def docs() -> None:
     """Print where the documentation is: the built site, the documentation URL, or the docs/ sources."""
+    from posenc_cli.cli.documentation import locate
     from posenc_cli.cli.output import note
-    from posenc_cli.documentation import locate
 
     found = locate()
     sys.stdout.write(found.where + "\n")

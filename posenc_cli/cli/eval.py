@@ -1,7 +1,8 @@
 """``posenc eval run|probe|report|compare``: run a test plan against a served model and judge it.
 
 Parsing and rendering only: the plan, the client, the runner and the verdicts live in ``posenc_cli.evaluation``
-and ``posenc_cli.serving``. rich loads for the progress bar and tables; matplotlib only when a PNG is asked for.
+and ``posenc_cli.evaluation.client``. rich loads for the progress bar and tables; matplotlib only when a PNG is asked
+for.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ MAX_CONCURRENCY = 256  # requests in flight: one thread each
 _EVAL_LENGTHS = f"{MIN_EVAL_LENGTH} to {format_length(MAX_EVAL_LENGTH)} tokens"
 
 if TYPE_CHECKING:
+    from posenc_cli.evaluation.client import Client
     from posenc_cli.evaluation.probe import Capabilities
-    from posenc_cli.serving import Client
 
 eval_app = typer.Typer(
     add_completion=False, no_args_is_help=True,
@@ -55,7 +56,7 @@ LossPngOpt = Annotated[Path | None, typer.Option("--loss-png", help="Write the p
 
 
 def _client(url: str, key_env: str, timeout: float, retries: int) -> Client:
-    from posenc_cli.serving import Client, api_key_from_env
+    from posenc_cli.evaluation.client import Client, api_key_from_env
 
     if not 0 < timeout <= MAX_TIMEOUT:  # also refuses nan
         raise PosencError(f"--timeout {timeout:g}: allowed greater than 0 to {MAX_TIMEOUT:.0f} seconds")
@@ -98,9 +99,9 @@ def probe_command(
 ) -> None:
     """What the server supports (tokenize, prompt logprobs, context per slot), whether it serves a context, and
     what a run with the same loss flags would send for the loss."""
-    from posenc_cli.evaltemplate import build_prompt, load_template
     from posenc_cli.evaluation.losspolicy import check_flags, choose
     from posenc_cli.evaluation.probe import expect_context, probe
+    from posenc_cli.evaluation.templates import build_prompt, load_template
     from posenc_cli.units import parse_length
 
     cap = check_flags(loss, loss_max_length)
@@ -202,12 +203,12 @@ def run_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Send every cell of the plan (skipping finished ones), then report: exit 0 pass, 1 fail, 3 could not run."""
-    from posenc_cli.config import load_json
-    from posenc_cli.evaltemplate import load_template
     from posenc_cli.evaluation import plan as plans
     from posenc_cli.evaluation.losspolicy import check_flags, choose
     from posenc_cli.evaluation.probe import probe
     from posenc_cli.evaluation.run import Runner
+    from posenc_cli.evaluation.templates import load_template
+    from posenc_cli.files import load_json
     from posenc_cli.folderlock import hold
     from posenc_cli.units import parse_length
 
@@ -227,7 +228,7 @@ def run_command(
         plan = plans.from_pick(load_json(str(plan_file)), chosen, depths=depth_list, trials=_or(trials, 2),
                                label=f"pick --json ({plan_file})")
     elif config is not None:
-        from posenc_cli.sources import describe_source, read_source
+        from posenc_cli.models.sources import describe_source, read_source
 
         plan = plans.from_model(describe_source(read_source(config)), chosen, depths=depth_list, trials=_or(trials, 2),
                                 label=f"model {config}")
@@ -337,13 +338,13 @@ def _report(run: Path, baseline: Path | None, png: Path | None, loss_png: Path |
 def _figures(summaries: list[dict[str, Any]], png: Path | None, loss_png: Path | None) -> None:
     if png is None and loss_png is None:
         return
-    from posenc_cli.config import output_kind, write_output
+    from posenc_cli.files import output_kind, write_output
 
     for name, path in (("--png", png), ("--loss-png", loss_png)):
         if path is not None and output_kind(path) == "stdout":
             # the summary (table or JSON) is the command's stdout: a PNG there would corrupt both
             raise PosencError(f"{name} {path}: the report prints its summary on stdout; write the PNG to a file")
-    from posenc_cli.plots import LossCurve, PassGrid, figure_bytes, loss_figure, pass_rate_figure
+    from posenc_cli.plots.figures import LossCurve, PassGrid, figure_bytes, loss_figure, pass_rate_figure
 
     if png is not None:
         grids = [PassGrid(s["label"] or s["run"], s["lengths"], s["depths"], s["pass_rate"]) for s in summaries]

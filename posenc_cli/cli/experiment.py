@@ -193,8 +193,8 @@ def _require_torch() -> None:
 
 def _write_out(out: Path, settings: Settings, results: dict[str, Any]) -> None:
 
-    from posenc_cli.config import atomic_write_bytes, atomic_write_text, dumps_config
     from posenc_cli.experiment.chart import render_png
+    from posenc_cli.files import atomic_write_bytes, atomic_write_text, dumps_config
 
     versions = results["versions"]
     command = shlex.join(settings.command(out=str(out)))

@@ -29,8 +29,8 @@ def inspect(
 ) -> None:
     """Report what a model's positional encoding really does, per layer group, numbers included."""
     from posenc_cli.cli.output import print_json
-    from posenc_cli.inspection import report
-    from posenc_cli.sources import describe_source, read_source
+    from posenc_cli.models.inspection import report
+    from posenc_cli.models.sources import describe_source, read_source
     from posenc_cli.units import parse_length
 
     length = parse_length(seq_len, name="--seq-len") if seq_len is not None else None
@@ -44,7 +44,7 @@ def inspect(
         if not lint:
             raise
         # --lint asks what is wrong with the config: an unreadable one is a finding, not a usage error
-        from posenc_cli.lint import IMPOSSIBLE, lint_config, unreadable
+        from posenc_cli.models.lint import IMPOSSIBLE, lint_config, unreadable
 
         findings = lint_config(src.config, None)
         if not any(p.code == IMPOSSIBLE for p in findings):  # else the findings already name the value refused
@@ -57,7 +57,7 @@ def inspect(
         result["gguf"] = _gguf_section(src.gguf)
     oldest: dict[str, str] | None = None
     if lint:
-        from posenc_cli.lint import lint_config, oldest_reader
+        from posenc_cli.models.lint import lint_config, oldest_reader
 
         if model is not None:
             problems = [p.as_dict() for p in lint_config(src.config, model)]
@@ -76,7 +76,7 @@ def inspect(
 
 
 def _gguf_section(facts: Any) -> dict[str, Any]:
-    from posenc_cli.sources import llama_cpp_meaning
+    from posenc_cli.models.sources import llama_cpp_meaning
 
     tensors = {name: values for name, values in (("rope_freqs.weight", facts.rope_freqs),
                                                  ("rope_factors_long.weight", facts.rope_factors_long),
@@ -87,7 +87,7 @@ def _gguf_section(facts: Any) -> dict[str, Any]:
 
 
 def _render(r: dict[str, Any]) -> None:
-    from posenc_cli.inspection import layer_ranges
+    from posenc_cli.models.inspection import layer_ranges
 
     # plain text: values come from the config file, and a wrapped slope list would not paste back
     layers = f"   layers: {r['num_layers']}" if r.get("num_layers") else ""
@@ -194,7 +194,7 @@ def _render_lint(problems: list[dict[str, str]], oldest: dict[str, str] | None) 
 
 def note_newer_transformers() -> None:
     """One line on stderr when the installed transformers is newer than posenc's model-type data."""
-    from posenc_cli.models import newer_transformers_notice
+    from posenc_cli.models.positions import newer_transformers_notice
 
     notice = newer_transformers_notice()
     if notice:

@@ -1,5 +1,5 @@
 """The RoPE scaling options that ``posenc scale`` and ``posenc plot rope/frequencies`` share, and the one way they
-become a validated :class:`~posenc_cli.scaling.ScaleRequest`.
+become a validated :class:`~posenc_cli.rope.scaling.ScaleRequest`.
 
 Only typer, the stdlib and the stdlib-only scaling and units modules (whose limits the help texts state) load at
 import time (``import posenc_cli.cli`` must stay free of numpy and matplotlib);
@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from posenc_cli.errors import PosencError
-from posenc_cli.scaling import MAX_FACTOR, MAX_PARAMETER, MAX_THETA, MIN_PARAMETER
+from posenc_cli.rope.scaling import MAX_FACTOR, MAX_PARAMETER, MAX_THETA, MIN_PARAMETER
 from posenc_cli.units import MAX_LENGTH, format_length
 
 if TYPE_CHECKING:
-    from posenc_cli.models import ModelFacts
-    from posenc_cli.scaling import ScaleRequest
+    from posenc_cli.models.positions import ModelFacts
+    from posenc_cli.rope.scaling import ScaleRequest
 
 #: How the length options state their range (the limit lives in posenc_cli.units.MAX_LENGTH).
 LENGTHS = f"1 to {format_length(MAX_LENGTH)} (k=1024, M=1024^2)"
@@ -57,7 +57,7 @@ ShortFactorOpt = Annotated[str | None, typer.Option(
 LongFactorOpt = Annotated[str | None, typer.Option(
     help="longrope: JSON list or @file; rotary_dim/2 numbers, each finite and greater than 0.",
     show_default="the config's, else required")]
-#: --theta of the RoPE commands (validated by posenc_cli.scaling.validate, or the plot commands' _base).
+#: --theta of the RoPE commands (validated by posenc_cli.rope.scaling.validate, or the plot commands' _base).
 THETA_RANGE = f"greater than 1, at most {MAX_THETA:g}"
 
 
@@ -94,14 +94,14 @@ def scale_request(
     model: ModelFacts | None = None,
     notes: list[str] | None = None,
 ) -> ScaleRequest:
-    """Parse ``options`` for ``method`` and build the request through :func:`posenc_cli.extension.extend`.
+    """Parse ``options`` for ``method`` and build the request through :func:`posenc_cli.models.extension.extend`.
 
     ``theta`` and ``head_dim`` are what the command line gave (None: the model's, else the defaults); ``model``:
     the facts of the model given with ``--config``. Notes for stderr are appended to ``notes``. Every mistake is
     one :class:`PosencError`.
     """
-    from posenc_cli.config import parse_factor_list
-    from posenc_cli.extension import extend
+    from posenc_cli.files import parse_factor_list
+    from posenc_cli.models.extension import extend
     from posenc_cli.units import parse_length
 
     original_max = (parse_length(options.original_max, name="--original-max")

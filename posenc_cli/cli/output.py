@@ -1,4 +1,4 @@
-"""Where results and messages go: results on stdout (strict JSON through :func:`posenc_cli.config.dumps_json`,
+"""Where results and messages go: results on stdout (strict JSON through :func:`posenc_cli.files.dumps_json`,
 tables through a stdout console), messages on stderr. rich loads on first use."""
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ def console(stderr: bool = False) -> Console:
 
 
 def print_json(obj: Any) -> None:
-    """Machine output: strict JSON (:func:`posenc_cli.config.dumps_json`, never NaN or Infinity) to stdout, never
+    """Machine output: strict JSON (:func:`posenc_cli.files.dumps_json`, never NaN or Infinity) to stdout, never
     through rich (which would wrap lines)."""
-    from posenc_cli.config import dumps_json
+    from posenc_cli.files import dumps_json
 
     sys.stdout.write(dumps_json(obj) + "\n")
 

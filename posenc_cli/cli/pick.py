@@ -9,9 +9,9 @@ import typer
 
 from posenc_cli.cli.options import LENGTHS, THETA_RANGE
 from posenc_cli.cli.output import note, print_json
-from posenc_cli.config import dumps_json
-from posenc_cli.scaling import MAX_HEAD_DIM
-from posenc_cli.slopes import MAX_HEADS
+from posenc_cli.files import dumps_json
+from posenc_cli.rope.scaling import MAX_HEAD_DIM
+from posenc_cli.rope.slopes import MAX_HEADS
 from posenc_cli.units import MAX_TOKENS
 
 
@@ -49,12 +49,12 @@ def pick(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Recommend an encoding, its hyperparameters, an extension config, a test plan and a fallback."""
-    from posenc_cli.picker import PickInputs
-    from posenc_cli.picker import pick as run_pick
+    from posenc_cli.pick.picker import PickInputs
+    from posenc_cli.pick.picker import pick as run_pick
     from posenc_cli.units import parse_length, parse_tokens
 
     if trainer is not None:
-        from posenc_cli.trainer_plan import check_trainer
+        from posenc_cli.pick.trainer_plan import check_trainer
 
         check_trainer(trainer)  # a bad name fails before any model is read
     inputs = PickInputs(
@@ -71,7 +71,7 @@ def pick(
         _render_trace(result.traces)
     plan: dict[str, Any] | None = None
     if trainer is not None:
-        from posenc_cli.trainer_plan import trainer_plan
+        from posenc_cli.pick.trainer_plan import trainer_plan
 
         plan = result.answer["trainer"] = trainer_plan(result, trainer)
     if as_json:

@@ -2,7 +2,8 @@
 
 Only typer and the stdlib load at import time (``import posenc_cli.cli`` must stay free of numpy and matplotlib).
 Each command validates every option first (one ``error:`` line, exit 2, nothing written), then computes the data
-with :mod:`posenc_cli.plots`, builds the figure, renders it to bytes and writes it (a file atomically; ``-o -``, a FIFO
+with :mod:`posenc_cli.plots.figures`, builds the figure, renders it to bytes and writes it (a file atomically; ``-o
+-``, a FIFO
 or a device directly). The path written goes to stderr; stdout stays empty unless ``--json`` (path and plotted
 parameters), ``--terminal`` or ``-o -``.
 """
@@ -22,11 +23,11 @@ import typer
 from posenc_cli.cli import options as opts
 from posenc_cli.cli.options import LENGTHS, THETA_RANGE
 from posenc_cli.errors import PosencError
-from posenc_cli.scaling import MAX_HEAD_DIM, MAX_THETA
+from posenc_cli.rope.scaling import MAX_HEAD_DIM, MAX_THETA
 from posenc_cli.units import format_length
 
 if TYPE_CHECKING:
-    from posenc_cli.scaling import ScaleRequest
+    from posenc_cli.rope.scaling import ScaleRequest
 
 plot_app = typer.Typer(
     add_completion=False,
@@ -140,7 +141,7 @@ def _target(output: str | None, default_name: str, dpi: int, terminal: bool, as_
         if width is not None:
             _positive(width, "--width", MAX_WIDTH)
         return Target(None, "terminal", dpi, True, False)
-    from posenc_cli.config import output_kind
+    from posenc_cli.files import output_kind
 
     path = Path(output if output is not None else default_name)
     kind = output_kind(output if output is not None else default_name)
@@ -178,11 +179,11 @@ def _terminal_size(width: int | None) -> tuple[int, int]:
 
 
 def _emit(target: Target, fig: Any, kind: str, params: dict[str, Any]) -> None:
-    """Render to bytes, write them (:func:`posenc_cli.config.write_output`), report the path (stderr) or the JSON
+    """Render to bytes, write them (:func:`posenc_cli.files.write_output`), report the path (stderr) or the JSON
     (stdout)."""
     from posenc_cli.cli.output import note, print_json
-    from posenc_cli.config import write_output
-    from posenc_cli.plots import figure_bytes
+    from posenc_cli.files import write_output
+    from posenc_cli.plots.figures import figure_bytes
 
     assert target.path is not None
     data = figure_bytes(fig, target.fmt)
@@ -234,14 +235,14 @@ def sinusoidal(
     target = _target(output, f"posenc-sinusoidal-{n}x{d}.png", dpi, terminal, as_json, width)
     params: dict[str, Any] = {"max_len": n, "d_model": d, "base": b, "cmap": cmap}
     if target.terminal:
-        from posenc_cli import plots
+        from posenc_cli.plots import figures as plots
 
         plots.terminal_palette(cmap)
         columns, lines = _terminal_size(width)
         hm = plots.heatmap_data_sinusoidal(n, d, 2 * (lines - 6), columns, base=b)
         _print_terminal(plots.terminal_heatmap([hm], cmap=cmap, title=title), columns)
         return
-    from posenc_cli import plots
+    from posenc_cli.plots import figures as plots
 
     plots.check_cmap(cmap)
     hm = plots.heatmap_data_sinusoidal(n, d, *plots.pixel_grid(dpi), base=b)
@@ -312,11 +313,11 @@ def rope(
     tgt = _target(output, f"posenc-rope-{n}x{hd}{suffix}.png", dpi, terminal, as_json, width)
     params: dict[str, Any] = {"max_len": n, "head_dim": hd, "theta": th, "cmap": cmap, "method": method}
     if req is not None:
-        from posenc_cli.scaling import rope_parameters
+        from posenc_cli.rope.scaling import rope_parameters
 
         params.update(factor=req.factor, original_max=req.original_max, target=req.target,
                       rope_parameters=rope_parameters(req))
-    from posenc_cli import plots
+    from posenc_cli.plots import figures as plots
 
     if tgt.terminal:
         plots.terminal_palette(cmap)
@@ -361,7 +362,7 @@ def alibi(
     h = _positive(heads, "--heads", MAX_ALIBI_HEADS)
     n = _length(seq_len, "--seq-len", MAX_ALIBI_SEQ)
     tgt = _target(output, f"posenc-alibi-{h}x{n}.png", dpi, terminal, as_json, width)
-    from posenc_cli import plots
+    from posenc_cli.plots import figures as plots
 
     if tgt.terminal:
         plots.terminal_palette(cmap)
@@ -409,7 +410,7 @@ def frequencies(
     The original context length is a dashed line; YaRN's ramp and llama3's blended band are shaded.
     Example: posenc plot frequencies --head-dim 128 --theta 500000 --original-max 8k --factor 8
     """
-    from posenc_cli import scaling
+    from posenc_cli.rope import scaling
 
     _no_terminal(terminal, "frequencies")
     hd = _even_dim(head_dim, "--head-dim")
@@ -431,7 +432,7 @@ def frequencies(
     first = requests[0]
     default = f"posenc-frequencies-d{hd}-theta{_format_number(th)}-x{_format_number(first.factor)}.png"
     tgt = _target(output, default, dpi, False, as_json)
-    from posenc_cli import plots
+    from posenc_cli.plots import figures as plots
 
     chart = plots.frequency_chart_data(requests)
     fig = plots.frequency_figure(chart, dpi=dpi, title=title)
@@ -486,7 +487,7 @@ def decay(
                           "shorten the distance, the head dim or the list of bases")
     names = "-".join(_format_number(b) for b in bases)
     tgt = _target(output, f"posenc-decay-d{hd}-theta{names}.png", dpi, False, as_json)
-    from posenc_cli import plots
+    from posenc_cli.plots import figures as plots
 
     curves = [plots.decay_bound(hd, b, r) for b in bases]
     fig = plots.decay_figure(curves, dpi=dpi, title=title, log_x=log_x)

@@ -17,7 +17,7 @@ def rules_validate(
     file: Annotated[str, typer.Argument(help="A rules YAML file.")],
 ) -> None:
     """Check a rules file against the schema; exit 2 with one line naming the problem."""
-    from posenc_cli.rules import load_rules
+    from posenc_cli.pick.rules import load_rules
 
     ruleset = load_rules(file)
     sys.stdout.write(f"ok: {file}: {len(ruleset.rules)} rules, {len(ruleset.derived)} derived facts, "
@@ -30,7 +30,7 @@ def rules_show(
     as_json: Annotated[bool, typer.Option("--json", help="Print the parsed rules as JSON.")] = False,
 ) -> None:
     """Print the rules in evaluation order, with the hard guards."""
-    from posenc_cli.rules import GUARDS, load_rules
+    from posenc_cli.pick.rules import GUARDS, load_rules
     from posenc_cli.units import format_length
 
     ruleset = load_rules(rules)

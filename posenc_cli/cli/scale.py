@@ -10,10 +10,10 @@ import typer
 from posenc_cli.cli import options as opts
 from posenc_cli.cli.output import console, note
 from posenc_cli.errors import PosencError
-from posenc_cli.scaling import MAX_HEAD_DIM
+from posenc_cli.rope.scaling import MAX_HEAD_DIM
 
 if TYPE_CHECKING:
-    from posenc_cli.models import ModelFacts
+    from posenc_cli.models.positions import ModelFacts
 
 
 def scale(
@@ -60,9 +60,9 @@ def scale(
 
     Example: posenc scale yarn --original-max 32k --target 128k --theta 1e6
     """
-    from posenc_cli import scaling
     from posenc_cli.engines import hf
     from posenc_cli.engines.render import FORMATS, TRAINING_FORMATS, render_request
+    from posenc_cli.rope import scaling
 
     if fmt is not None and fmt not in FORMATS:
         raise PosencError(f"--format {fmt!r} is not known; use one of: {', '.join(FORMATS)}")
@@ -74,8 +74,8 @@ def scale(
     source: dict[str, Any] | None = None
     if config is not None:
         # the model reader loads only for --config: a bare request never needs it
-        from posenc_cli.models import model_facts
-        from posenc_cli.sources import describe_source, read_source, served_name
+        from posenc_cli.models.positions import model_facts
+        from posenc_cli.models.sources import describe_source, read_source, served_name
 
         src = read_source(config)
         if (output or in_place) and src.kind not in ("file", "stdin", "folder"):
@@ -110,7 +110,7 @@ def scale(
     text = ""
     if source is not None and facts is not None:
         if writing:
-            from posenc_cli.sources import written_config
+            from posenc_cli.models.sources import written_config
 
             text = written_config(hf.patch_config(source, req, fmt, facts.group), "the patched config")
         else:
@@ -132,7 +132,7 @@ def scale(
     if explain:
         _explain(req)
     if writing:
-        from posenc_cli.config import write_output_text
+        from posenc_cli.files import write_output_text
 
         assert config is not None
         dest = config if in_place else str(output)
@@ -148,7 +148,7 @@ def _explain(req: Any) -> None:
     """Per-pair table (stderr): what the method does to each frequency pair."""
     from rich.table import Table
 
-    from posenc_cli.frequencies import for_request
+    from posenc_cli.rope.frequencies import for_request
 
     freqs = for_request(req)
     table = Table(title=f"{req.method}: factor {req.factor:g}, {req.original_max} -> {req.target} positions, "

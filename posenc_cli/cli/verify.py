@@ -1,4 +1,4 @@
-"""``posenc verify``: parse options, call :mod:`posenc_cli.verify`, render its report. No math here.
+"""``posenc verify``: parse options, call :mod:`posenc_cli.rope.verify`, render its report. No math here.
 
 numpy and the core load inside the command, so registering it costs ``posenc pick`` nothing.
 """
@@ -11,7 +11,7 @@ import typer
 
 from posenc_cli.cli.options import THETA_RANGE
 from posenc_cli.errors import ExitCode, PosencError
-from posenc_cli.scaling import MAX_HEAD_DIM, MAX_THETA
+from posenc_cli.rope.scaling import MAX_HEAD_DIM, MAX_THETA
 from posenc_cli.units import check_int, check_number, format_length
 
 # Work caps: the cost of a run grows with these (the core's 1 GiB workspace check also bounds trials x head_dim).
@@ -23,7 +23,7 @@ MAX_TRIALS = 1024
 MAX_SEED = 2**64 - 1  # numpy's generators take any non-negative int; 64 bits is what a seed is written down as
 
 if TYPE_CHECKING:
-    from posenc_cli.verify import ModelVerifyReport, Precision, VerifyReport
+    from posenc_cli.rope.verify import ModelVerifyReport, Precision, VerifyReport
 
 
 def verify(
@@ -93,8 +93,8 @@ def verify(
 
 def _run_generic(head_dim: int | None, base: float | None, layout: str | None, trials: int, window: int | None,
                  dtype: str | None, seed: int, tolerance: float | None) -> VerifyReport:
-    from posenc_cli import verify as core
-    from posenc_cli.encodings import LAYOUTS
+    from posenc_cli.rope import verify as core
+    from posenc_cli.rope.encodings import LAYOUTS
 
     layout = layout or "both"
     if layout == "both":
@@ -112,9 +112,9 @@ def _run_generic(head_dim: int | None, base: float | None, layout: str | None, t
 
 def _run_model(source: str, revision: str | None, dtype: str | None, window: int | None,
                tolerance: float | None, trials: int, seed: int) -> ModelVerifyReport:
-    from posenc_cli import verify as core
-    from posenc_cli.models import declared_dtype
-    from posenc_cli.sources import describe_source, read_source
+    from posenc_cli.models.positions import declared_dtype
+    from posenc_cli.models.sources import describe_source, read_source
+    from posenc_cli.rope import verify as core
 
     src = read_source(source, revision=revision)
     cfg = src.config

@@ -1,7 +1,7 @@
 """What each serving engine computes from a model's rope settings, next to what transformers computes.
 
 One module per engine (:mod:`.transformers`, :mod:`.vllm`, :mod:`.sglang`, :mod:`.llamacpp`), each a *model* of that
-engine's code at a pinned version: from a :class:`~posenc_cli.models.ModelPositions` and the serving length it
+engine's code at a pinned version: from a :class:`~posenc_cli.models.positions.ModelPositions` and the serving length it
 returns an :class:`EngineRun` with, per rope group, the inverse frequencies, the cos/sin magnitude and the softmax
 scale the engine uses, the longest context it accepts (and what it needs to accept more), and the exact invocation.
 The models are checked against each engine's own code by the tests (vLLM's rotary classes from its wheel,

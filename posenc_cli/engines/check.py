@@ -10,11 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from posenc_cli import remote_code
 from posenc_cli.engines import llamacpp, sglang, transformers, vllm
 from posenc_cli.engines.runs import TRAINER_VERDICTS, VERDICTS, EngineRun, EngineVerdict, GroupVerdict, compare
 from posenc_cli.errors import ExitCode, PosencError
-from posenc_cli.models import ModelPositions
+from posenc_cli.models import remote_code
+from posenc_cli.models.positions import ModelPositions
 
 Runner = Callable[[ModelPositions, dict[str, Any], int, "int | None"], EngineRun]
 
@@ -171,7 +171,7 @@ def check(model: ModelPositions, cfg: dict[str, Any], engines: list[str], max_mo
         raise PosencError(f"engine {unknown[0]!r} is not known; use some of: {', '.join(ENGINE_NAMES)}")
     trainer_runners: dict[str, Runner] = {}
     if trainers is not None:
-        from posenc_cli.engines import trainer_runs
+        from posenc_cli.trainers import runs as trainer_runs
 
         trainer_runners = trainer_runs.registry()
         bad = [t for t in trainers if t not in trainer_runners]
@@ -272,6 +272,6 @@ def _without_reference(model: ModelPositions, engines: list[str], max_model_len:
 
 
 def _trainer_version(name: str) -> str:
-    from posenc_cli.engines.trainer_runs import VERSIONS
+    from posenc_cli.trainers.runs import VERSIONS
 
     return VERSIONS[name]

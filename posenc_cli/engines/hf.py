@@ -1,8 +1,8 @@
 """transformers' config keys for a request: the fragment to merge (v4 legacy keys or v5 ``rope_parameters``) and a
 whole patched config.json (stdlib only: ``posenc scale`` and ``posenc pick`` render these without numpy).
 
-Both come from the one rope dict :func:`posenc_cli.scaling.rope_parameters` returns; a patched file is written by
-:func:`posenc_cli.convert.with_rope`, so it keeps its format (v4 or v5), its nesting (``text_config``, one dict
+Both come from the one rope dict :func:`posenc_cli.rope.scaling.rope_parameters` returns; a patched file is written by
+:func:`posenc_cli.models.convert.with_rope`, so it keeps its format (v4 or v5), its nesting (``text_config``, one dict
 per layer type) and every key the request does not change. The config reader loads only for a patched file (a
 fragment from a bare request needs none of it).
 """
@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.errors import PosencError
-from posenc_cli.scaling import ScaleRequest, max_position_embeddings, rope_parameters
+from posenc_cli.rope.scaling import ScaleRequest, max_position_embeddings, rope_parameters
 
 if TYPE_CHECKING:
-    from posenc_cli.models import ModelFacts
+    from posenc_cli.models.positions import ModelFacts
 
 FORMATS = ("hf", "hf-v5")
 
@@ -43,7 +43,7 @@ def own_format(facts: ModelFacts | None) -> str:
     types only transformers 5 has, else ``hf``)."""
     if facts is None:
         return "hf"
-    from posenc_cli.convert import V5_ONLY
+    from posenc_cli.models.convert import V5_ONLY
 
     return "hf-v5" if facts.rope_parameters or facts.model_type in V5_ONLY else "hf"
 
@@ -56,8 +56,8 @@ def patch_config(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str
     """
     if fmt not in FORMATS:
         raise PosencError(f"writing a config needs --format hf or hf-v5, not {fmt!r}")
-    from posenc_cli.convert import V5_ONLY, convert, with_rope
-    from posenc_cli.models import text_config
+    from posenc_cli.models.convert import V5_ONLY, convert, with_rope
+    from posenc_cli.models.positions import text_config
 
     to = "v5" if fmt == "hf-v5" else "v4"
     if req.unchanged:
@@ -73,7 +73,7 @@ def patch_config(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str
 def fragment(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str = "") -> dict[str, Any]:
     """The keys of :func:`patch_config`'s result that carry positions (inside ``text_config`` when the model keeps
     them there): what to merge into the model's config.json by hand."""
-    from posenc_cli.models import ABSENT, text_config
+    from posenc_cli.models.positions import ABSENT, text_config
 
     patched = patch_config(config, req, fmt, group)
     text, _, where = text_config(patched)

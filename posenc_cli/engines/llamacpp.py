@@ -29,14 +29,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.attention_factors import yarn_attention_factor, yarn_mscale
 from posenc_cli.engines.runs import EngineRun, GroupRun, static_longrope
 from posenc_cli.errors import PosencError
-from posenc_cli.gguf_header import shortest_float32
+from posenc_cli.models.gguf.header import shortest_float32
+from posenc_cli.rope.attention_factors import yarn_attention_factor, yarn_mscale
 from posenc_cli.units import format_number
 
 if TYPE_CHECKING:  # the reader loads only when an engine runs a model
-    from posenc_cli.models import ModelPositions
+    from posenc_cli.models.positions import ModelPositions
 
 VERSION = "llama-cpp-python 0.3.36"
 # llama.cpp's GGUF architecture names for transformers model types, where they differ
@@ -213,8 +213,8 @@ STACKED_LOGIT_DIFF = "0.35-0.55"
 
 def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
     """What the engine computes serving ``max_model_len``, for a sequence of ``seq_len`` tokens (default: that long)."""
-    from posenc_cli.frequencies import RopeSpec, compute
-    from posenc_cli.inspection import spec_for
+    from posenc_cli.models.inspection import spec_for
+    from posenc_cli.rope.frequencies import RopeSpec, compute
 
     if len(model.layers) != 1:
         names = ", ".join(layer.name for layer in model.layers)

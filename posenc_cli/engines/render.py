@@ -10,18 +10,18 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.config import dumps_config, dumps_json
 from posenc_cli.engines import hf
 from posenc_cli.errors import PosencError
-from posenc_cli.scaling import ScaleRequest, max_position_embeddings, rope_parameters
+from posenc_cli.files import dumps_config, dumps_json
+from posenc_cli.rope.scaling import ScaleRequest, max_position_embeddings, rope_parameters
 
 if TYPE_CHECKING:
-    from posenc_cli.models import ModelFacts
+    from posenc_cli.models.positions import ModelFacts
 
-#: the Hugging Face-based trainers (posenc_cli.engines.hf_trainers.FORMATS, named here so that other formats never
+#: the Hugging Face-based trainers (posenc_cli.trainers.hf.FORMATS, named here so that other formats never
 #: load that module)
 HF_TRAINER_FORMATS = ("llamafactory", "axolotl", "unsloth", "trl")
-#: Training frameworks (:mod:`posenc_cli.engines.trainers`, loaded only for these; a test holds the names equal).
+#: Training frameworks (:mod:`posenc_cli.trainers.frameworks`, loaded only for these; a test holds the names equal).
 TRAINER_FORMATS = ("megatron", "megatron-bridge", "torchtitan", "torchtune")
 FORMATS = (*hf.FORMATS, "vllm", "sglang", "llama.cpp", "llama-cpp-python", *TRAINER_FORMATS, *HF_TRAINER_FORMATS)
 #: The formats a training run reads (``scale --seq-len``, ``pick --trainer`` stages): transformers' config keys (the
@@ -44,7 +44,7 @@ def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bo
     rope = group if rope is None else rope
     trained = req.original_max
     if fmt in TRAINER_FORMATS:
-        from posenc_cli.engines import trainers
+        from posenc_cli.trainers import frameworks as trainers
 
         return trainers.render(req, fmt, facts, group)
     if fmt == "hf":
@@ -68,7 +68,7 @@ def render(req: ScaleRequest, fmt: str, model: str = "MODEL", *, text_config: bo
                                                   text_config=text_config, model_name=model)
         return shlex.join(argv), caveats
     if fmt in HF_TRAINER_FORMATS:  # a bare request: a model whose max_position_embeddings is the original length
-        from posenc_cli.engines import hf_trainers
+        from posenc_cli.trainers import hf as hf_trainers
 
         return hf_trainers.render(fmt, hf_trainers.TrainerInput(req, rope, max_position_embeddings(req), model))
     if fmt in ("llama.cpp", "llama-cpp-python"):
@@ -97,14 +97,14 @@ def render_for_model(config: dict[str, Any], facts: ModelFacts, req: ScaleReques
     ``rope_parameters`` after the request (what vLLM and SGLang replace)."""
     if fmt in hf.FORMATS:
         return dumps_config(hf.fragment(config, req, fmt, facts.group)), []
-    from posenc_cli.models import ABSENT, describe, rope_dicts, text_config
-    from posenc_cli.remote_code import v5_refusal
+    from posenc_cli.models.positions import ABSENT, describe, rope_dicts, text_config
+    from posenc_cli.models.remote_code import v5_refusal
 
     # where the language model's config sits as the reader found it (a remote-code family: where its engine reads it)
     where = describe(config).text_source.removesuffix(ABSENT)
     if fmt in HF_TRAINER_FORMATS:
-        from posenc_cli.engines import hf_trainers
-        from posenc_cli.models import generated
+        from posenc_cli.models.positions import generated
+        from posenc_cli.trainers import hf as hf_trainers
 
         patched, _, at = text_config(hf.patch_config(config, req, "hf-v5", facts.group))
         # a composite config class keeps its text model in a sub-config even when the file is flat (Qwen2.5-VL)

@@ -18,8 +18,8 @@ if TYPE_CHECKING:  # the reader loads only when an engine runs a model
     import numpy as np
     import numpy.typing as npt
 
-    from posenc_cli.frequencies import RopeSpec
-    from posenc_cli.models import LayerRope
+    from posenc_cli.models.positions import LayerRope
+    from posenc_cli.rope.frequencies import RopeSpec
 
 #: float32 rounding of one inverse frequency computed in a different operation order (a few ulps).
 SAME_RTOL = 1e-6
@@ -144,7 +144,7 @@ def static_longrope(spec: RopeSpec, layer: LayerRope, max_model_len: int, max_po
     """LongRoPE chosen once per server (vLLM, SGLang, llama.cpp): the long factors for every sequence when the serving
     length passes the original length; the magnitude from ``max_position_embeddings / original`` (what vLLM computes
     and what llama.cpp's converter stores), or an explicit ``short_mscale``/``long_mscale``."""
-    from posenc_cli.frequencies import compute
+    from posenc_cli.rope.frequencies import compute
 
     p = layer.params
     original = int(p["original_max_position_embeddings"])

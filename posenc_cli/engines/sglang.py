@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.attention_factors import yarn_mscale
-from posenc_cli.config import dumps_json
 from posenc_cli.engines import vllm
 from posenc_cli.engines.runs import EngineRun, GroupRun
+from posenc_cli.files import dumps_json
+from posenc_cli.rope.attention_factors import yarn_mscale
 
 if TYPE_CHECKING:  # the reader loads only when an engine runs a model
-    from posenc_cli.models import LayerRope, ModelPositions
+    from posenc_cli.models.positions import LayerRope, ModelPositions
 
 VERSION = "0.5.23"
 ENV_LONG = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
@@ -33,8 +33,8 @@ ENV_LONG = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
 
 def _group(model: ModelPositions, layer: LayerRope, max_model_len: int, seq_len: int,
            warnings: list[str]) -> GroupRun:
-    from posenc_cli.frequencies import compute
-    from posenc_cli.inspection import spec_for
+    from posenc_cli.models.inspection import spec_for
+    from posenc_cli.rope.frequencies import compute
 
     spec = spec_for(model, layer)
     p = layer.params

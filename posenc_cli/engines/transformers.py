@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from posenc_cli.engines.runs import EngineRun, GroupRun
-from posenc_cli.frequencies import compute
-from posenc_cli.inspection import spec_for
-from posenc_cli.models import ModelPositions
-from posenc_cli.windows import window as window_for
+from posenc_cli.models.inspection import spec_for
+from posenc_cli.models.positions import ModelPositions
+from posenc_cli.rope.frequencies import compute
+from posenc_cli.rope.windows import window as window_for
 
 VERSION = "5.25"
 

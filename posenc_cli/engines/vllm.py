@@ -7,7 +7,7 @@
 * Length check: ``max_position_embeddings`` is multiplied by ``factor`` for every rope type except su, longrope,
   llama3, yarn and the DeepSeek ones, and never for a gemma3 model type (vLLM takes Gemma 3's 128k as already
   scaled); a longer ``--max-model-len`` needs ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``. So a file patched as the Qwen cards
-  say (yarn x4 from 32k, ``max_position_embeddings`` left at 32k) serves 128k (:mod:`posenc_cli.windows`) but vLLM
+  say (yarn x4 from 32k, ``max_position_embeddings`` left at 32k) serves 128k (:mod:`posenc_cli.rope.windows`) but vLLM
   admits 32k without the variable.
 * default, linear, llama3, yarn: transformers' formulas (yarn reads beta, mscale, attention_factor and truncate).
 * DeepSeek V2/V3 (and Kimi K2) models turn any scaled rope into ``deepseek_yarn``: correction range always floored
@@ -25,12 +25,12 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.attention_factors import yarn_mscale
-from posenc_cli.config import dumps_json
 from posenc_cli.engines.runs import EngineRun, GroupRun, static_longrope
+from posenc_cli.files import dumps_json
+from posenc_cli.rope.attention_factors import yarn_mscale
 
 if TYPE_CHECKING:  # the reader loads only when an engine runs a model
-    from posenc_cli.models import LayerRope, ModelPositions
+    from posenc_cli.models.positions import LayerRope, ModelPositions
 
 VERSION = "0.33.0"
 ENV_LONG = "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
@@ -56,8 +56,8 @@ def derived_max_len(model: ModelPositions) -> int:
 
 
 def group(model: ModelPositions, layer: LayerRope, max_model_len: int, notes: list[str]) -> GroupRun:
-    from posenc_cli.frequencies import RopeSpec, compute, default_inv_freq, dynamic_base
-    from posenc_cli.inspection import spec_for
+    from posenc_cli.models.inspection import spec_for
+    from posenc_cli.rope.frequencies import RopeSpec, compute, default_inv_freq, dynamic_base
 
     spec = spec_for(model, layer)
     p = layer.params
@@ -113,7 +113,7 @@ def overrides(model: ModelPositions, cfg: dict[str, Any], max_model_len: int) ->
     trained = model.max_position_embeddings or 0
     if p.get("rope_type") != "dynamic" or max_model_len <= trained:
         return None
-    from posenc_cli.models import text_config
+    from posenc_cli.models.positions import text_config
 
     _, _, where = text_config(cfg)
     return rope_overrides(p, serve_len=max_model_len, trained_len=trained, text_config=where == "text_config")
@@ -132,7 +132,7 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
     over = overrides(model, cfg, max_model_len)
     served = model
     if over is not None:  # what vLLM reads after the overrides
-        from posenc_cli.models import describe
+        from posenc_cli.models.positions import describe
 
         merged = dict(cfg)
         body = over.get("text_config", over)

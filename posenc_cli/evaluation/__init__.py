@@ -2,8 +2,9 @@
 
 :mod:`~posenc_cli.evaluation.plan` (what to measure), :mod:`~posenc_cli.evaluation.probe` (what the server can do),
 :mod:`~posenc_cli.evaluation.tokens` (exact token counts), :mod:`~posenc_cli.evaluation.run` (the results file) and
-:mod:`~posenc_cli.evaluation.report` (verdicts). The HTTP client is :mod:`posenc_cli.serving`; prompts come from
-:mod:`posenc_cli.evaltemplate`.
+:mod:`~posenc_cli.evaluation.report` (verdicts). The HTTP client is :mod:`posenc_cli.evaluation.client`; prompts come
+from
+:mod:`posenc_cli.evaluation.templates`.
 """
 
 # Limits of a plan, here (not in plan.py, which loads yaml) so the CLI's help texts can state them cheaply.

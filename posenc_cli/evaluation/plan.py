@@ -5,7 +5,7 @@ A plan comes from one of three places:
 * ``pick --json`` output: its ``tests`` list (``niah`` with ``length`` and ``pass_rate``, ``regression`` with
   ``length`` and ``margin``) and its extension (``from`` -> ``to``);
 * a model's RoPE (``--config``): lengths around where positions change, read with the same model reader as
-  ``inspect`` (:func:`posenc_cli.models.windows`);
+  ``inspect`` (:func:`posenc_cli.models.positions.windows`);
 * explicit ``--lengths`` (the tiny model's grid).
 
 Lengths for a plan from an extension ``from -> to``: ``from / 2`` (inside the trained range, the short-context
@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from posenc_cli.config import dumps_json
 from posenc_cli.errors import PosencError
-from posenc_cli.evaltemplate import Template
 from posenc_cli.evaluation import MAX_EVAL_LENGTH, MAX_TRIALS, MIN_EVAL_LENGTH
+from posenc_cli.evaluation.templates import Template
+from posenc_cli.files import dumps_json
 from posenc_cli.units import format_length
 
 DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -211,9 +211,9 @@ def _fraction(value: Any) -> float:
 def from_model(model: Any, template: Template, *, depths: tuple[float, ...] = DEFAULT_DEPTHS, trials: int = 2,
                label: str = "--config") -> Plan:
     """Lengths where a model's positions change, from the rope group an extension changes and the window the model
-    serves, as ``scale`` and ``pick`` read them (:func:`posenc_cli.models.extended_group`,
-    :mod:`posenc_cli.windows`)."""
-    from posenc_cli.models import extended_group, window_of
+    serves, as ``scale`` and ``pick`` read them (:func:`posenc_cli.models.positions.extended_group`,
+    :mod:`posenc_cli.rope.windows`)."""
+    from posenc_cli.models.positions import extended_group, window_of
 
     if model.family != "rope" or not model.layers or model.max_position_embeddings is None:
         raise PosencError(f"{label}: not a RoPE model with a max_position_embeddings; give --lengths")

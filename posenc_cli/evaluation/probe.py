@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from posenc_cli.errors import PosencError
-from posenc_cli.serving import ENGINE_SAMPLING, TOKENIZE_STYLES, Client, Refused, ServerError
+from posenc_cli.evaluation.client import ENGINE_SAMPLING, TOKENIZE_STYLES, Client, Refused, ServerError
 
 PROBE_TEXT = "the key is 12345. what is the key? the key is "
 

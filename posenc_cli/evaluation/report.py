@@ -1,6 +1,6 @@
 """Summaries of eval runs: pass rates per length and depth, the per-position loss curve, and the plan's verdicts.
 
-Stdlib only: the PNGs are drawn by :mod:`posenc_cli.plots` from the numbers computed here.
+Stdlib only: the PNGs are drawn by :mod:`posenc_cli.plots.figures` from the numbers computed here.
 
 Verdicts: a ``niah`` test passes when the pass rate over every depth and trial at its length reaches the
 threshold (a prompt the server refused counts as a failure); a ``regression`` test compares perplexity (exp of the

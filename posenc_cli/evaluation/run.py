@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from posenc_cli.config import atomic_write_text, dumps_config, loads_tagged
 from posenc_cli.errors import PosencError
-from posenc_cli.evaltemplate import Prompt, Template, build_prompt
+from posenc_cli.evaluation.client import Client, Completion, Refused, ServerError
 from posenc_cli.evaluation.losspolicy import LossChoice, choose
 from posenc_cli.evaluation.plan import Cell, Plan
 from posenc_cli.evaluation.probe import Capabilities
-from posenc_cli.serving import Client, Completion, Refused, ServerError
+from posenc_cli.evaluation.templates import Prompt, Template, build_prompt
+from posenc_cli.files import atomic_write_text, dumps_config, loads_tagged
 
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"

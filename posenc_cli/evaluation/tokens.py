@@ -2,7 +2,8 @@
 
 A counter returns the number of tokens the server will see for a prompt text, BOS included: the server's
 tokenize count plus the offset :func:`posenc_cli.evaluation.probe.probe` measured against ``usage.prompt_tokens``.
-A local tokenizer is ``bytes`` (the tiny passkey model's vocabulary, :mod:`posenc_cli.bytevocab`) or a Hugging
+A local tokenizer is ``bytes`` (the tiny passkey model's vocabulary, :mod:`posenc_cli.evaluation.bytevocab`) or a
+Hugging
 Face ``tokenizer.json`` (a file, or a model folder holding one), read with the ``tokenizers`` package. Every
 request's ``usage.prompt_tokens`` is checked against the count either way, so a wrong local tokenizer shows as
 mismatched cells instead of silently wrong lengths.
@@ -14,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from posenc_cli.errors import PosencError
+from posenc_cli.evaluation.client import Client
 from posenc_cli.evaluation.probe import Capabilities
-from posenc_cli.serving import Client
 
 Counter = Callable[[str], int]
 
@@ -34,7 +35,7 @@ def server_counter(client: Client, caps: Capabilities) -> Counter:
 
 def local_counter(spec: str) -> Counter:
     if spec == "bytes":
-        from posenc_cli import bytevocab
+        from posenc_cli.evaluation import bytevocab
 
         return bytevocab.count
     path = Path(spec)

@@ -7,7 +7,7 @@ layout ``out x in``):
   ``llama``, float32 tensors named ``token_embd``, ``blk.N.attn_q``, ..., ``output``; the attn_q / attn_k rows of
   each head permuted from transformers' half-split RoPE layout (pairs ``i, i + d/2``) to the interleaved pairs
   (``2i, 2i + 1``) llama.cpp's llama architecture rotates (:func:`permute_rope_rows`); and the byte-fallback SPM
-  vocabulary of :mod:`posenc_cli.bytevocab` (``tokenizer.ggml.model`` ``llama``, BOS added, no space prefix).
+  vocabulary of :mod:`posenc_cli.evaluation.bytevocab` (``tokenizer.ggml.model`` ``llama``, BOS added, no space prefix).
 * :func:`write_hf_folder` writes ``config.json``, ``model.safetensors`` (written here: an 8-byte little-endian header
   length, the JSON header, the raw little-endian tensor bytes), ``tokenizer.json`` and ``tokenizer_config.json``.
 
@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from posenc_cli import bytevocab
-from posenc_cli.config import atomic_write_bytes
 from posenc_cli.errors import PosencError
+from posenc_cli.evaluation import bytevocab
+from posenc_cli.files import atomic_write_bytes
 
 Weights = dict[str, npt.NDArray[np.float32]]
 ARCH = "llama"

@@ -1,9 +1,11 @@
 """A small decoder-only transformer with pluggable positions, and the torch side of each position method.
 
-No positional formula is derived here: the sinusoidal table comes from :func:`posenc_cli.encodings.sinusoidal`,
-the ALiBi slopes from :func:`posenc_cli.encodings.alibi_slopes`, and RoPE's inverse frequencies and attention factor
-(plain, linear interpolation, static NTK, YaRN) from :func:`posenc_cli.scaling.make_request` and
-:func:`posenc_cli.frequencies.for_request` (or :func:`~posenc_cli.frequencies.compute`), the code ``posenc scale``
+No positional formula is derived here: the sinusoidal table comes from :func:`posenc_cli.rope.encodings.sinusoidal`,
+the ALiBi slopes from :func:`posenc_cli.rope.encodings.alibi_slopes`, and RoPE's inverse frequencies and attention
+factor
+(plain, linear interpolation, static NTK, YaRN) from :func:`posenc_cli.rope.scaling.make_request` and
+:func:`posenc_cli.rope.frequencies.for_request` (or :func:`~posenc_cli.rope.frequencies.compute`), the code ``posenc
+scale``
 uses. This module only turns those numpy arrays into tensors and applies them: RoPE in the half-split layout
 (``rotate_half``, as Hugging Face Llama), with the attention factor multiplying cos and sin; ALiBi as
 ``-m_h * (i - j)`` added to the causal scores.
@@ -18,9 +20,9 @@ import torch  # noqa: TID253 - this package is imported only by `posenc experime
 import torch.nn.functional as F  # noqa: TID253
 from torch import Tensor, nn  # noqa: TID253
 
-from posenc_cli.encodings import alibi_slopes, sinusoidal
-from posenc_cli.frequencies import RopeSpec, compute, for_request
-from posenc_cli.scaling import DEFAULT_THETA, make_request
+from posenc_cli.rope.encodings import alibi_slopes, sinusoidal
+from posenc_cli.rope.frequencies import RopeSpec, compute, for_request
+from posenc_cli.rope.scaling import DEFAULT_THETA, make_request
 
 #: Position methods a model is trained with; ``rope+linear``, ``rope+ntk`` and ``rope+yarn`` reuse the RoPE model.
 KINDS = ("nope", "sinusoidal", "learned", "rope", "alibi")
@@ -93,7 +95,7 @@ def apply_rope_half(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 def alibi_bias_torch(n_heads: int, length: int, device: torch.device | str = "cpu") -> Tensor:
     """Causal ALiBi bias ``(n_heads, length, length)``: ``-m_h * (i - j)`` for keys ``j <= i``, ``-inf`` above.
 
-    The slopes are posenc's :func:`~posenc_cli.encodings.alibi_slopes` (the paper's recipe).
+    The slopes are posenc's :func:`~posenc_cli.rope.encodings.alibi_slopes` (the paper's recipe).
     """
     slopes = torch.from_numpy(alibi_slopes(n_heads)).to(device=device, dtype=torch.float32)
     idx = torch.arange(length, device=device)

@@ -3,11 +3,12 @@
 The model is exactly the function transformers' ``LlamaForCausalLM`` computes (RMSNorm, q/k/v/o without bias,
 RoPE in the half-split ``rotate_half`` layout over the whole head, causal softmax attention scaled by
 ``1/sqrt(head_dim)``, SwiGLU MLP, final RMSNorm, untied head), with parameters under transformers' names, so the
-state dict is the checkpoint. RoPE's inverse frequencies come from :func:`posenc_cli.frequencies.compute` through
+state dict is the checkpoint. RoPE's inverse frequencies come from :func:`posenc_cli.rope.frequencies.compute` through
 :func:`posenc_cli.experiment.model.rotary_for`, the same code ``posenc experiment lm`` uses.
 
 Training sequences are ``build_prompt(template, length=L, depth=d, seed=s, count=bytevocab.count)`` (the template
-``rules/templates/passkey.yaml``, the same function evaluation uses) tokenized with :mod:`posenc_cli.bytevocab`,
+``rules/templates/passkey.yaml``, the same function evaluation uses) tokenized with
+:mod:`posenc_cli.evaluation.bytevocab`,
 then the key's digits and ``</s>``. All sequences of one batch share one random prompt length (bucketing: no
 padding); depth and seed are random per sequence. The loss is the mean next-token cross-entropy over the prompt
 plus the mean cross-entropy over the answer (the five digits and ``</s>``), two terms so the answer is not diluted
@@ -30,9 +31,9 @@ import torch  # noqa: TID253 - this package is imported only by `posenc experime
 import torch.nn.functional as F  # noqa: TID253
 from torch import Tensor, nn  # noqa: TID253
 
-from posenc_cli import bytevocab
 from posenc_cli.errors import PosencError
-from posenc_cli.evaltemplate import Template, build_prompt, load_template
+from posenc_cli.evaluation import bytevocab
+from posenc_cli.evaluation.templates import Template, build_prompt, load_template
 from posenc_cli.experiment.model import apply_rope_half, rope_cos_sin, rotary_for
 from posenc_cli.experiment.settings import MAX_SEED, MAX_STEPS
 
@@ -352,8 +353,8 @@ def run(settings: PasskeySettings, out: str | os.PathLike[str], command: list[st
     import platform
     from pathlib import Path
 
-    from posenc_cli.config import atomic_write_text, dumps_config
     from posenc_cli.experiment.export import write_gguf, write_hf_folder
+    from posenc_cli.files import atomic_write_text, dumps_config
 
     folder = Path(out)
     model, summary = train(settings, progress)

@@ -7,7 +7,7 @@ recovers four numbers that give those factors: ``factor`` is the largest one; in
 ``1 / ((1 - s) / factor + s)`` with ``s = L / wavelength * a - b`` linear in ``1 / wavelength``
 (``a = 1 / (high - low)``, ``b = low / (high - low)``, ``L`` the original length), so two blended pairs fix
 ``L a`` and ``b``; only those products matter, and ``low_freq_factor`` is taken as 1. The numbers are accepted only
-when :mod:`posenc_cli.frequencies`' llama3 (transformers' arithmetic) reproduces every factor of the tensor to
+when :mod:`posenc_cli.rope.frequencies`' llama3 (transformers' arithmetic) reproduces every factor of the tensor to
 float32 rounding; otherwise the caller reports the tensor as not understood (llama.cpp still applies it).
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from posenc_cli.frequencies import RopeSpec, compute, default_inv_freq
+from posenc_cli.rope.frequencies import RopeSpec, compute, default_inv_freq
 
 __all__ = ["llama3_params", "FIT_RTOL"]
 

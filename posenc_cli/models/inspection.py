@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from posenc_cli import remote_code
 from posenc_cli.errors import PosencError
-from posenc_cli.frequencies import RopeSpec, compute
-from posenc_cli.models import LayerRope, ModelPositions
-from posenc_cli.windows import window
+from posenc_cli.models import remote_code
+from posenc_cli.models.positions import LayerRope, ModelPositions
+from posenc_cli.rope.frequencies import RopeSpec, compute
+from posenc_cli.rope.windows import window
 
 _PARAM_SKIP = {"rope_type", "rope_theta", "partial_rotary_factor", "short_factor", "long_factor"}
 
@@ -97,7 +97,7 @@ def report(model: ModelPositions, seq_len: int | None = None) -> dict[str, Any]:
                     "summary": "no layer applies RoPE: " + "; ".join(g.reason for g in model.no_rope)}
         return {**layers[0], **base, "layers": layers}
     if model.family == "alibi":
-        from posenc_cli.encodings import alibi_slopes
+        from posenc_cli.rope.encodings import alibi_slopes
 
         slopes = [float(v) for v in alibi_slopes(model.num_heads).tolist()] if model.num_heads else None
         return {**base, "num_heads": model.num_heads, "alibi_slopes": slopes,

@@ -30,11 +30,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.engines import hf_trainers, render, trainers
+from posenc_cli.engines import render
 from posenc_cli.engines.runs import CANNOT_EXPRESS, NOT_MODELLED, EngineRun, GroupRun
+from posenc_cli.trainers import frameworks as trainers
+from posenc_cli.trainers import hf as hf_trainers
 
 if TYPE_CHECKING:
-    from posenc_cli.models import LayerRope, ModelPositions
+    from posenc_cli.models.positions import LayerRope, ModelPositions
 
 Runner = Callable[["ModelPositions", "dict[str, Any]", int, "int | None"], EngineRun]
 Setup = Callable[[trainers.Rope], "tuple[list[str], trainers.Trained, list[str]]"]
@@ -45,7 +47,7 @@ TRAINER_NAMES = (*render.TRAINER_FORMATS, *render.HF_TRAINER_FORMATS)
 
 
 def _rope(model: ModelPositions, layer: LayerRope, max_model_len: int) -> trainers.Rope:
-    from posenc_cli.inspection import spec_for
+    from posenc_cli.models.inspection import spec_for
 
     spec = spec_for(model, layer)
     return trainers.Rope(dict(layer.params), spec.head_dim, spec.max_position_embeddings, max_model_len,
@@ -175,7 +177,7 @@ def hf_loadable(cfg: dict[str, Any]) -> tuple[str, str] | None:
     ``trust_remote_code=True`` from the checkpoint's ``auto_map`` code), then takes ``getattr(transformers,
     architectures[0])``; where that is no transformers class it falls back to an Auto class, which may run the
     checkpoint's code: posenc runs neither, so those are not modelled."""
-    from posenc_cli.models import generated
+    from posenc_cli.models.positions import generated
 
     data = generated()
     model_type = cfg.get("model_type")

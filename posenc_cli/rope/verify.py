@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from posenc_cli.encodings import (
+from posenc_cli.errors import PosencError
+from posenc_cli.models.positions import ModelPositions
+from posenc_cli.rope.encodings import (
     LAYOUTS,
     Layout,
     alibi_bias,
@@ -25,9 +27,7 @@ from posenc_cli.encodings import (
     sinusoidal,
     to_half_layout,
 )
-from posenc_cli.errors import PosencError
-from posenc_cli.models import ModelPositions
-from posenc_cli.precision import (
+from posenc_cli.rope.precision import (
     DTYPE_NAMES,
     HALF_DTYPES,
     LOSS_MODES,
@@ -113,7 +113,7 @@ class Check:
 
 @dataclass
 class Precision:
-    """Relative-distance error per position for each way of handling positions (see :mod:`posenc_cli.precision`).
+    """Relative-distance error per position for each way of handling positions (see :mod:`posenc_cli.rope.precision`).
 
     ``verdict`` is the column that decides pass/fail: how a model in the checked dtype really runs (angles in
     that dtype for float32/float64; float32 angles with a cos/sin table in the dtype for half precision).
@@ -419,12 +419,12 @@ def run_model(model: ModelPositions, *, dtype: str, dtype_source: str, max_posit
     """Check each rope group of ``model`` in ``dtype`` up to its extended context (or ``max_position``).
 
     The frequencies and attention factor are the ones ``posenc inspect`` reports (the same
-    :func:`posenc_cli.frequencies.compute` call), taken at the window's top, so dynamic NTK and LongRoPE use
+    :func:`posenc_cli.rope.frequencies.compute` call), taken at the window's top, so dynamic NTK and LongRoPE use
     their long-context spectrum.
     """
-    from posenc_cli.frequencies import compute
-    from posenc_cli.inspection import spec_for
-    from posenc_cli.models import window_of
+    from posenc_cli.models.inspection import spec_for
+    from posenc_cli.models.positions import window_of
+    from posenc_cli.rope.frequencies import compute
 
     if model.family != "rope":
         what = {"alibi": "ALiBi (a bias on attention scores, no rotation)",

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from posenc_cli.encodings import ensure_fits
 from posenc_cli.errors import PosencError
+from posenc_cli.rope.encodings import ensure_fits
 
 #: dtype names posenc knows, widest first.
 DTYPE_NAMES = ("float64", "float32", "bfloat16", "float16")

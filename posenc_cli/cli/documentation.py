@@ -45,7 +45,7 @@ def is_checkout(root: Path) -> bool:
 
 def checkouts() -> list[Path]:
     """Source trees posenc runs from or was installed from, nearest first, each holding mkdocs.yml and docs/."""
-    found = [Path(__file__).resolve().parent.parent]
+    found = [Path(__file__).resolve().parents[2]]
     origin = _installed_from()
     if origin is not None:
         found.append(origin)

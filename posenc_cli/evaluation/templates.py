@@ -33,9 +33,9 @@ from typing import Any
 
 import yaml
 
-from posenc_cli.config import read_text
 from posenc_cli.errors import PosencError
-from posenc_cli.rules import SAFE_LOADER, shipped_path
+from posenc_cli.files import read_text
+from posenc_cli.pick.rules import SAFE_LOADER, shipped_path
 
 #: Templates shipped in the wheel (``rules/templates/NAME.yaml``).
 SHIPPED = ("passkey", "needle")

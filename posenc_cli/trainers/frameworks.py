@@ -2,7 +2,7 @@
 and torchtune RoPE fields, each from the request's one rope dict.
 
 Each rendering either reproduces transformers' numbers (inv_freq and the cos/sin attention factor, as
-:func:`posenc_cli.frequencies.for_request` computes them) or refuses with a :class:`PosencError` that states the
+:func:`posenc_cli.rope.frequencies.for_request` computes them) or refuses with a :class:`PosencError` that states the
 measured difference and the nearest setting the framework can express. Where a framework computes something else
 (Megatron-Core's and torchtune's llama3 with their fixed 1/4/8192 constants, Megatron's rounded base), the numbers
 come from posenc's own rope functions with the framework's parameters: no second formula. ``tests/test_trainers.py``
@@ -12,7 +12,7 @@ the refusals.
 The same functions say what each framework computes when it trains a model as shipped (:func:`megatron_setup`,
 :func:`bridge_import`, :func:`torchtitan_setup`, :func:`torchtune_setup`, each a :class:`Trained`: the rope dict
 transformers would need to compute the framework's numbers); ``posenc check --trainers`` runs them
-(:mod:`posenc_cli.engines.trainer_runs`), ``posenc scale`` refuses where they differ from transformers.
+(:mod:`posenc_cli.trainers.runs`), ``posenc scale`` refuses where they differ from transformers.
 
 Versions modelled: megatron-core 0.19.2 (it ships Megatron-LM's ``megatron/training`` CLI), megatron-bridge 0.6.2,
 torchtitan 0.3.0, torchtune 0.6.1. MLA models (DeepSeek-V2/V3, Kimi K2) get Megatron's ``--multi-latent-attention``
@@ -29,14 +29,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.attention_factors import yarn_attention_factor, yarn_mscale, yarn_mscale_for
 from posenc_cli.engines.runs import CANNOT_EXPRESS, NOT_MODELLED
 from posenc_cli.errors import PosencError
-from posenc_cli.scaling import ScaleRequest, max_position_embeddings, rope_parameters
+from posenc_cli.rope.attention_factors import yarn_attention_factor, yarn_mscale, yarn_mscale_for
+from posenc_cli.rope.scaling import ScaleRequest, max_position_embeddings, rope_parameters
 
 if TYPE_CHECKING:
-    from posenc_cli.frequencies import Frequencies
-    from posenc_cli.models import ModelFacts
+    from posenc_cli.models.positions import ModelFacts
+    from posenc_cli.rope.frequencies import Frequencies
 
 VERSIONS = {"megatron": "0.19.2", "megatron-bridge": "0.6.2", "torchtitan": "0.3.0", "torchtune": "0.6.1"}
 #: How a trainer's refusal starts (the verdict ``posenc check`` gives it): the framework has no setting for this
@@ -80,7 +80,7 @@ class Rope:
               seq_len: int | None = None) -> Frequencies:
         """transformers' numbers for ``params`` (default: this group's) read like this group, at ``seq_len``
         (default: the training length)."""
-        from posenc_cli.frequencies import RopeSpec, compute
+        from posenc_cli.rope.frequencies import RopeSpec, compute
 
         spec = RopeSpec(dict(self.params if params is None else params), self.head_dim, self.max_pos,
                         default_partial=self.default_partial if default_partial is None else default_partial)
@@ -151,7 +151,7 @@ def _rope_type(group: Mapping[str, Any]) -> str:
 
 
 def _rotary_fraction(rope: Rope, group: dict[str, Any]) -> float:
-    from posenc_cli.frequencies import RopeSpec
+    from posenc_cli.rope.frequencies import RopeSpec
 
     spec = RopeSpec(group, rope.head_dim, rope.max_pos, default_partial=rope.default_partial)
     return spec.rotary_dim / rope.head_dim

@@ -1,6 +1,6 @@
 """``posenc pick``: gather the facts, run the decision rules, and fill in the exact numbers (stdlib only).
 
-Any config block in the answer comes from :mod:`posenc_cli.scaling`, the code behind ``posenc scale``.
+Any config block in the answer comes from :mod:`posenc_cli.rope.scaling`, the code behind ``posenc scale``.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from posenc_cli import scaling
 from posenc_cli.errors import PosencError
-from posenc_cli.rules import Rule, RulesError, RuleSet, Trace, decide, extension_factor, load_rules, render
-from posenc_cli.scaling import ScaleRequest
-from posenc_cli.slopes import MAX_HEADS, alibi_slope_list
+from posenc_cli.pick.rules import Rule, RulesError, RuleSet, Trace, decide, extension_factor, load_rules, render
+from posenc_cli.rope import scaling
+from posenc_cli.rope.scaling import ScaleRequest
+from posenc_cli.rope.slopes import MAX_HEADS, alibi_slope_list
 from posenc_cli.units import format_length
 
 EXTRAPOLATION = ("none", "moderate", "strong")
@@ -59,8 +59,8 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
     model_facts: Any = None
     source: Any = None
     if inp.config is not None:
-        from posenc_cli.models import REMAPS_YARN
-        from posenc_cli.sources import describe_source, read_source
+        from posenc_cli.models.positions import REMAPS_YARN
+        from posenc_cli.models.sources import describe_source, read_source
 
         source = read_source(inp.config)
         model = describe_source(source)
@@ -69,7 +69,7 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
         head_dim = head_dim or model.head_dim
         heads = heads or model.num_heads
         if model.family == "rope" and model.layers:
-            from posenc_cli.models import model_facts as facts_of
+            from posenc_cli.models.positions import model_facts as facts_of
 
             # per-layer rope (Gemma 3: sliding and full attention): the scaled group, else full attention, is the
             # one an extension changes; the others keep their settings (models.extended_group)
@@ -196,7 +196,7 @@ def plain_request(facts: dict[str, Any], length: int, theta: float, prf: float |
                   model: Any = None) -> tuple[ScaleRequest, list[str]]:
     """Plain RoPE at ``theta`` with window ``length`` and its ``posenc scale`` command (ntk x1 is exactly
     "rope_theta, no scaling"): what a new model pre-trains with, and an ABF plan's stages."""
-    from posenc_cli.extension import extend
+    from posenc_cli.models.extension import extend
 
     if model is not None:
         req = extend("ntk", model, original_max=length, factor=1.0, theta=theta, notes=[])
@@ -228,7 +228,7 @@ def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: fl
     if target <= int(facts["trained_ctx"]):
         return None
     from posenc_cli.engines import hf
-    from posenc_cli.extension import extend
+    from posenc_cli.models.extension import extend
 
     fine_tune = bool(ext.get("fine_tune", False))
     trained = int(facts["trained_ctx"])
@@ -336,7 +336,7 @@ class PickResult:
 
 def pick(inp: PickInputs) -> PickResult:
     """Run the policy on ``inp`` and return the five-part answer (JSON-ready) with the rule trace."""
-    from posenc_cli.planning import plan
+    from posenc_cli.pick.planning import plan
 
     rules = load_rules(inp.rules)
     facts, prf, (model, source) = gather_facts(inp)

@@ -24,11 +24,12 @@ with, following what each framework's own code does (file and line references be
   factor 8, 1/4/8192, max_seq_len 131072); its HF save writes no config.json.
 * a posenc plan: its ``extension.config_v5``.
 * a model's config.json (HF Trainer, TRL, Unsloth: they load it with transformers): the rope groups and window
-  :func:`posenc_cli.models.describe` reads from it, the same reader as every command.
+  :func:`posenc_cli.models.positions.describe` reads from it, the same reader as every command.
 
-:func:`audit` then reads the exported config as transformers 5 does (:func:`posenc_cli.models.describe`), computes
-both spectra with :func:`posenc_cli.frequencies.compute` and reports every difference that changes the numbers,
-each named by its kind, with the config that would be right, written by :func:`posenc_cli.convert.with_rope`.
+:func:`audit` then reads the exported config as transformers 5 does (:func:`posenc_cli.models.positions.describe`),
+computes
+both spectra with :func:`posenc_cli.rope.frequencies.compute` and reports every difference that changes the numbers,
+each named by its kind, with the config that would be right, written by :func:`posenc_cli.models.convert.with_rope`.
 
 Stdlib, numpy (through ``frequencies``) and yaml only; YAML through ``yaml.safe_load``, TOML through ``tomllib``
 (``tomli`` on Python 3.10).
@@ -44,8 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from posenc_cli.config import check_values, parse_json_object, read_bytes, read_text
 from posenc_cli.errors import PosencError
+from posenc_cli.files import check_values, parse_json_object, read_bytes, read_text
 
 FRAMEWORKS = ("llama-factory", "megatron", "axolotl", "torchtitan", "posenc-plan", "hf-config")
 
@@ -153,7 +154,7 @@ def detect_framework(fmt: str, data: Any, path: str) -> str:
     if fmt == "toml":
         return "torchtitan"
     if fmt == "json":
-        from posenc_cli.sources import MODEL_KEYS
+        from posenc_cli.models.sources import MODEL_KEYS
 
         # a plan is `posenc pick --json` output; a file with model keys and no plan key is a model's config.json
         model_config = not set(data) & _PLAN_KEYS and any(k in data for k in MODEL_KEYS)
@@ -207,7 +208,7 @@ def _positive_int(value: Any, name: str, path: str) -> int:
 
 def _model_rope(cfg: Mapping[str, Any]) -> tuple[dict[str, Any], int | None, Mapping[str, Any]]:
     """(the flat rope dict as transformers 5 reads it, the window, the raw rope dict as written) of a config."""
-    from posenc_cli.models import describe, text_config
+    from posenc_cli.models.positions import describe, text_config
 
     model = describe(cfg)
     if model.family != "rope" or not model.layers:
@@ -300,9 +301,9 @@ def _plan(data: Mapping[str, Any], path: str) -> Trained:
 
 def _hf_config(data: Mapping[str, Any], path: str) -> Trained:
     """The config.json a run loaded: HF Trainer, TRL and Unsloth build the model from it with transformers, so the
-    run computed what :func:`posenc_cli.models.describe` reads from it (every rope group; its window)."""
-    from posenc_cli.models import describe
-    from posenc_cli.sources import Source, checked_source
+    run computed what :func:`posenc_cli.models.positions.describe` reads from it (every rope group; its window)."""
+    from posenc_cli.models.positions import describe
+    from posenc_cli.models.sources import Source, checked_source
 
     checked_source(Source(dict(data), path, "file", path))
     model = describe(data)
@@ -376,7 +377,7 @@ def _number(args: Mapping[str, str | bool], name: str, default: float | None, pa
 
 
 def _megatron(text: str, path: str) -> Trained:
-    from posenc_cli.attention_factors import yarn_mscale
+    from posenc_cli.rope.attention_factors import yarn_mscale
 
     args = _megatron_args(text, path)
     kind = str(args.get("--position-embedding-type", "learned_absolute"))
@@ -496,7 +497,7 @@ def _axolotl_window(data: Mapping[str, Any], over: Mapping[str, Any], exported: 
     if given is not None:
         given = _positive_int(given, "model_config max_position_embeddings", path)
     elif exported is not None:
-        from posenc_cli.models import text_config
+        from posenc_cli.models.positions import text_config
 
         value = text_config(exported)[0].get("max_position_embeddings")
         given = int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
@@ -552,9 +553,9 @@ class Audit:
 def _numbers(cfg: Mapping[str, Any], seq_len: int | None, group: str | None = None) -> tuple[Any, float, int | None]:
     """(inv_freq, attention factor, window) transformers 5 builds from ``cfg`` for the rope group named ``group``
     (default: the first), at ``seq_len``."""
-    from posenc_cli.frequencies import compute
-    from posenc_cli.inspection import spec_for
-    from posenc_cli.models import describe
+    from posenc_cli.models.inspection import spec_for
+    from posenc_cli.models.positions import describe
+    from posenc_cli.rope.frequencies import compute
 
     model = describe(cfg)
     if model.family != "rope" or not model.layers:
@@ -580,7 +581,7 @@ def _trained_groups(trained: Trained, model: Any, label: str) -> tuple[dict[str,
     notes. A per-layer-type trained dict must name every group; a flat one on a model with several groups is the
     extended group's (the one already scaled, else full attention), except for axolotl, whose setattr of a flat
     dict fails there."""
-    from posenc_cli.models import extended_group
+    from posenc_cli.models.positions import extended_group
 
     names = [g.name for g in model.layers]
     keys = {g.name: g.rope_key or g.name for g in model.layers}
@@ -610,8 +611,8 @@ def _trained_groups(trained: Trained, model: Any, label: str) -> tuple[dict[str,
 def audit(checkpoint_label: str, exported: Mapping[str, Any] | None, trained: Trained, to: str | None = None) -> Audit:
     """Every difference between ``exported`` (None: no config.json) and ``trained`` that changes the served numbers,
     in every rope group, with the config that would be right (in the file's own transformers form, or ``to``)."""
-    from posenc_cli.convert import with_rope
-    from posenc_cli.models import describe, text_config
+    from posenc_cli.models.convert import with_rope
+    from posenc_cli.models.positions import describe, text_config
 
     findings: list[Finding] = []
     if exported is None:
@@ -639,7 +640,7 @@ def audit(checkpoint_label: str, exported: Mapping[str, Any] | None, trained: Tr
     raw_all = dict(raw_all) if isinstance(raw_all, Mapping) else {}
     form = to or _form(text)
     if form == "v5":
-        from posenc_cli.lint import oldest_reader
+        from posenc_cli.models.lint import oldest_reader
 
         oldest = oldest_reader(exported)
         if oldest is not None and int(oldest[0].split(".")[0]) >= 5:
@@ -724,7 +725,7 @@ def _key_findings(exported: Mapping[str, Any], group: str, name: str | None, own
     """Name each key whose exported value changes the numbers: put the trained value into the exported dict, one key
     at a time, and keep the keys that move the spectrum (a dropped key whose default is the trained value is no
     finding)."""
-    from posenc_cli.convert import with_rope
+    from posenc_cli.models.convert import with_rope
 
     def numbers_with(params: Mapping[str, Any]) -> Any:
         return _numbers(with_rope(exported, group, dict(params), window, form), seq_len, name)

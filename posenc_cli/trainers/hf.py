@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.errors import PosencError
-from posenc_cli.scaling import ScaleRequest, max_position_embeddings, rope_parameters
+from posenc_cli.rope.scaling import ScaleRequest, max_position_embeddings, rope_parameters
 
 if TYPE_CHECKING:
-    from posenc_cli.frequencies import Frequencies
+    from posenc_cli.rope.frequencies import Frequencies
 
 VERSIONS = {"llamafactory": "0.9.5", "axolotl": "0.21.0", "unsloth": "2026.10.9", "trl": "1.16.0"}
 #: inv_freq relative tolerance within which a trainer's config counts as transformers' (the parity tests' rtol);
@@ -105,10 +105,10 @@ class Difference:
 
 
 def difference(theirs: dict[str, Any], their_max_pos: int, t: TrainerInput, seq_len: int | None = None) -> Difference:
-    """``theirs`` against the request's rope dict, both through :mod:`posenc_cli.frequencies` at ``seq_len``
+    """``theirs`` against the request's rope dict, both through :mod:`posenc_cli.rope.frequencies` at ``seq_len``
     (default the target: dynamic and longrope depend on it)."""
 
-    from posenc_cli.frequencies import RopeSpec, compute
+    from posenc_cli.rope.frequencies import RopeSpec, compute
 
     req = t.req
     n = req.target if seq_len is None else seq_len
@@ -203,7 +203,7 @@ def llamafactory_configure(own: dict[str, Any], max_pos: int, cutoff_len: int, r
     if config:
         if not llamafactory_scales(config):
             return None
-        from posenc_cli.models import text_config
+        from posenc_cli.models.positions import text_config
 
         shipped = text_config(config)[0].get("rope_scaling")
         scaling = shipped if isinstance(shipped, Mapping) else {}

@@ -1,7 +1,8 @@
 """What a model's config says about positions, resolved the way transformers 5.x builds it (stdlib only).
 
 One entry point, :func:`describe`, turns a config dict (from a config.json, a Hub id, a model folder or a GGUF
-file: see :mod:`posenc_cli.sources`) into a :class:`ModelPositions`: per group of layers, whether they rotate, the
+file: see :mod:`posenc_cli.models.sources`) into a :class:`ModelPositions`: per group of layers, whether they rotate,
+the
 rope dict as transformers resolves it, the head dim its rope functions read, plus the model's windows and any
 attention scaling applied outside the rope.
 
@@ -57,11 +58,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from posenc_cli import remote_code
-from posenc_cli.attention_factors import yarn_mscale
 from posenc_cli.errors import PosencError
-from posenc_cli.scaling import METHODS
-from posenc_cli.windows import Window, window
+from posenc_cli.models import remote_code
+from posenc_cli.rope.attention_factors import yarn_mscale
+from posenc_cli.rope.scaling import METHODS
+from posenc_cli.rope.windows import Window, window
 
 ORIGINAL_FROM_DICT = ("yarn", "llama3", "longrope")
 _LEGACY_TYPES = {"su": "longrope", "mrope": "default"}
@@ -876,7 +877,7 @@ def _family_without_rope(cfg: Mapping[str, Any], text: Mapping[str, Any], text_t
 
 def describe(cfg: Mapping[str, Any]) -> ModelPositions:
     """Classify a model config and resolve every rope group as transformers 5.x would build it (remote-code families
-    and engine-only mechanisms: as the engine serving them reads them, see :mod:`posenc_cli.remote_code`)."""
+    and engine-only mechanisms: as the engine serving them reads them, see :mod:`posenc_cli.models.remote_code`)."""
     check_sizes(cfg)
     text, text_type, where = text_config(cfg)
     if where and not where.endswith(ABSENT):
@@ -1157,7 +1158,7 @@ def _assign_layers(model: ModelPositions, per_type: dict[str, dict[str, Any]], t
 
 
 def window_of(model: ModelPositions, layer: LayerRope) -> Window | None:
-    """The window ``layer`` serves in ``model`` (:func:`posenc_cli.windows.window`); None without a
+    """The window ``layer`` serves in ``model`` (:func:`posenc_cli.rope.windows.window`); None without a
     ``max_position_embeddings``."""
     if model.max_position_embeddings is None:
         return None
@@ -1220,7 +1221,7 @@ class ModelFacts:
     label: str = ""
     model_type: str = ""  # the text model's type (the config class that reads the rope settings)
     default_partial: bool = True  # the class applies partial_rotary_factor to plain RoPE (ModelPositions')
-    original: int | None = None  # the length its scaling refers to (posenc_cli.windows.Window.original)
+    original: int | None = None  # the length its scaling refers to (posenc_cli.rope.windows.Window.original)
     window_note: str | None = None  # why the window is not max_position_embeddings, when a documented fact says so
 
     def inherited(self, method: str) -> dict[str, Any]:

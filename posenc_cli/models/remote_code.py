@@ -31,7 +31,7 @@ out five tables wide, and nothing under ``srt/layers/attention`` reads ``dual_ch
 
 The registry :data:`FAMILIES` is keyed by model type; :func:`read` picks the reader (a config without ``model_type``
 is matched by its ``architectures``). Each reader returns an :class:`EngineReading`; :func:`engine_frequencies`
-computes what the engine's rotary class computes from it, with the formulas of :mod:`posenc_cli.frequencies`.
+computes what the engine's rotary class computes from it, with the formulas of :mod:`posenc_cli.rope.frequencies`.
 """
 
 from __future__ import annotations
@@ -41,14 +41,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.attention_factors import longrope_attention_factor
 from posenc_cli.errors import PosencError
+from posenc_cli.rope.attention_factors import longrope_attention_factor
 
-if TYPE_CHECKING:  # numpy loads only when numbers are computed (``posenc_cli.models`` imports this module)
+if TYPE_CHECKING:  # numpy loads only when numbers are computed (``posenc_cli.models.positions`` imports this module)
     import numpy as np
     import numpy.typing as npt
 
-    from posenc_cli.frequencies import Frequencies, RopeSpec
+    from posenc_cli.rope.frequencies import Frequencies, RopeSpec
 
 VLLM = "vLLM 0.33.0"
 SGLANG = "SGLang 0.5.23"
@@ -460,7 +460,7 @@ def read(cfg: Mapping[str, Any]) -> EngineReading | None:
 def spec(reading: EngineReading, params: Mapping[str, Any] | None = None) -> RopeSpec:
     """The rope the engine's rotary class is built with, as a :class:`RopeSpec` (rotary dim =
     ``head_dim * partial_rotary_factor``, as ``get_rope`` computes it)."""
-    from posenc_cli.frequencies import RopeSpec
+    from posenc_cli.rope.frequencies import RopeSpec
 
     if reading.head_dim is None:
         raise PosencError("the config has neither hidden_size nor num_attention_heads; cannot tell the head dim")
@@ -486,7 +486,7 @@ def engine_frequencies(reading: EngineReading, params: Mapping[str, Any] | None 
       ``short_mscale`` / ``long_mscale``);
     * anything else: transformers' formula for the rope type (linear, yarn, llama3 are the same in vLLM).
     """
-    from posenc_cli.frequencies import Frequencies, compute, default_inv_freq, dynamic_base
+    from posenc_cli.rope.frequencies import Frequencies, compute, default_inv_freq, dynamic_base
 
     s = spec(reading, params)
     p = s.params

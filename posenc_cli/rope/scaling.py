@@ -4,7 +4,7 @@ The bottom of posenc's pipeline (model facts -> rope dict -> renderings), stdlib
 must not load numpy). A :class:`ScaleRequest` holds one method with its parameters and the model facts;
 :func:`rope_parameters` turns it into the transformers 5 ``rope_parameters`` dict. Every rendering of that dict
 (transformers 4 and 5 config keys, vLLM, SGLang, llama.cpp) lives in :mod:`posenc_cli.engines`, and a request for
-an existing model is built by :func:`posenc_cli.extension.extend`. Frequencies are never computed here:
+an existing model is built by :func:`posenc_cli.models.extension.extend`. Frequencies are never computed here:
 ``frequencies.compute`` reads the same dict.
 
 Methods and how transformers names them:

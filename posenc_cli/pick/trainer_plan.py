@@ -10,7 +10,7 @@ training-free jump after it changes the length served, not the frequencies. An A
 raised theta; when it stops short of the target (a custom rules file), the served config adds a yarn jump on top.
 
 A stage's settings are what ``posenc scale <the plan's command> --seq-len L --format NAME`` prints: the same
-request the plan's config comes from, at the stage's length (:func:`posenc_cli.scaling.at_length`), rendered by the
+request the plan's config comes from, at the stage's length (:func:`posenc_cli.rope.scaling.at_length`), rendered by the
 same function (:func:`posenc_cli.engines.render.render_request`). A trainer that cannot express them refuses, with
 the measured difference and the nearest setting; the stage carries the refusal and the plan is not ``runnable`` in
 that trainer (``pick`` then exits 1: the check that the trainer reproduces the plan ran and failed).
@@ -29,8 +29,8 @@ from posenc_cli.errors import PosencError
 from posenc_cli.units import format_length
 
 if TYPE_CHECKING:
-    from posenc_cli.picker import PickResult
-    from posenc_cli.scaling import ScaleRequest
+    from posenc_cli.pick.picker import PickResult
+    from posenc_cli.rope.scaling import ScaleRequest
 
 #: The trainer formats of ``posenc scale --format`` (a test holds them equal to render.py's lists).
 TRAINERS = ("megatron", "megatron-bridge", "torchtitan", "torchtune", "llamafactory", "axolotl", "unsloth", "trl")
@@ -61,7 +61,7 @@ def _render(req: ScaleRequest, fmt: str, result: PickResult) -> tuple[str, list[
     config = result.source.config if result.source is not None and result.model is not None else None
     name = "MODEL"
     if result.source is not None:
-        from posenc_cli.sources import served_name
+        from posenc_cli.models.sources import served_name
 
         name = served_name(result.source)
     gguf = result.source is not None and result.source.kind == "gguf"
@@ -85,7 +85,7 @@ def _serving(config: dict[str, Any], config_format: str, argv: list[str], req: S
 def _run(req: ScaleRequest, argv: list[str], length: int, fmt: str, result: PickResult) -> dict[str, Any]:
     """One training run at ``length``: the ``posenc scale`` command, the rope dict and window it trains with,
     and the trainer's settings (or its refusal)."""
-    from posenc_cli.scaling import at_length, max_position_embeddings, rope_parameters
+    from posenc_cli.rope.scaling import at_length, max_position_embeddings, rope_parameters
 
     at = at_length(req, length)
     run: dict[str, Any] = {
@@ -107,7 +107,7 @@ def trainer_plan(result: PickResult, fmt: str) -> dict[str, Any]:
     :func:`_run` plus ``stage``, ``from``, ``tokens`` and ``sequences``), ``training_free`` (the jump served past
     the last run), ``serving`` (the plan's config and the engines' commands), ``nothing_to_train`` (why, when no run)
     and ``runnable`` (no run refused)."""
-    from posenc_cli.picker import plain_request, scale_argv
+    from posenc_cli.pick.picker import plain_request, scale_argv
 
     check_trainer(fmt)
     a, f = result.answer, result.facts

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from posenc_cli.attention_factors import longrope_attention_factor, yarn_attention_factor
-from posenc_cli.encodings import float32_power, rope_inv_freq
 from posenc_cli.errors import PosencError
+from posenc_cli.rope.attention_factors import longrope_attention_factor, yarn_attention_factor
+from posenc_cli.rope.encodings import float32_power, rope_inv_freq
 
 if TYPE_CHECKING:
-    from posenc_cli.scaling import ScaleRequest
+    from posenc_cli.rope.scaling import ScaleRequest
 
 F32 = np.float32
 Array32 = npt.NDArray[np.float32]
@@ -142,7 +142,7 @@ def _dynamic(spec: RopeSpec, seq_len: int | None) -> Frequencies:
 def _ntk_alpha(spec: RopeSpec, seq_len: int | None) -> Frequencies:
     """NTK with a fixed ``alpha`` (HunYuan's "dynamic" with ``alpha``; transformers names it ``ntk_alpha``, vLLM's
     class is ``DynamicNTKAlphaRotaryEmbedding``): base ``rope_theta * alpha ** (d / (d - 2))``, static."""
-    from posenc_cli.scaling import ntk_theta
+    from posenc_cli.rope.scaling import ntk_theta
 
     dim = spec.rotary_dim
     base = ntk_theta(spec.theta, float(spec.params["alpha"]), dim)
@@ -292,7 +292,7 @@ def for_request(req: ScaleRequest, seq_len: int | None = None) -> Frequencies:
     Unlike :func:`compute`, ``base_inv_freq`` is always the model's unscaled spectrum (``req.theta``), also for
     static NTK, whose own rope dict is plain RoPE with a larger theta.
     """
-    from posenc_cli.scaling import max_position_embeddings, rope_parameters
+    from posenc_cli.rope.scaling import max_position_embeddings, rope_parameters
 
     spec = RopeSpec(rope_parameters(req), req.head_dim, max_position_embeddings(req),
                     default_partial=req.default_partial)

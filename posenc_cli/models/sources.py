@@ -11,7 +11,8 @@ Hub: ``huggingface_hub.hf_hub_download(repo_id, "config.json", revision=...)``, 
 ``HF_HUB_CACHE``), ``HF_HUB_OFFLINE``, ``HF_ENDPOINT`` and the usual token (``HF_TOKEN``, ``hf auth login``) all
 apply, and a cached config is read without the network. Every failure is one :class:`PosencError` line.
 
-GGUF: :mod:`posenc_cli.gguf_header` (standard library) reads the header: the values of the keys below are decoded,
+GGUF: :mod:`posenc_cli.models.gguf.header` (standard library) reads the header: the values of the keys below are
+decoded,
 every other value is seeked over (a tokenizer's arrays of 128k tokens and 280k merges cost their 8-byte lengths, not
 a decode), the tensor-info records give their names, and tensor data is never read, so a 100 GB file costs what its
 header does. Every value is what ``gguf.GGUFReader`` gives (the tests compare the two on every test GGUF); a
@@ -33,7 +34,7 @@ factor is always written, and :func:`describe_source` makes plain RoPE honour it
 ``rope.scaling.type`` means linear scaling; in YaRN mode llama.cpp multiplies ``rope.scaling.attn_factor`` by
 ``0.1 ln(factor) + 1``, so that product is written as ``attention_factor``; the YaRN beta keys count only for the
 architectures whose llama.cpp code reads them (grok, mistral3). ``rope_freqs`` becomes the llama3 parameters that
-give its factors (:mod:`posenc_cli.gguf_rope`; another table: LongRoPE with that one table and magnitude 1),
+give its factors (:mod:`posenc_cli.models.gguf.rope`; another table: LongRoPE with that one table and magnitude 1),
 ``rope_factors_long/short`` a LongRoPE dict with the ``attn_factor`` key as its magnitude, deepseek2 transformers'
 deepseek_v3 with llama.cpp's mscale rule, gemma3 gemma3_text with llama.cpp's sliding pattern and
 ``rope.freq_base_swa``. :func:`llama_cpp_meaning` lists what llama.cpp does that a config would say otherwise and
@@ -53,11 +54,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.config import load_json, parse_json_object, read_bytes
 from posenc_cli.errors import PosencError
+from posenc_cli.files import load_json, parse_json_object, read_bytes
 
 if TYPE_CHECKING:
-    from posenc_cli.models import ModelPositions
+    from posenc_cli.models.positions import ModelPositions
 
 __all__ = ["GgufFacts", "Source", "read_source", "describe_source", "read_gguf", "is_hub_id", "HUB_INSTALL_HINT"]
 
@@ -330,7 +331,7 @@ def _maybe_reported(key: str) -> bool:
 
 def read_gguf(path: str | os.PathLike[str], label: str | None = None) -> GgufFacts:
     """The positional facts in a GGUF file's metadata; a truncated or corrupt file is one PosencError."""
-    from posenc_cli.gguf_header import read_header
+    from posenc_cli.models.gguf.header import read_header
 
     label = str(path) if label is None else label
     if not _starts_with_gguf_magic(Path(path), label):
@@ -367,7 +368,7 @@ def _metadata(candidates: dict[str, Any], label: str) -> dict[str, Any]:
     """The architecture, rope, context and head fields among ``candidates`` (file order); one of them that the
     header reader seeked over instead of decoding (an array of arrays or of more than ARRAY_MAX entries) is an
     error."""
-    from posenc_cli.gguf_header import ARRAY_MAX, Skipped
+    from posenc_cli.models.gguf.header import ARRAY_MAX, Skipped
 
     arch = candidates.get("general.architecture")
     fields: dict[str, Any] = {}
@@ -441,7 +442,8 @@ def gguf_config(facts: GgufFacts) -> dict[str, Any]:
     llama.cpp rotates ``rope.dimension_count`` features in every architecture, so the partial rotary factor is
     always written; a missing ``rope.freq_base`` is llama.cpp's 10000. In YaRN mode llama.cpp multiplies the GGUF's
     ``rope.scaling.attn_factor`` by ``0.1 ln(factor) + 1``, so that product is the attention factor. The factor
-    tensors become the rope type that computes the same: ``rope_freqs`` a llama3 dict (:mod:`posenc_cli.gguf_rope`),
+    tensors become the rope type that computes the same: ``rope_freqs`` a llama3 dict
+    (:mod:`posenc_cli.models.gguf.rope`),
     ``rope_factors_long/short`` a longrope dict. deepseek2 is read as transformers' deepseek_v3 (MLA: the rotary
     part is ``qk_rope_head_dim``), with llama.cpp's mscale rule (see :func:`llama_cpp_meaning`).
     """
@@ -508,7 +510,7 @@ def _gemma3_layers(facts: GgufFacts, cfg: dict[str, Any]) -> None:
 def _gguf_rope(facts: GgufFacts, theta: float, rotary_dim: int | None) -> dict[str, Any] | None:
     """The rope_scaling dict that computes what llama.cpp computes from the file (None: plain RoPE)."""
     if facts.rope_freqs is not None and rotary_dim and any(v != 1.0 for v in facts.rope_freqs):
-        from posenc_cli.gguf_rope import llama3_params  # numpy: only for a table that scales
+        from posenc_cli.models.gguf.rope import llama3_params  # numpy: only for a table that scales
 
         params = llama3_params(facts.rope_freqs, theta, rotary_dim)
         if params is not None:
@@ -527,8 +529,8 @@ def _gguf_rope(facts: GgufFacts, theta: float, rotary_dim: int | None) -> dict[s
         # writes LongRoPE's own sqrt(1 + ln(s) / ln(original)) as float32: that value, when the key is it
         magnitude = facts.attn_factor if facts.attn_factor is not None else 1.0
         if facts.context_length and facts.original_context_length:
-            from posenc_cli.attention_factors import longrope_attention_factor
-            from posenc_cli.gguf_header import shortest_float32
+            from posenc_cli.models.gguf.header import shortest_float32
+            from posenc_cli.rope.attention_factors import longrope_attention_factor
 
             own = longrope_attention_factor({}, facts.context_length / facts.original_context_length,
                                             facts.original_context_length)
@@ -565,7 +567,7 @@ def _gguf_rope(facts: GgufFacts, theta: float, rotary_dim: int | None) -> dict[s
 
 
 def _shortest(value: float) -> float:
-    from posenc_cli.gguf_header import shortest_float32
+    from posenc_cli.models.gguf.header import shortest_float32
 
     return shortest_float32(value)
 
@@ -612,9 +614,9 @@ def written_config(config: dict[str, Any], label: str) -> str:
     read back (a value the reader refuses, a rope dict the frequency functions reject) is one PosencError naming
     ``label`` and the reason, and nothing is written.
     """
-    from posenc_cli.config import dumps_config
-    from posenc_cli.inspection import report
-    from posenc_cli.models import describe
+    from posenc_cli.files import dumps_config
+    from posenc_cli.models.inspection import report
+    from posenc_cli.models.positions import describe
 
     text = dumps_config(config) + "\n"
     try:
@@ -626,8 +628,8 @@ def written_config(config: dict[str, Any], label: str) -> str:
 
 
 def describe_source(src: Source) -> ModelPositions:
-    """:func:`posenc_cli.models.describe` for any source; a GGUF is read with llama.cpp's rules."""
-    from posenc_cli.models import describe
+    """:func:`posenc_cli.models.positions.describe` for any source; a GGUF is read with llama.cpp's rules."""
+    from posenc_cli.models.positions import describe
 
     model = describe(src.config)
     if src.gguf is not None:

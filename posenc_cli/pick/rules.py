@@ -5,7 +5,7 @@ checked strictly (unknown keys, facts, operators and template names are errors).
 (``rules/schema.json`` has the machine-readable form)::
 
     version: 1
-    constants:                    # the plan's numbers (posenc_cli.planning), each {value, source}; see CONSTANTS
+    constants:                    # the plan's numbers (posenc_cli.pick.planning), each {value, source}; see CONSTANTS
       training_free_cap: {value: 4, source: "..."}
     tables:                       # rows {up_to, value, source}, up_to rising, the last one null
       theta_by_length: [{up_to: 8192, value: 500000, source: "..."}, {up_to: null, ...}]
@@ -44,8 +44,8 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from posenc_cli.config import read_text
 from posenc_cli.errors import PosencError
+from posenc_cli.files import read_text
 from posenc_cli.units import format_length, format_tokens
 
 #: Facts the picker supplies, with their types. Rules may only refer to these and to derived facts.
@@ -66,7 +66,7 @@ INPUT_FACTS: dict[str, type] = {
     "model_keepable": bool,  # posenc can extend the model's own rope type (picker.KEEP)
     "model_replaceable": bool,  # posenc may replace the model's rope type (not one it cannot write: proportional)
     "yarn_remapped": bool,  # the model's config class turns a yarn dict into longrope (phi3)
-    # the plan (posenc_cli.planning), from the constants and tables of the rules file
+    # the plan (posenc_cli.pick.planning), from the constants and tables of the rules file
     "theta_new": float,  # rope_theta for a new model (tables.theta_by_length, or --theta)
     "theta_stage": float,  # rope_theta for the longest length the plan trains at (ABF)
     "free_cap": float,  # the furthest training-free jump allowed for these inputs
@@ -194,7 +194,7 @@ def shipped_path(*parts: str) -> Path:
     ``importlib.resources`` (that import alone costs ``posenc pick`` about 4 ms, a tenth of its start-up);
     other loaders (zip imports) go through ``importlib.resources``.
     """
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent.parent  # posenc_cli/, which holds rules/ in a wheel
     packaged = here.joinpath("rules", *parts)
     if packaged.is_file():
         return packaged

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from posenc_cli.encodings import alibi_bias, alibi_slopes, rope_inv_freq, sinusoidal, sinusoidal_inv_freq
 from posenc_cli.errors import PosencError
+from posenc_cli.rope.encodings import alibi_bias, alibi_slopes, rope_inv_freq, sinusoidal, sinusoidal_inv_freq
 from posenc_cli.units import format_length
 
 if TYPE_CHECKING:
@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from rich.console import RenderableType
 
-    from posenc_cli.frequencies import Frequencies
-    from posenc_cli.scaling import ScaleRequest
+    from posenc_cli.rope.frequencies import Frequencies
+    from posenc_cli.rope.scaling import ScaleRequest
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -203,7 +203,7 @@ def cos_heatmap(max_len: int, inv_freq: npt.ArrayLike, max_rows: int, max_cols: 
 
 def scaled_frequencies(req: ScaleRequest) -> tuple[npt.NDArray[np.float32], Frequencies]:
     """(unscaled inv_freq, ``Frequencies``) for a scaling request, exactly as ``posenc scale --explain``."""
-    from posenc_cli.frequencies import for_request
+    from posenc_cli.rope.frequencies import for_request
 
     freqs = for_request(req)
     return freqs.base_inv_freq, freqs
@@ -224,8 +224,8 @@ def rope_cos_data(
     Unscaled frequencies are ``frequencies.default_inv_freq`` (transformers' float32 values); scaled ones come
     from :func:`scaled_frequencies`. With a request, ``theta``/``head_dim`` are the request's.
     """
-    from posenc_cli.frequencies import default_inv_freq
-    from posenc_cli.scaling import rope_parameters
+    from posenc_cli.rope.frequencies import default_inv_freq
+    from posenc_cli.rope.scaling import rope_parameters
 
     if request is None:
         rotary = int(head_dim * partial_rotary_factor)
@@ -320,7 +320,7 @@ def frequency_chart_data(requests: Sequence[ScaleRequest]) -> FrequencyChart:
 
     ``requests`` come from ``scaling.make_request`` (one per method, same theta, head dim and lengths).
     """
-    from posenc_cli.scaling import rope_parameters
+    from posenc_cli.rope.scaling import rope_parameters
 
     if not requests:
         raise PosencError("give at least one method")

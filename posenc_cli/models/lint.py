@@ -12,7 +12,15 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from posenc_cli.models import ABSENT, FLOAT32_MAX, FLOAT32_TINY, REMAPS_YARN, ModelPositions, bad_sizes, text_config
+from posenc_cli.models.positions import (
+    ABSENT,
+    FLOAT32_MAX,
+    FLOAT32_TINY,
+    REMAPS_YARN,
+    ModelPositions,
+    bad_sizes,
+    text_config,
+)
 
 #: Keys read whatever the rope type: the multimodal classes (Qwen2-VL onwards) read mrope_section beside yarn too,
 #: as the Qwen2.5-VL card's long-context config writes it.
@@ -258,7 +266,7 @@ def _model_problems(text: Mapping[str, Any], text_type: str, model: ModelPositio
 
 def oldest_reader(cfg: Mapping[str, Any]) -> tuple[str, str] | None:
     """(version, why) of the oldest transformers release that reads this config's positions, when known."""
-    from posenc_cli.transformers_versions import KEY_SINCE, MODEL_TYPE_SINCE, ROPE_TYPE_SINCE, SCALING_READ_SINCE
+    from posenc_cli.models.transformers_versions import KEY_SINCE, MODEL_TYPE_SINCE, ROPE_TYPE_SINCE, SCALING_READ_SINCE
 
     text, text_type, _ = text_config(cfg)
     needs: list[tuple[str, str]] = []

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from posenc_cli.errors import PosencError
-from posenc_cli.slopes import alibi_slope_list
+from posenc_cli.rope.slopes import alibi_slope_list
 
 Layout = Literal["interleaved", "half"]
 LAYOUTS: tuple[Layout, ...] = ("interleaved", "half")
