@@ -6,7 +6,7 @@ Every number is the best of several timeit repeats (seconds per call). The table
 ``baseline time / posenc time``: above 1 means posenc is faster. Runs in well under a minute on a laptop CPU.
 
 Baselines:
-(a), (b) the lesson's pure-Python loops (tests/reference.py), which always compute in Python floats (float64);
+(a), (b) the lesson's pure-Python loops (tests/harness/reference.py), which always compute in Python floats (float64);
 (c) the floor for a sinusoidal table: one np.sin and one np.cos over the (positions, d/2) angles, written into
     preallocated arrays, i.e. one transcendental per output element and nothing else;
 (d) Hugging Face's ``apply_rotary_pos_emb`` (transformers, Llama) on torch CPU tensors, with cos/sin built the

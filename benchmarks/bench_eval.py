@@ -1,6 +1,7 @@
 """What ``posenc eval`` costs on top of the model: exact-length prompts and bookkeeping, side by side, in one run.
 
-Against the scripted loopback server of the tests (tests/fake_server.py: it answers at once, so every millisecond
+Against the scripted loopback server of the tests (tests/harness/fake_server.py: it answers at once, so every
+millisecond
 measured is the client's and the HTTP round trips'), for each prompt length:
 
 * ``bare``: only the completion requests, prompts built beforehand (the floor any harness pays);

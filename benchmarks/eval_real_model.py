@@ -12,7 +12,7 @@ from it. llama.cpp (as vendored by llama-cpp-python 0.3.36) crashed on this CPU 
 float32 (exact: each weight is the value the quantized file encodes), metadata copied unchanged. The weights
 stay out of the repository (under ``$POSENC_REAL_MODEL_DIR``, default ``~/.cache/posenc/real-model``).
 
-Serving: llama-cpp-python's server on 127.0.0.1 (tests/llama_server.py), two threads. Plain RoPE is served with
+Serving: llama-cpp-python's server on 127.0.0.1 (tests/harness/llama_server.py), two threads. Plain RoPE is served with
 ``--rope_scaling_type 0 --n_ctx 16384``; YaRN with the flags ``posenc scale yarn --factor 2 --config MODEL.gguf
 --format llama-cpp-python`` prints. Results go to docs/eval/real-model/ (run folders, heatmap, loss curves,
 timings.json); docs/pending/eval-real-model.md reads them.

@@ -9,38 +9,11 @@ from pathlib import Path
 
 import pytest
 import typer
+from startup import HEAVY, OPTIONAL, PROBE, loaded_modules, run_cli_body
 
 from posenc_cli.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
-HEAVY = ("numpy", "matplotlib", "torch", "transformers")
-#: Loaded only by the source or dtype that needs them.
-OPTIONAL = ("huggingface_hub", "gguf", "ml_dtypes")
-
-_PROBE = """
-import json, sys
-{body}
-loaded = {{name: name in sys.modules for name in {heavy!r} + {optional!r}}}
-sys.__stderr__.write("MODULES " + json.dumps(loaded) + "\\n")
-"""
-
-
-def loaded_modules(body: str, cwd: Path | None = None) -> dict[str, bool]:
-    code = _PROBE.format(body=body, heavy=HEAVY, optional=OPTIONAL)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=cwd)
-    marker = [line for line in proc.stderr.splitlines() if line.startswith("MODULES ")]
-    assert marker, (proc.returncode, proc.stdout, proc.stderr)
-    return json.loads(marker[-1][len("MODULES "):])
-
-
-def run_cli_body(argv: list[str]) -> str:
-    return (
-        "from posenc_cli.cli import app\n"
-        f"code = app({argv!r}, standalone_mode=False)\n"
-        "assert code == 0, code\n"
-    )
-
-
 def test_importing_the_cli_is_light() -> None:
     loaded = loaded_modules("import posenc_cli.cli")
     assert loaded == dict.fromkeys(HEAVY + OPTIONAL, False)
@@ -75,7 +48,7 @@ def test_a_bare_scale_loads_one_engine_and_no_model_reader(fmt: str) -> None:
     probe = run_cli_body([*SCALE, "--format", fmt]) + (
         "\nposenc = sorted(m for m in sys.modules if m.startswith('posenc_cli.'))\n"
         "sys.__stderr__.write('POSENC ' + json.dumps(posenc) + '\\n')\n")
-    code = _PROBE.format(body=probe, heavy=HEAVY, optional=OPTIONAL)
+    code = PROBE.format(body=probe, heavy=HEAVY, optional=OPTIONAL)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     line = next(x for x in proc.stderr.splitlines() if x.startswith("POSENC "))
     loaded = set(json.loads(line[len("POSENC "):]))
@@ -211,7 +184,7 @@ def test_the_newer_transformers_check_adds_no_import(tmp_path: Path, argv: list[
     cfg.write_text((ROOT / "tests" / "corpus" / "qwen2.5-7b-instruct.json").read_text())
     body = run_cli_body([argv[0], str(cfg), *argv[1:]]) + (
         "\nsys.__stderr__.write('METADATA ' + json.dumps('importlib.metadata' in sys.modules) + '\\n')\n")
-    code = _PROBE.format(body=body, heavy=HEAVY, optional=OPTIONAL)
+    code = PROBE.format(body=body, heavy=HEAVY, optional=OPTIONAL)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     line = next(x for x in proc.stderr.splitlines() if x.startswith("METADATA "))
     assert json.loads(line[len("METADATA "):]) is False

@@ -1,6 +1,6 @@
 """Write docs/examples/llama-3.1-twin.gguf and deepseek-v2-lite-twin.gguf: tiny random twins of Llama 3.1 8B Instruct
 and DeepSeek-V2-Lite (their exact rope settings and rotary dims, one layer, float16 weights), converted by llama.cpp's
-own convert_hf_to_gguf.py, the way tests/test_engine_llamacpp_converted.py makes its GGUFs (tests/converted_harness.py).
+own convert_hf_to_gguf.py, the way tests/engines/test_llamacpp_converted.py makes its GGUFs (tests/harness/converted_harness.py).
 
     POSENC_LLAMA_CONVERTER=.../llama_cpp_python-0.3.36/vendor/llama.cpp python docs/examples/convert_twins.py
 

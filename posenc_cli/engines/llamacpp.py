@@ -206,7 +206,7 @@ def stacking(native: Mapping[str, Any], new: Mapping[str, Any], *, gguf: bool) -
             "for it")
 
 
-#: measured with tests/test_engine_llamacpp_converted.py's twins (``posenc scale yarn --target 256k`` flags on a
+#: measured with tests/engines/test_llamacpp_converted.py's twins (``posenc scale yarn --target 256k`` flags on a
 #: converted Llama 3.1 twin, two weight seeds: the largest per-position |llama.cpp - transformers| / |transformers|)
 STACKED_LOGIT_DIFF = "0.35-0.55"
 

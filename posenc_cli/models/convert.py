@@ -7,7 +7,7 @@
   writes it (:func:`posenc_cli.models.positions.rope_dicts`).
 
 Every other key keeps its value and its place; the rope keys take the place of the first one they replace. The
-resolved rope numbers never change: ``tests/test_convert.py`` checks every corpus config round trip against
+resolved rope numbers never change: ``tests/models/test_convert.py`` checks every corpus config round trip against
 :func:`posenc_cli.models.positions.describe`.
 """
 
@@ -24,7 +24,7 @@ VERSIONS = ("v4", "v5")
 #: Text model types that exist only in transformers 5: their rope settings have no v4 form.
 V5_ONLY = frozenset({"gemma4_text", "deepseek_v4"})
 #: Config classes whose ``head_dim`` stays None unless the file sets it (transformers 5.24: every class with
-#: rope_parameters built from its defaults; tests/test_consistency.py regenerates the set from transformers).
+#: rope_parameters built from its defaults; tests/models/test_consistency.py regenerates the set from transformers).
 HEAD_DIM_UNSET = frozenset({"hunyuan_v1_dense", "hunyuan_v1_moe", "hunyuan_vl_text", "minimax", "ministral",
                             "mixtral"})
 #: Keys some families name their window by (GPT-2-style ``n_positions``, MPT's ``max_seq_len``); a patched window

@@ -7,7 +7,7 @@ rope dict as transformers resolves it, the head dim its rope functions read, plu
 attention scaling applied outside the rope.
 
 The rules follow transformers 5.25's config classes and rotary embeddings. What each config class assumes is
-generated, not written by hand: ``model_types.json`` (written by ``tests/generate_model_types.py`` from the
+generated, not written by hand: ``model_types.json`` (written by ``tests/harness/generate_model_types.py`` from the
 installed transformers, read here without importing it) holds, per model type, the path to the decoder's config,
 the class defaults of every attribute the rotary embedding reads, its ``attribute_map`` aliases, how its head dim
 is derived, whether plain RoPE honours ``partial_rotary_factor``, what the class builds from the keys real files
@@ -41,7 +41,7 @@ entry needed by a test.
   Cohere2-MoE (whose dense prefix still rotates with ``prefix_dense_sliding_window_pattern`` 1), Flint, AFMoE and
   LARA-mini; full-attention layers of EXAONE 4 (4.5, MoE, Kolibri) when it has a sliding window; Granite 4.0-H unless
   its ``position_embedding_type`` is ``"rope"``; and models with no rotary embedding at all (Nemotron-H, Jamba, Kimi
-  Linear, Mamba). ``tests/test_layer_rotation.py`` checks every one against a forward pass of transformers' own
+  Linear, Mamba). ``tests/models/test_layer_rotation.py`` checks every one against a forward pass of transformers' own
   model code (``tests/data/layer_rotation.json``).
 * DeepSeek V2/V3, Kimi K2 and MiniCPM3 multiply the softmax scale by ``mscale(factor, mscale_all_dim)**2`` in
   their attention module whenever the rope is scaled and ``mscale_all_dim`` is set.
@@ -138,7 +138,7 @@ class _Kind:
 @functools.lru_cache(maxsize=1)
 def generated() -> dict[str, Any]:
     """``model_types.json``: what transformers' config classes assume about positions, per model type, written by
-    ``tests/generate_model_types.py`` from the installed transformers (its version is in ``"transformers"``)."""
+    ``tests/harness/generate_model_types.py`` from the installed transformers (its version is in ``"transformers"``)."""
     data: dict[str, Any] = json.loads(Path(__file__).with_name("model_types.json").read_text(encoding="utf-8"))
     return data
 
@@ -192,11 +192,12 @@ def newer_transformers_notice() -> str | None:
         return None
     return (f"note: transformers {installed} is installed, newer than {data}, which posenc's model-type data was "
             "generated from: model types or class defaults added since may read otherwise; upgrade posenc, or in "
-            "a checkout run python tests/generate_model_types.py")
+            "a checkout run python tests/harness/generate_model_types.py")
 
 
 #: What the generated data cannot hold, per text model type: code in the config class or the attention module that
-#: no attribute shows. Each entry is needed by a test in tests/test_model_types.py or tests/test_corpus.py.
+#: no attribute shows. Each entry is needed by a test in tests/models/test_model_types.py or
+#: tests/models/test_corpus.py.
 _RULES: dict[str, dict[str, Any]] = {
     # per-layer-type rope built in the class's code (see the module docstring)
     "gemma3_text": {"resolver": "gemma3"},
@@ -462,7 +463,7 @@ def accepted_rope_types(text_type: str) -> frozenset[str] | None:
     return frozenset(accepts) if accepts is not None else None
 
 
-#: generated reason for a model type transformers builds no rotary embedding for (tests/generate_model_types.py)
+#: generated reason for a model type transformers builds no rotary embedding for (tests/harness/generate_model_types.py)
 NO_ROTARY = "its decoder has no rotary embedding"
 
 

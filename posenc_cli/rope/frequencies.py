@@ -4,7 +4,7 @@ Each function takes a *resolved* rope description (:class:`RopeSpec`: the ``rope
 facts transformers reads from the config) and returns a :class:`Frequencies`. The arithmetic follows
 ``transformers.modeling_rope_utils`` step by step in float32 (same operation order, same Python-float constants),
 so results agree with ``ROPE_INIT_FUNCTIONS`` and the model classes' ``compute_default_rope_parameters`` to float32
-precision; ``tests/test_parity.py`` proves it against the installed package.
+precision; ``tests/rope/test_frequencies_parity.py`` proves it against the installed package.
 
 The registry :data:`ROPE_FUNCTIONS` is keyed by ``rope_type``; static NTK has no rope type of its own in
 transformers and is expressed as ``default`` with a larger ``rope_theta`` (see ``scaling.ntk_theta``).

@@ -22,7 +22,7 @@ write their recipes:
   3 writes the scaled length (pretrained at 32k, x8 to 128k on its global layers), as posenc's own ``scale`` output
   does, while a Llama-2-era patch adds only the dict; vLLM and SGLang admit ``max_position_embeddings x factor``
   (vLLM except for gemma3 types). Reading the product would make every linear file posenc writes claim twice its
-  target (tests/test_windows.py's round trip), so posenc keeps the length the file names and ``check`` reports what
+  target (tests/rope/test_windows.py's round trip), so posenc keeps the length the file names and ``check`` reports what
   each engine admits.
 * ``dynamic``: transformers grows the base past ``max_position_embeddings`` for any length (unbounded); the window it
   was set for is ``max_position_embeddings x factor`` (what vLLM admits), its original length

@@ -5,7 +5,8 @@ Each rendering either reproduces transformers' numbers (inv_freq and the cos/sin
 :func:`posenc_cli.rope.frequencies.for_request` computes them) or refuses with a :class:`PosencError` that states the
 measured difference and the nearest setting the framework can express. Where a framework computes something else
 (Megatron-Core's and torchtune's llama3 with their fixed 1/4/8192 constants, Megatron's rounded base), the numbers
-come from posenc's own rope functions with the framework's parameters: no second formula. ``tests/test_trainers.py``
+come from posenc's own rope functions with the framework's parameters: no second formula.
+``tests/trainers/test_frameworks.py``
 runs each framework's own RoPE code (pinned versions below) against transformers to prove both the renderings and
 the refusals.
 

@@ -3,7 +3,7 @@ TRL 1.16.0 (``posenc scale --format llamafactory|axolotl|unsloth|trl``).
 
 All four build the model with transformers' own modeling, so the frequencies are transformers' for the config the
 trainer ends up with; what differs is what each lets a user put into that config (checked against the packages'
-own config handling in ``tests/test_trainers_hf.py``):
+own config handling in ``tests/trainers/test_hf.py``):
 
 * LLaMA-Factory (``model/model_utils/rope.py`` ``configure_rope``): YAML ``rope_scaling: linear|dynamic|yarn|llama3``
   and ``cutoff_len``; the factor is ``ceil(cutoff_len / old)`` with ``old`` the model's own

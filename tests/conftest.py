@@ -1,0 +1,13 @@
+"""The test tree mirrors the package (``tests/<package>/test_<module>.py``); what several tests share lives in
+``tests/harness/`` (CLI helpers, the real packages' reference code, fake and real servers, generators), imported by
+plain name: this puts that folder on ``sys.path`` before any test module is collected. Test files are not packages,
+so their base names are unique across the tree."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HARNESS = str(Path(__file__).resolve().parent / "harness")
+if HARNESS not in sys.path:
+    sys.path.insert(0, HARNESS)
