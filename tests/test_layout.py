@@ -1,13 +1,14 @@
-"""The import structure: every import runs down the pipeline (model facts -> rope dict -> renderings -> commands).
+"""The layout: a package per stage, every import running down the stages, and the size targets.
 
 Imports inside functions count as edges too: one there to load numpy late is fine, one that only dodges a circle
-is the circle.
+is the circle. ``python tests/test_layout.py`` prints the figures the targets are about.
 """
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
 
 PACKAGE = Path(__file__).resolve().parent.parent / "posenc_cli"
 
@@ -111,3 +112,151 @@ def test_engines_never_reach_up_to_the_request_or_policy_layers() -> None:
             assert not imported & above, (name, imported & above)
     # and the bottom of the pipeline imports nothing above it
     assert graph["posenc_cli.rope.scaling"] <= {"posenc_cli.errors", "posenc_cli.units"}
+
+
+# --- the stages and the size targets ---------------------------------------------------------------------------
+
+#: The stages, bottom first: a module may import its own stage and the ones below it. The top-level modules are the
+#: ground every stage stands on.
+STAGES = ("posenc_cli.errors posenc_cli.units posenc_cli.files posenc_cli.folderlock posenc_cli.__init__",
+          "posenc_cli.rope", "posenc_cli.models", "posenc_cli.engines", "posenc_cli.trainers", "posenc_cli.pick",
+          "posenc_cli.plots", "posenc_cli.evaluation", "posenc_cli.experiment", "posenc_cli.cli posenc_cli.__main__")
+#: Third-party packages whose import costs start-up time: a function-level import of a posenc module is allowed only
+#: when that module loads one of these at import time (or when the importer is the registry's loader).
+HEAVY = ("numpy", "matplotlib", "torch", "transformers", "huggingface_hub", "gguf", "ml_dtypes", "yaml",
+         "jsonschema", "rich", "httpx")
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
+MAX_TOP_LEVEL_MODULES = 6
+
+
+def stage_of(module: str) -> int:
+    for i, names in enumerate(STAGES):
+        if any(module == n or module.startswith(n + ".") for n in names.split()):
+            return i
+    if module == "posenc_cli":
+        return 0
+    raise AssertionError(f"{module} belongs to no stage: add its package to STAGES")
+
+
+def _trees() -> dict[str, ast.Module]:
+    return {name: ast.parse(path.read_text(encoding="utf-8")) for name, path in _modules().items()}
+
+
+def _resolve(name: str, node: ast.ImportFrom | ast.Import, modules: dict[str, Path]) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = node.module or ""
+    return [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+
+
+def function_level_imports() -> list[tuple[str, str, int]]:
+    """(importer, imported posenc module, line) for every import of the package inside a function body."""
+    modules = _modules()
+    found = []
+    for name, tree in _trees().items():
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)):
+                        found += [(name, t, node.lineno) for t in _resolve(name, node, modules) if t in modules]
+    return sorted(set(found))
+
+
+def _module_level_imports() -> dict[str, set[str]]:
+    """Module -> every module it imports when it is imported (functions and TYPE_CHECKING blocks left out)."""
+    out: dict[str, set[str]] = {}
+    modules = _modules()
+    for name, tree in _trees().items():
+        targets: set[str] = set()
+        pending: list[ast.AST] = list(tree.body)
+        while pending:
+            node = pending.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                targets |= set(_resolve(name, node, modules))
+            pending.extend(ast.iter_child_nodes(node))
+        out[name] = targets
+    return out
+
+
+def loads_heavy(module: str, graph: dict[str, set[str]] | None = None) -> bool:
+    """Whether importing ``module`` (with its parent packages) loads a :data:`HEAVY` package."""
+    graph = graph or _module_level_imports()
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        for t in graph.get(m, ()):
+            if t.split(".")[0] in HEAVY:
+                return True
+            todo.append(t)
+    return False
+
+
+def long_functions() -> list[tuple[int, str]]:
+    """(body lines, module:function) over :data:`MAX_FUNCTION_LINES`; the docstring does not count."""
+    out = []
+    for name, tree in _trees().items():
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                body = fn.body[1:] if ast.get_docstring(fn) and len(fn.body) > 1 else fn.body
+                lines = (fn.end_lineno or 0) - body[0].lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    out.append((lines, f"{name}:{fn.name}"))
+    return sorted(out, reverse=True)
+
+
+def long_modules() -> list[tuple[int, str]]:
+    sizes = [(len(p.read_text(encoding="utf-8").splitlines()), n) for n, p in _modules().items()]
+    return sorted(((n, m) for n, m in sizes if n > MAX_MODULE_LINES), reverse=True)
+
+
+def top_level_modules() -> list[str]:
+    return sorted(p.name for p in PACKAGE.glob("*.py"))
+
+
+def test_every_import_runs_down_the_stages() -> None:
+    upward = sorted((a, b) for a, targets in import_graph().items() for b in targets if stage_of(b) > stage_of(a))
+    assert upward == []
+
+
+def test_an_upward_import_would_be_found() -> None:
+    assert stage_of("posenc_cli.models.sources") > stage_of("posenc_cli.rope.scaling")
+    assert stage_of("posenc_cli.cli.scale") == len(STAGES) - 1
+
+
+def test_function_level_imports_are_only_the_deliberately_lazy() -> None:
+    graph = _module_level_imports()
+    light = [(a, b, line) for a, b, line in function_level_imports() if not loads_heavy(b, graph)]
+    assert light == [], "import these at the top of the module: nothing heavy is deferred by importing them late"
+
+
+def test_heavy_is_told_apart() -> None:
+    graph = _module_level_imports()
+    assert loads_heavy("posenc_cli.rope.frequencies", graph)  # numpy
+    assert not loads_heavy("posenc_cli.rope.scaling", graph)
+
+
+def test_size_targets() -> None:
+    assert len(top_level_modules()) <= MAX_TOP_LEVEL_MODULES, top_level_modules()
+    assert long_modules() == []
+    assert long_functions() == []
+
+
+if __name__ == "__main__":  # the figures: python tests/test_layout.py
+    lazy = function_level_imports()
+    print(f"modules at the top level: {len(top_level_modules())} ({', '.join(top_level_modules())})")
+    print("largest modules:", ", ".join(f"{m} {n}" for n, m in sorted(
+        ((len(p.read_text(encoding='utf-8').splitlines()), n) for n, p in _modules().items()), reverse=True)[:3]))
+    print("longest function bodies:", ", ".join(f"{m} {n}" for n, m in sorted(
+        long_functions() or [(0, "none over the limit")], reverse=True)[:5]))
+    graph = _module_level_imports()
+    print(f"function-level imports of the package: {len(lazy)} "
+          f"({sum(1 for _, b, _ in lazy if not loads_heavy(b, graph))} of a module that loads nothing heavy)")
