@@ -101,10 +101,30 @@ def _vllm() -> types.SimpleNamespace:
     if not current_platform.is_cpu():
         raise RuntimeError(f"vLLM selected {type(current_platform).__name__}, not CpuPlatform "
                            f"(VLLM_TARGET_DEVICE={os.environ.get('VLLM_TARGET_DEVICE')!r})")
+    _as_a_cpu_without_triton(type(current_platform))
     return types.SimpleNamespace(version=vllm.__version__, rotary_embedding=rotary_embedding,
                                  ModelConfig=ModelConfig, VllmConfig=VllmConfig,
                                  set_current_vllm_config=set_current_vllm_config, yarn_get_mscale=yarn_get_mscale,
                                  platform=current_platform)
+
+
+def _as_a_cpu_without_triton(platform: type) -> None:
+    """Let a VllmConfig finish on an x86 host without triton-cpu.
+
+    From vLLM 0.34 ``CpuPlatform.check_and_update_config`` refuses x86 CPUs when Triton is missing (triton-cpu is not
+    on PyPI), while other CPUs run its standalone CPU model runner. Nothing posenc compares (the rope parameters, the
+    admitted length, the rotary classes) depends on the CPU's architecture, so the harness answers as such a CPU does.
+    Releases without the refusal are left untouched.
+    """
+    import inspect
+
+    from vllm.platforms.cpu import CpuArchEnum
+    from vllm.triton_utils import HAS_TRITON
+
+    if HAS_TRITON or "requires Triton" not in inspect.getsource(platform.check_and_update_config):
+        return
+    if platform.get_cpu_architecture() == CpuArchEnum.X86:
+        platform.get_cpu_architecture = classmethod(lambda cls: CpuArchEnum.ARM)  # type: ignore[method-assign]
 
 
 def vllm_available() -> bool:
