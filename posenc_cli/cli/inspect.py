@@ -194,7 +194,7 @@ def _render_lint(problems: list[dict[str, str]], oldest: dict[str, str] | None) 
 
 def note_newer_transformers() -> None:
     """One line on stderr when the installed transformers is newer than posenc's model-type data."""
-    from posenc_cli.models.positions import newer_transformers_notice
+    from posenc_cli.models.model_types import newer_transformers_notice
 
     notice = newer_transformers_notice()
     if notice:

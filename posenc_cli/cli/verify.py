@@ -112,7 +112,7 @@ def _run_generic(head_dim: int | None, base: float | None, layout: str | None, t
 
 def _run_model(source: str, revision: str | None, dtype: str | None, window: int | None,
                tolerance: float | None, trials: int, seed: int) -> ModelVerifyReport:
-    from posenc_cli.models.positions import declared_dtype
+    from posenc_cli.models.config_keys import declared_dtype
     from posenc_cli.models.sources import describe_source, read_source
     from posenc_cli.rope import verify as core
 

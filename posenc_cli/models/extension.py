@@ -5,7 +5,7 @@ The middle of posenc's pipeline (model facts -> rope dict -> renderings): ``pose
 Stdlib only.
 
 What a target length means for a model that already has a window ``W`` (its native window,
-:func:`posenc_cli.models.positions.native_window`):
+:func:`posenc_cli.models.facts.window_of`):
 
 * ``target == W``: nothing to extend; the model's own rope dict comes back verbatim, whatever the method (unless
   a parameter is given too: then it is applied at the same window).
@@ -36,7 +36,7 @@ from posenc_cli.rope.scaling import (
 from posenc_cli.units import format_length
 
 if TYPE_CHECKING:  # facts come from the reader, which a bare request (pick or scale without --config) never loads
-    from posenc_cli.models.positions import ModelFacts
+    from posenc_cli.models.facts import ModelFacts
 
 #: Parameters a caller can set explicitly; None means "not given" (the model's own value, else the default).
 TUNABLE = ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate", "low_freq_factor",
@@ -163,7 +163,7 @@ def extend(
 
 def _refuse_unreadable(method: str, facts: ModelFacts, own_type: str, label: str) -> None:
     """Refuse a request whose config the model's own class would reject or misread (tested on the corpus)."""
-    from posenc_cli.models.positions import accepted_rope_types
+    from posenc_cli.models.model_types import accepted_rope_types
 
     if own_type not in set(METHODS.values()):
         raise PosencError(f"{label} uses rope_type {own_type!r}, which posenc does not write: replacing it with "

@@ -7,7 +7,7 @@ from typing import Any
 
 from posenc_cli.errors import PosencError
 from posenc_cli.models import remote_code
-from posenc_cli.models.positions import LayerRope, ModelPositions
+from posenc_cli.models.model_positions import LayerRope, ModelPositions
 from posenc_cli.rope.frequencies import RopeSpec, compute
 from posenc_cli.rope.windows import window
 

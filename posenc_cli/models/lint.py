@@ -12,15 +12,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from posenc_cli.models.positions import (
-    ABSENT,
-    FLOAT32_MAX,
-    FLOAT32_TINY,
-    REMAPS_YARN,
-    ModelPositions,
-    bad_sizes,
-    text_config,
-)
+from posenc_cli.models.config_keys import ABSENT, text_config
+from posenc_cli.models.model_positions import ModelPositions
+from posenc_cli.models.rope_dicts import REMAPS_YARN
+from posenc_cli.models.value_checks import FLOAT32_MAX, FLOAT32_TINY, bad_sizes
 
 #: Keys read whatever the rope type: the multimodal classes (Qwen2-VL onwards) read mrope_section beside yarn too,
 #: as the Qwen2.5-VL card's long-context config writes it.

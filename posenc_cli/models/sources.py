@@ -58,7 +58,7 @@ from posenc_cli.errors import PosencError
 from posenc_cli.files import load_json, parse_json_object, read_bytes
 
 if TYPE_CHECKING:
-    from posenc_cli.models.positions import ModelPositions
+    from posenc_cli.models.model_positions import ModelPositions
 
 __all__ = ["GgufFacts", "Source", "read_source", "describe_source", "read_gguf", "is_hub_id", "HUB_INSTALL_HINT"]
 
@@ -616,7 +616,7 @@ def written_config(config: dict[str, Any], label: str) -> str:
     """
     from posenc_cli.files import dumps_config
     from posenc_cli.models.inspection import report
-    from posenc_cli.models.positions import describe
+    from posenc_cli.models.model_positions import describe
 
     text = dumps_config(config) + "\n"
     try:
@@ -628,8 +628,8 @@ def written_config(config: dict[str, Any], label: str) -> str:
 
 
 def describe_source(src: Source) -> ModelPositions:
-    """:func:`posenc_cli.models.positions.describe` for any source; a GGUF is read with llama.cpp's rules."""
-    from posenc_cli.models.positions import describe
+    """:func:`posenc_cli.models.model_positions.describe` for any source; a GGUF is read with llama.cpp's rules."""
+    from posenc_cli.models.model_positions import describe
 
     model = describe(src.config)
     if src.gguf is not None:

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from posenc_cli.errors import PosencError
-from posenc_cli.models.positions import ModelPositions
+from posenc_cli.models.model_positions import ModelPositions
 from posenc_cli.rope.encodings import (
     LAYOUTS,
     Layout,
@@ -422,8 +422,8 @@ def run_model(model: ModelPositions, *, dtype: str, dtype_source: str, max_posit
     :func:`posenc_cli.rope.frequencies.compute` call), taken at the window's top, so dynamic NTK and LongRoPE use
     their long-context spectrum.
     """
+    from posenc_cli.models.facts import window_of
     from posenc_cli.models.inspection import spec_for
-    from posenc_cli.models.positions import window_of
     from posenc_cli.rope.frequencies import compute
 
     if model.family != "rope":
