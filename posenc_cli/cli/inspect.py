@@ -76,7 +76,7 @@ def inspect(
 
 
 def _gguf_section(facts: Any) -> dict[str, Any]:
-    from posenc_cli.models.sources import llama_cpp_meaning
+    from posenc_cli.models.gguf.metadata import llama_cpp_meaning
 
     tensors = {name: values for name, values in (("rope_freqs.weight", facts.rope_freqs),
                                                  ("rope_factors_long.weight", facts.rope_factors_long),
