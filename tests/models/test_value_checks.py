@@ -76,9 +76,9 @@ def test_a_shown_value_is_at_most_40_characters(text: str) -> None:
 def test_each_size_key_allows_exactly_its_range(key: str, least: int, most: int) -> None:
     for value in (least, most, (least + most) // 2, float(least)):
         assert bad_sizes({key: value}) == [], value
-    for value in (least - 1, most + 1, least + 0.5, float("inf"), True, "4096"):
-        found = bad_sizes({key: value}, "text_config.")
-        assert {(k, v) for k, v, _ in found} == {(f"text_config.{key}", value)}, value  # once, or with _POSITIVE
+    for bad in (least - 1, most + 1, least + 0.5, float("inf"), True, "4096"):
+        found = bad_sizes({key: bad}, "text_config.")
+        assert {(k, v) for k, v, _ in found} == {(f"text_config.{key}", bad)}, bad  # once, or with _POSITIVE
         assert f"from {least:,} to {most:,}" in found[0][2]
 
 
