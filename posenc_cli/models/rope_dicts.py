@@ -205,7 +205,7 @@ def _converted(per_type: dict[str, dict[str, Any]], given: Mapping[str, Any], te
         for rule in rules:
             group, fld = rule["group"], rule["field"]
             if fld == "head_dim" or (not group and key in ("rope_theta", "partial_rotary_factor")):
-                continue  # read by _head_dim; a flat dict's by _flat
+                continue  # read by config_keys.head_dim_of; a flat dict's by _flat
             own = given.get(group) if group else given
             if group not in per_type or (isinstance(own, Mapping) and fld in own):
                 continue
