@@ -84,7 +84,7 @@ def main() -> None:
 
         import gguf
 
-        from posenc_cli.models.sources import read_gguf
+        from posenc_cli.models.gguf.metadata import read_gguf
 
         in_process = {
             "posenc_cli.models.sources.read_gguf(FILE)": best_in_process(lambda: read_gguf(path), args.runs),

@@ -52,7 +52,7 @@ def test_a_bare_scale_loads_one_engine_and_no_model_reader(fmt: str) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     line = next(x for x in proc.stderr.splitlines() if x.startswith("POSENC "))
     loaded = set(json.loads(line[len("POSENC "):]))
-    reader = loaded & {"posenc_cli.models.positions", "posenc_cli.models.sources", "posenc_cli.models.convert"}
+    reader = loaded & {"posenc_cli.models.model_positions", "posenc_cli.models.sources", "posenc_cli.models.convert"}
     assert not reader, reader
     engines = {m for m in ENGINE_MODULES.values() if m in loaded}
     expected = {ENGINE_MODULES[fmt]} if fmt in ENGINE_MODULES else set()

@@ -35,7 +35,7 @@ def check(
     """
     from posenc_cli.cli.output import print_json
     from posenc_cli.engines.check import check as run_check
-    from posenc_cli.models.positions import window_of
+    from posenc_cli.models.facts import window_of
     from posenc_cli.models.sources import describe_source, read_source, served_name
     from posenc_cli.units import parse_length
 

@@ -76,7 +76,7 @@ def inspect(
 
 
 def _gguf_section(facts: Any) -> dict[str, Any]:
-    from posenc_cli.models.sources import llama_cpp_meaning
+    from posenc_cli.models.gguf.metadata import llama_cpp_meaning
 
     tensors = {name: values for name, values in (("rope_freqs.weight", facts.rope_freqs),
                                                  ("rope_factors_long.weight", facts.rope_factors_long),
@@ -194,7 +194,7 @@ def _render_lint(problems: list[dict[str, str]], oldest: dict[str, str] | None) 
 
 def note_newer_transformers() -> None:
     """One line on stderr when the installed transformers is newer than posenc's model-type data."""
-    from posenc_cli.models.positions import newer_transformers_notice
+    from posenc_cli.models.model_types import newer_transformers_notice
 
     notice = newer_transformers_notice()
     if notice:

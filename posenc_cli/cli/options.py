@@ -18,7 +18,7 @@ from posenc_cli.rope.scaling import MAX_FACTOR, MAX_PARAMETER, MAX_THETA, MIN_PA
 from posenc_cli.units import MAX_LENGTH, format_length
 
 if TYPE_CHECKING:
-    from posenc_cli.models.positions import ModelFacts
+    from posenc_cli.models.facts import ModelFacts
     from posenc_cli.rope.scaling import ScaleRequest
 
 #: How the length options state their range (the limit lives in posenc_cli.units.MAX_LENGTH).

@@ -13,7 +13,7 @@ from posenc_cli.errors import PosencError
 from posenc_cli.rope.scaling import MAX_HEAD_DIM
 
 if TYPE_CHECKING:
-    from posenc_cli.models.positions import ModelFacts
+    from posenc_cli.models.facts import ModelFacts
 
 
 def scale(
@@ -74,7 +74,7 @@ def scale(
     source: dict[str, Any] | None = None
     if config is not None:
         # the model reader loads only for --config: a bare request never needs it
-        from posenc_cli.models.positions import model_facts
+        from posenc_cli.models.facts import model_facts
         from posenc_cli.models.sources import describe_source, read_source, served_name
 
         src = read_source(config)

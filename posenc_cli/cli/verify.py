@@ -23,7 +23,8 @@ MAX_TRIALS = 1024
 MAX_SEED = 2**64 - 1  # numpy's generators take any non-negative int; 64 bits is what a seed is written down as
 
 if TYPE_CHECKING:
-    from posenc_cli.rope.verify import ModelVerifyReport, Precision, VerifyReport
+    from posenc_cli.models.verification import ModelVerifyReport
+    from posenc_cli.rope.verify import Precision, VerifyReport
 
 
 def verify(
@@ -112,9 +113,9 @@ def _run_generic(head_dim: int | None, base: float | None, layout: str | None, t
 
 def _run_model(source: str, revision: str | None, dtype: str | None, window: int | None,
                tolerance: float | None, trials: int, seed: int) -> ModelVerifyReport:
-    from posenc_cli.models.positions import declared_dtype
+    from posenc_cli.models import verification as core
+    from posenc_cli.models.config_keys import declared_dtype
     from posenc_cli.models.sources import describe_source, read_source
-    from posenc_cli.rope import verify as core
 
     src = read_source(source, revision=revision)
     cfg = src.config

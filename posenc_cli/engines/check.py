@@ -14,7 +14,7 @@ from posenc_cli.engines import llamacpp, sglang, transformers, vllm
 from posenc_cli.engines.runs import TRAINER_VERDICTS, VERDICTS, EngineRun, EngineVerdict, GroupVerdict, compare
 from posenc_cli.errors import ExitCode, PosencError
 from posenc_cli.models import remote_code
-from posenc_cli.models.positions import ModelPositions
+from posenc_cli.models.model_positions import ModelPositions
 
 Runner = Callable[[ModelPositions, dict[str, Any], int, "int | None"], EngineRun]
 

@@ -15,7 +15,7 @@ from posenc_cli.errors import PosencError
 from posenc_cli.rope.scaling import ScaleRequest, max_position_embeddings, rope_parameters
 
 if TYPE_CHECKING:
-    from posenc_cli.models.positions import ModelFacts
+    from posenc_cli.models.facts import ModelFacts
 
 FORMATS = ("hf", "hf-v5")
 
@@ -56,8 +56,8 @@ def patch_config(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str
     """
     if fmt not in FORMATS:
         raise PosencError(f"writing a config needs --format hf or hf-v5, not {fmt!r}")
+    from posenc_cli.models.config_keys import text_config
     from posenc_cli.models.convert import V5_ONLY, convert, with_rope
-    from posenc_cli.models.positions import text_config
 
     to = "v5" if fmt == "hf-v5" else "v4"
     if req.unchanged:
@@ -73,7 +73,7 @@ def patch_config(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str
 def fragment(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str = "") -> dict[str, Any]:
     """The keys of :func:`patch_config`'s result that carry positions (inside ``text_config`` when the model keeps
     them there): what to merge into the model's config.json by hand."""
-    from posenc_cli.models.positions import ABSENT, text_config
+    from posenc_cli.models.config_keys import ABSENT, text_config
 
     patched = patch_config(config, req, fmt, group)
     text, _, where = text_config(patched)

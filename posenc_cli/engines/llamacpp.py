@@ -36,7 +36,7 @@ from posenc_cli.rope.attention_factors import yarn_attention_factor, yarn_mscale
 from posenc_cli.units import format_number
 
 if TYPE_CHECKING:  # the reader loads only when an engine runs a model
-    from posenc_cli.models.positions import ModelPositions
+    from posenc_cli.models.model_positions import ModelPositions
 
 VERSION = "llama-cpp-python 0.3.36"
 # llama.cpp's GGUF architecture names for transformers model types, where they differ

@@ -16,7 +16,7 @@ from posenc_cli.files import dumps_config, dumps_json
 from posenc_cli.rope.scaling import ScaleRequest, max_position_embeddings, rope_parameters
 
 if TYPE_CHECKING:
-    from posenc_cli.models.positions import ModelFacts
+    from posenc_cli.models.facts import ModelFacts
 
 #: the Hugging Face-based trainers (posenc_cli.trainers.hf.FORMATS, named here so that other formats never
 #: load that module)
@@ -97,13 +97,15 @@ def render_for_model(config: dict[str, Any], facts: ModelFacts, req: ScaleReques
     ``rope_parameters`` after the request (what vLLM and SGLang replace)."""
     if fmt in hf.FORMATS:
         return dumps_config(hf.fragment(config, req, fmt, facts.group)), []
-    from posenc_cli.models.positions import ABSENT, describe, rope_dicts, text_config
+    from posenc_cli.models.config_keys import ABSENT, text_config
+    from posenc_cli.models.model_positions import describe
     from posenc_cli.models.remote_code import v5_refusal
+    from posenc_cli.models.rope_dicts import rope_dicts
 
     # where the language model's config sits as the reader found it (a remote-code family: where its engine reads it)
     where = describe(config).text_source.removesuffix(ABSENT)
     if fmt in HF_TRAINER_FORMATS:
-        from posenc_cli.models.positions import generated
+        from posenc_cli.models.model_types import generated
         from posenc_cli.trainers import hf as hf_trainers
 
         patched, _, at = text_config(hf.patch_config(config, req, "hf-v5", facts.group))

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # the reader loads only when an engine runs a model
     import numpy as np
     import numpy.typing as npt
 
-    from posenc_cli.models.positions import LayerRope
+    from posenc_cli.models.model_positions import LayerRope
     from posenc_cli.rope.frequencies import RopeSpec
 
 #: float32 rounding of one inverse frequency computed in a different operation order (a few ulps).

@@ -25,7 +25,7 @@ from posenc_cli.files import dumps_json
 from posenc_cli.rope.attention_factors import yarn_mscale
 
 if TYPE_CHECKING:  # the reader loads only when an engine runs a model
-    from posenc_cli.models.positions import LayerRope, ModelPositions
+    from posenc_cli.models.model_positions import LayerRope, ModelPositions
 
 VERSION = "0.5.23"
 ENV_LONG = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"

@@ -8,7 +8,7 @@ from typing import Any
 
 from posenc_cli.engines.runs import EngineRun, GroupRun
 from posenc_cli.models.inspection import spec_for
-from posenc_cli.models.positions import ModelPositions
+from posenc_cli.models.model_positions import ModelPositions
 from posenc_cli.rope.frequencies import compute
 from posenc_cli.rope.windows import window as window_for
 

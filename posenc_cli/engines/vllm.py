@@ -30,7 +30,7 @@ from posenc_cli.files import dumps_json
 from posenc_cli.rope.attention_factors import yarn_mscale
 
 if TYPE_CHECKING:  # the reader loads only when an engine runs a model
-    from posenc_cli.models.positions import LayerRope, ModelPositions
+    from posenc_cli.models.model_positions import LayerRope, ModelPositions
 
 VERSION = "0.33.0"
 ENV_LONG = "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
@@ -113,7 +113,7 @@ def overrides(model: ModelPositions, cfg: dict[str, Any], max_model_len: int) ->
     trained = model.max_position_embeddings or 0
     if p.get("rope_type") != "dynamic" or max_model_len <= trained:
         return None
-    from posenc_cli.models.positions import text_config
+    from posenc_cli.models.config_keys import text_config
 
     _, _, where = text_config(cfg)
     return rope_overrides(p, serve_len=max_model_len, trained_len=trained, text_config=where == "text_config")
@@ -132,7 +132,7 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
     over = overrides(model, cfg, max_model_len)
     served = model
     if over is not None:  # what vLLM reads after the overrides
-        from posenc_cli.models.positions import describe
+        from posenc_cli.models.model_positions import describe
 
         merged = dict(cfg)
         body = over.get("text_config", over)

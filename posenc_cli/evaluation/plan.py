@@ -213,7 +213,7 @@ def from_model(model: Any, template: Template, *, depths: tuple[float, ...] = DE
     """Lengths where a model's positions change, from the rope group an extension changes and the window the model
     serves, as ``scale`` and ``pick`` read them (:func:`posenc_cli.models.positions.extended_group`,
     :mod:`posenc_cli.rope.windows`)."""
-    from posenc_cli.models.positions import extended_group, window_of
+    from posenc_cli.models.facts import extended_group, window_of
 
     if model.family != "rope" or not model.layers or model.max_position_embeddings is None:
         raise PosencError(f"{label}: not a RoPE model with a max_position_embeddings; give --lengths")

@@ -4,11 +4,11 @@
   ``partial_rotary_factor``; Gemma 3 keeps its local base in ``rope_local_base_freq``.
 * v5: one ``rope_parameters`` dict with ``rope_theta`` (and ``partial_rotary_factor``) inside, per layer type where
   the config class builds one per layer type (Gemma 3, OLMo 3), exactly as transformers 5's ``save_pretrained``
-  writes it (:func:`posenc_cli.models.positions.rope_dicts`).
+  writes it (:func:`posenc_cli.models.rope_dicts.rope_dicts`).
 
 Every other key keeps its value and its place; the rope keys take the place of the first one they replace. The
 resolved rope numbers never change: ``tests/models/test_convert.py`` checks every corpus config round trip against
-:func:`posenc_cli.models.positions.describe`.
+:func:`posenc_cli.models.model_positions.describe`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from posenc_cli.errors import PosencError
-from posenc_cli.models.positions import ABSENT, rope_dicts, text_config, with_text
+from posenc_cli.models.config_keys import ABSENT, text_config, with_text
 from posenc_cli.models.remote_code import v5_refusal
+from posenc_cli.models.rope_dicts import rope_dicts
 
 VERSIONS = ("v4", "v5")
 #: Text model types that exist only in transformers 5: their rope settings have no v4 form.

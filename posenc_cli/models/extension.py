@@ -5,7 +5,7 @@ The middle of posenc's pipeline (model facts -> rope dict -> renderings): ``pose
 Stdlib only.
 
 What a target length means for a model that already has a window ``W`` (its native window,
-:func:`posenc_cli.models.positions.native_window`):
+:func:`posenc_cli.models.facts.window_of`):
 
 * ``target == W``: nothing to extend; the model's own rope dict comes back verbatim, whatever the method (unless
   a parameter is given too: then it is applied at the same window).
@@ -23,6 +23,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.errors import PosencError
+from posenc_cli.models.model_types import accepted_rope_types
 from posenc_cli.rope.scaling import (
     DEFAULT_HEAD_DIM,
     DEFAULT_THETA,
@@ -36,7 +37,7 @@ from posenc_cli.rope.scaling import (
 from posenc_cli.units import format_length
 
 if TYPE_CHECKING:  # facts come from the reader, which a bare request (pick or scale without --config) never loads
-    from posenc_cli.models.positions import ModelFacts
+    from posenc_cli.models.facts import ModelFacts
 
 #: Parameters a caller can set explicitly; None means "not given" (the model's own value, else the default).
 TUNABLE = ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate", "low_freq_factor",
@@ -84,13 +85,13 @@ def extend(
     for name, value, own in (("--theta", theta, facts.theta), ("--head-dim", head_dim, facts.head_dim)):
         if value is not None and own is not None and value != own:
             said.append(f"note: {name} {value:g} replaces {label}'s own {own:g}")
-    model_theta = facts.theta if theta is None else theta
-    model_head = (facts.head_dim or DEFAULT_HEAD_DIM) if head_dim is None else head_dim
     prf = facts.partial_rotary_factor if partial_rotary_factor is None else partial_rotary_factor
-    native = facts.native
-    if original_max is not None:
-        # an explicit trained length overrides what the file says: the request is the plain one from there
-        native = None
+    rope: dict[str, Any] = {  # the rope every request below is built for
+        "theta": facts.theta if theta is None else theta,
+        "head_dim": (facts.head_dim or DEFAULT_HEAD_DIM) if head_dim is None else head_dim,
+        "partial_rotary_factor": prf, "fine_tuned": fine_tuned, "default_partial": facts.default_partial}
+    # an explicit trained length overrides what the file says: the request is the plain one from there
+    native = facts.native if original_max is None else None
     if native is None:
         _refuse_unreadable(method, facts, facts.params.get("rope_type", "default"), label)
         start = original_max if original_max is not None else facts.scale_from
@@ -98,9 +99,37 @@ def extend(
             raise PosencError(f"{label} names no max_position_embeddings: pass --original-max (e.g. 4k)")
         inherited = facts.inherited(method)
         params = {k: explicit.get(k, inherited.get(k, _DEFAULTS.get(k))) for k in TUNABLE}
-        return make_request(method, factor=factor, original_max=start, target=target, theta=model_theta,
-                            head_dim=model_head, partial_rotary_factor=prf, fine_tuned=fine_tuned,
-                            default_partial=facts.default_partial, **params)
+        return make_request(method, factor=factor, original_max=start, target=target, **rope, **params)
+    target = _target_from(native, factor, target, label)
+    own_type = facts.params.get("rope_type", "default")
+    if target > native:
+        _refuse_unreadable(method, facts, own_type, label)
+    asked_more = bool(explicit) or any(v is not None for v in (theta, head_dim, partial_rotary_factor))
+    if target == native and not asked_more:
+        said.append(f"note: {label} already serves {format_length(native)}; its rope settings are returned "
+                    "unchanged")
+        # the model's own dict, not re-derived: it is what the checkpoint was trained with, valid or not by
+        # posenc's stricter rules (a request validates only what posenc writes)
+        return ScaleRequest(method=_method_of(own_type, method), original_max=facts.scale_from or native,
+                            target=native, factor=float(facts.params.get("factor") or 1.0), native=native,
+                            own=dict(facts.params), **rope)
+    inherited = facts.inherited(method)
+    params = {k: explicit.get(k, inherited.get(k, _DEFAULTS.get(k))) for k in TUNABLE}
+    if facts.scaled and METHODS[method] == own_type:
+        start, new_factor = _own_scaling(facts, native, target, "long_factor" in explicit, said)
+    else:
+        start = facts.scale_from or native
+        new_factor = target / start
+        if facts.scaled:
+            said.append(f"note: {method} replaces {label}'s own {own_type} scaling (which serves "
+                        f"{format_length(native)}); it scales from the original {format_length(start)}")
+    return request(method, original_max=start, target=target, factor=new_factor, native=native, extra=facts.extra,
+                   **rope, **params)
+
+
+def _target_from(native: int, factor: float | None, target: int | None, label: str) -> int:
+    """The target length a request names: ``--target``, or ``--factor`` times the native window (both: they agree).
+    Shorter than the native window is refused."""
     if factor is not None:
         exact = native * factor
         if target is not None and not math.isclose(target, exact, rel_tol=1e-9):
@@ -116,55 +145,35 @@ def extend(
     if target < native:
         raise PosencError(f"--target {format_length(target)} is shorter than the {format_length(native)} {label} "
                           "already serves; nothing to extend (serve it with a shorter --max-model-len)")
+    return target
+
+
+def _own_scaling(facts: ModelFacts, native: int, target: int, new_lists: bool, said: list[str]) -> tuple[int, float]:
+    """(the length it scales from, the factor) for a model extended with its own scaling family: its factor
+    multiplied by the jump ``target / native``, from the length its factor refers to."""
+    label = facts.label or "the model"
     own_type = facts.params.get("rope_type", "default")
-    same_family = facts.scaled and METHODS[method] == own_type
-    if target > native:
-        _refuse_unreadable(method, facts, own_type, label)
-    asked_more = bool(explicit) or any(v is not None for v in (theta, head_dim, partial_rotary_factor))
-    if target == native and not asked_more:
-        said.append(f"note: {label} already serves {format_length(native)}; its rope settings are returned "
-                    "unchanged")
-        # the model's own dict, not re-derived: it is what the checkpoint was trained with, valid or not by
-        # posenc's stricter rules (a request validates only what posenc writes)
-        return ScaleRequest(method=_method_of(own_type, method), original_max=facts.scale_from or native,
-                            target=native, factor=float(facts.params.get("factor") or 1.0), theta=model_theta,
-                            head_dim=model_head, partial_rotary_factor=prf, fine_tuned=fine_tuned, native=native,
-                            default_partial=facts.default_partial, own=dict(facts.params))
-    jump = target / native
-    inherited = facts.inherited(method)
-    params = {k: explicit.get(k, inherited.get(k, _DEFAULTS.get(k))) for k in TUNABLE}
-    if same_family and own_type == "longrope" and "long_factor" not in explicit:
+    if own_type == "longrope" and not new_lists:
         # the lists, not the factor, set longrope's frequencies: the same lists past W would only change the
         # attention factor and claim a window nobody searched factors for
         raise PosencError(f"{label}'s longrope factors were searched for {format_length(native)}; posenc cannot "
                           f"invent factors for {format_length(target)}: pass --long-factor and --short-factor "
                           "searched for it (microsoft/LongRoPE)")
-    if same_family:
-        own_factor = float(facts.params.get("factor") or 1.0)
-        new_factor = own_factor * jump
-        if own_type in ("linear", "dynamic"):
-            # these name no original length: the length the factor refers to is the window over the factor
-            start = max(1, int(round(native / own_factor)))
-        else:
-            start = int(facts.params["original_max_position_embeddings"])
-        said.append(f"note: {label} keeps its own {own_type} scaling: factor {own_factor:g} x {jump:g} = "
-                    f"{new_factor:g} ({format_length(native)} -> {format_length(target)})")
-        return request(method, original_max=start, target=target, factor=new_factor, theta=model_theta,
-                       head_dim=model_head, partial_rotary_factor=prf, fine_tuned=fine_tuned, native=native,
-                       default_partial=facts.default_partial, extra=facts.extra, **params)
-    start = facts.scale_from or native
-    if facts.scaled:
-        said.append(f"note: {method} replaces {label}'s own {own_type} scaling (which serves "
-                    f"{format_length(native)}); it scales from the original {format_length(start)}")
-    return request(method, original_max=start, target=target, factor=target / start, theta=model_theta,
-                   head_dim=model_head, partial_rotary_factor=prf, fine_tuned=fine_tuned, native=native,
-                   default_partial=facts.default_partial, extra=facts.extra, **params)
+    jump = target / native
+    own_factor = float(facts.params.get("factor") or 1.0)
+    new_factor = own_factor * jump
+    if own_type in ("linear", "dynamic"):
+        # these name no original length: the length the factor refers to is the window over the factor
+        start = max(1, int(round(native / own_factor)))
+    else:
+        start = int(facts.params["original_max_position_embeddings"])
+    said.append(f"note: {label} keeps its own {own_type} scaling: factor {own_factor:g} x {jump:g} = "
+                f"{new_factor:g} ({format_length(native)} -> {format_length(target)})")
+    return start, new_factor
 
 
 def _refuse_unreadable(method: str, facts: ModelFacts, own_type: str, label: str) -> None:
     """Refuse a request whose config the model's own class would reject or misread (tested on the corpus)."""
-    from posenc_cli.models.positions import accepted_rope_types
-
     if own_type not in set(METHODS.values()):
         raise PosencError(f"{label} uses rope_type {own_type!r}, which posenc does not write: replacing it with "
                           f"{method} would change frequencies the model was trained with (serve its own window, or "

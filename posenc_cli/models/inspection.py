@@ -7,7 +7,8 @@ from typing import Any
 
 from posenc_cli.errors import PosencError
 from posenc_cli.models import remote_code
-from posenc_cli.models.positions import LayerRope, ModelPositions
+from posenc_cli.models.model_positions import LayerRope, ModelPositions
+from posenc_cli.rope.encodings import alibi_slopes
 from posenc_cli.rope.frequencies import RopeSpec, compute
 from posenc_cli.rope.windows import window
 
@@ -97,8 +98,6 @@ def report(model: ModelPositions, seq_len: int | None = None) -> dict[str, Any]:
                     "summary": "no layer applies RoPE: " + "; ".join(g.reason for g in model.no_rope)}
         return {**layers[0], **base, "layers": layers}
     if model.family == "alibi":
-        from posenc_cli.rope.encodings import alibi_slopes
-
         slopes = [float(v) for v in alibi_slopes(model.num_heads).tolist()] if model.num_heads else None
         return {**base, "num_heads": model.num_heads, "alibi_slopes": slopes,
                 "summary": "ALiBi: no position embedding; each head adds -slope * distance to its attention scores "

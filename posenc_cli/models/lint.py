@@ -12,15 +12,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from posenc_cli.models.positions import (
-    ABSENT,
-    FLOAT32_MAX,
-    FLOAT32_TINY,
-    REMAPS_YARN,
-    ModelPositions,
-    bad_sizes,
-    text_config,
-)
+from posenc_cli.models.config_keys import ABSENT, text_config
+from posenc_cli.models.model_positions import ModelPositions
+from posenc_cli.models.rope_dicts import REMAPS_YARN
+from posenc_cli.models.transformers_versions import KEY_SINCE, MODEL_TYPE_SINCE, ROPE_TYPE_SINCE, SCALING_READ_SINCE
+from posenc_cli.models.value_checks import FLOAT32_MAX, FLOAT32_TINY, bad_sizes
 
 #: Keys read whatever the rope type: the multimodal classes (Qwen2-VL onwards) read mrope_section beside yarn too,
 #: as the Qwen2.5-VL card's long-context config writes it.
@@ -161,8 +157,15 @@ def unreadable(message: str) -> Problem:
 
 def _dict_problems(loc: str, key: str, rp: Mapping[str, Any], text: Mapping[str, Any], text_type: str,
                    window: int | None) -> list[Problem]:
-    out: list[Problem] = []
+    """Every problem of one rope dict (at ``loc``, under ``key``): its keys, how its class reads it, its values."""
     rope_type = str(rp.get("rope_type", rp.get("type", "default")))
+    return (_key_problems(loc, rp, rope_type, text_type) + _class_problems(loc, key, rp, rope_type, text, text_type)
+            + _value_problems(loc, rp, rope_type, text, window))
+
+
+def _key_problems(loc: str, rp: Mapping[str, Any], rope_type: str, text_type: str) -> list[Problem]:
+    """Keys spelled the legacy way, or that the rope type does not read."""
+    out: list[Problem] = []
     if "type" in rp:
         both = "rope_type" in rp
         out.append(Problem(
@@ -187,6 +190,13 @@ def _dict_problems(loc: str, key: str, rp: Mapping[str, Any], text: Mapping[str,
                 "transformers only warns about unknown keys and uses the default instead, so the model silently "
                 "runs without this setting",
                 f"rename it to {close[0]!r}" if close and not read_elsewhere else "remove it, or change rope_type"))
+    return out
+
+
+def _class_problems(loc: str, key: str, rp: Mapping[str, Any], rope_type: str, text: Mapping[str, Any],
+                    text_type: str) -> list[Problem]:
+    """A dict the model's config class rewrites, ignores or completes otherwise than other readers do."""
+    out: list[Problem] = []
     if text_type in REMAPS_YARN and rope_type in _PHI3_REMAP:
         out.append(Problem(
             "remapped-rope-type",
@@ -211,6 +221,13 @@ def _dict_problems(loc: str, key: str, rp: Mapping[str, Any], text: Mapping[str,
             "a dict set after loading (vLLM --hf-overrides, AutoConfig kwargs) gets rope_theta None and fails, "
             "and transformers 4 reads only the top-level key",
             "put rope_theta inside rope_parameters"))
+    return out
+
+
+def _value_problems(loc: str, rp: Mapping[str, Any], rope_type: str, text: Mapping[str, Any],
+                    window: int | None) -> list[Problem]:
+    """Values an engine computes otherwise than transformers: llama3's empty blend band, windows that disagree."""
+    out: list[Problem] = []
     factor = rp.get("factor")
     original = rp.get("original_max_position_embeddings", text.get("original_max_position_embeddings"))
     if rope_type == "llama3" and rp.get("low_freq_factor") is not None and \
@@ -266,8 +283,6 @@ def _model_problems(text: Mapping[str, Any], text_type: str, model: ModelPositio
 
 def oldest_reader(cfg: Mapping[str, Any]) -> tuple[str, str] | None:
     """(version, why) of the oldest transformers release that reads this config's positions, when known."""
-    from posenc_cli.models.transformers_versions import KEY_SINCE, MODEL_TYPE_SINCE, ROPE_TYPE_SINCE, SCALING_READ_SINCE
-
     text, text_type, _ = text_config(cfg)
     needs: list[tuple[str, str]] = []
     model_type = str(cfg.get("model_type") or "")

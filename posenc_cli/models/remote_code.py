@@ -44,7 +44,8 @@ from typing import TYPE_CHECKING, Any
 from posenc_cli.errors import PosencError
 from posenc_cli.rope.attention_factors import longrope_attention_factor
 
-if TYPE_CHECKING:  # numpy loads only when numbers are computed (``posenc_cli.models.positions`` imports this module)
+# numpy loads only when numbers are computed (``posenc_cli.models.model_positions`` imports this module)
+if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 

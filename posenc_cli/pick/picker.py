@@ -59,7 +59,7 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
     model_facts: Any = None
     source: Any = None
     if inp.config is not None:
-        from posenc_cli.models.positions import REMAPS_YARN
+        from posenc_cli.models.rope_dicts import REMAPS_YARN
         from posenc_cli.models.sources import describe_source, read_source
 
         source = read_source(inp.config)
@@ -69,7 +69,7 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
         head_dim = head_dim or model.head_dim
         heads = heads or model.num_heads
         if model.family == "rope" and model.layers:
-            from posenc_cli.models.positions import model_facts as facts_of
+            from posenc_cli.models.facts import model_facts as facts_of
 
             # per-layer rope (Gemma 3: sliding and full attention): the scaled group, else full attention, is the
             # one an extension changes; the others keep their settings (models.extended_group)

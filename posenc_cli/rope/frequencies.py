@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -23,9 +23,7 @@ import numpy.typing as npt
 from posenc_cli.errors import PosencError
 from posenc_cli.rope.attention_factors import longrope_attention_factor, yarn_attention_factor
 from posenc_cli.rope.encodings import float32_power, rope_inv_freq
-
-if TYPE_CHECKING:
-    from posenc_cli.rope.scaling import ScaleRequest
+from posenc_cli.rope.scaling import ScaleRequest, max_position_embeddings, ntk_theta, rope_parameters
 
 F32 = np.float32
 Array32 = npt.NDArray[np.float32]
@@ -142,8 +140,6 @@ def _dynamic(spec: RopeSpec, seq_len: int | None) -> Frequencies:
 def _ntk_alpha(spec: RopeSpec, seq_len: int | None) -> Frequencies:
     """NTK with a fixed ``alpha`` (HunYuan's "dynamic" with ``alpha``; transformers names it ``ntk_alpha``, vLLM's
     class is ``DynamicNTKAlphaRotaryEmbedding``): base ``rope_theta * alpha ** (d / (d - 2))``, static."""
-    from posenc_cli.rope.scaling import ntk_theta
-
     dim = spec.rotary_dim
     base = ntk_theta(spec.theta, float(spec.params["alpha"]), dim)
     inv = default_inv_freq(base, dim)
@@ -292,8 +288,6 @@ def for_request(req: ScaleRequest, seq_len: int | None = None) -> Frequencies:
     Unlike :func:`compute`, ``base_inv_freq`` is always the model's unscaled spectrum (``req.theta``), also for
     static NTK, whose own rope dict is plain RoPE with a larger theta.
     """
-    from posenc_cli.rope.scaling import max_position_embeddings, rope_parameters
-
     spec = RopeSpec(rope_parameters(req), req.head_dim, max_position_embeddings(req),
                     default_partial=req.default_partial)
     freqs = compute(spec, req.target if seq_len is None else seq_len)

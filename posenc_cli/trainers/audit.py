@@ -208,7 +208,8 @@ def _positive_int(value: Any, name: str, path: str) -> int:
 
 def _model_rope(cfg: Mapping[str, Any]) -> tuple[dict[str, Any], int | None, Mapping[str, Any]]:
     """(the flat rope dict as transformers 5 reads it, the window, the raw rope dict as written) of a config."""
-    from posenc_cli.models.positions import describe, text_config
+    from posenc_cli.models.config_keys import text_config
+    from posenc_cli.models.model_positions import describe
 
     model = describe(cfg)
     if model.family != "rope" or not model.layers:
@@ -302,7 +303,7 @@ def _plan(data: Mapping[str, Any], path: str) -> Trained:
 def _hf_config(data: Mapping[str, Any], path: str) -> Trained:
     """The config.json a run loaded: HF Trainer, TRL and Unsloth build the model from it with transformers, so the
     run computed what :func:`posenc_cli.models.positions.describe` reads from it (every rope group; its window)."""
-    from posenc_cli.models.positions import describe
+    from posenc_cli.models.model_positions import describe
     from posenc_cli.models.sources import Source, checked_source
 
     checked_source(Source(dict(data), path, "file", path))
@@ -497,7 +498,7 @@ def _axolotl_window(data: Mapping[str, Any], over: Mapping[str, Any], exported: 
     if given is not None:
         given = _positive_int(given, "model_config max_position_embeddings", path)
     elif exported is not None:
-        from posenc_cli.models.positions import text_config
+        from posenc_cli.models.config_keys import text_config
 
         value = text_config(exported)[0].get("max_position_embeddings")
         given = int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
@@ -554,7 +555,7 @@ def _numbers(cfg: Mapping[str, Any], seq_len: int | None, group: str | None = No
     """(inv_freq, attention factor, window) transformers 5 builds from ``cfg`` for the rope group named ``group``
     (default: the first), at ``seq_len``."""
     from posenc_cli.models.inspection import spec_for
-    from posenc_cli.models.positions import describe
+    from posenc_cli.models.model_positions import describe
     from posenc_cli.rope.frequencies import compute
 
     model = describe(cfg)
@@ -581,7 +582,7 @@ def _trained_groups(trained: Trained, model: Any, label: str) -> tuple[dict[str,
     notes. A per-layer-type trained dict must name every group; a flat one on a model with several groups is the
     extended group's (the one already scaled, else full attention), except for axolotl, whose setattr of a flat
     dict fails there."""
-    from posenc_cli.models.positions import extended_group
+    from posenc_cli.models.facts import extended_group
 
     names = [g.name for g in model.layers]
     keys = {g.name: g.rope_key or g.name for g in model.layers}
@@ -611,8 +612,9 @@ def _trained_groups(trained: Trained, model: Any, label: str) -> tuple[dict[str,
 def audit(checkpoint_label: str, exported: Mapping[str, Any] | None, trained: Trained, to: str | None = None) -> Audit:
     """Every difference between ``exported`` (None: no config.json) and ``trained`` that changes the served numbers,
     in every rope group, with the config that would be right (in the file's own transformers form, or ``to``)."""
+    from posenc_cli.models.config_keys import text_config
     from posenc_cli.models.convert import with_rope
-    from posenc_cli.models.positions import describe, text_config
+    from posenc_cli.models.model_positions import describe
 
     findings: list[Finding] = []
     if exported is None:

@@ -36,7 +36,7 @@ from posenc_cli.rope.attention_factors import yarn_attention_factor, yarn_mscale
 from posenc_cli.rope.scaling import ScaleRequest, max_position_embeddings, rope_parameters
 
 if TYPE_CHECKING:
-    from posenc_cli.models.positions import ModelFacts
+    from posenc_cli.models.facts import ModelFacts
     from posenc_cli.rope.frequencies import Frequencies
 
 VERSIONS = {"megatron": "0.19.2", "megatron-bridge": "0.6.2", "torchtitan": "0.3.0", "torchtune": "0.6.1"}

@@ -203,7 +203,7 @@ def llamafactory_configure(own: dict[str, Any], max_pos: int, cutoff_len: int, r
     if config:
         if not llamafactory_scales(config):
             return None
-        from posenc_cli.models.positions import text_config
+        from posenc_cli.models.config_keys import text_config
 
         shipped = text_config(config)[0].get("rope_scaling")
         scaling = shipped if isinstance(shipped, Mapping) else {}

@@ -36,7 +36,7 @@ from posenc_cli.trainers import frameworks as trainers
 from posenc_cli.trainers import hf as hf_trainers
 
 if TYPE_CHECKING:
-    from posenc_cli.models.positions import LayerRope, ModelPositions
+    from posenc_cli.models.model_positions import LayerRope, ModelPositions
 
 Runner = Callable[["ModelPositions", "dict[str, Any]", int, "int | None"], EngineRun]
 Setup = Callable[[trainers.Rope], "tuple[list[str], trainers.Trained, list[str]]"]
@@ -177,7 +177,7 @@ def hf_loadable(cfg: dict[str, Any]) -> tuple[str, str] | None:
     ``trust_remote_code=True`` from the checkpoint's ``auto_map`` code), then takes ``getattr(transformers,
     architectures[0])``; where that is no transformers class it falls back to an Auto class, which may run the
     checkpoint's code: posenc runs neither, so those are not modelled."""
-    from posenc_cli.models.positions import generated
+    from posenc_cli.models.model_types import generated
 
     data = generated()
     model_type = cfg.get("model_type")

@@ -22,7 +22,7 @@ from clihelpers import assert_usage_error, ok, run, write_json
 from reference import alibi_slopes_official
 
 from posenc_cli.engines.hf import format_hf
-from posenc_cli.models.positions import ABSENT, text_config
+from posenc_cli.models.config_keys import ABSENT, text_config
 from posenc_cli.pick.rules import GUARDS, load_rules
 from posenc_cli.rope.scaling import make_request
 from posenc_cli.units import format_length

@@ -13,7 +13,7 @@ import pytest
 
 from posenc_cli.engines import sglang
 from posenc_cli.models.inspection import spec_for
-from posenc_cli.models.positions import describe
+from posenc_cli.models.model_positions import describe
 
 pytestmark = pytest.mark.numeric
 

@@ -18,7 +18,7 @@ import pytest
 
 from posenc_cli.engines import vllm as vllm_model
 from posenc_cli.engines.check import check
-from posenc_cli.models.positions import describe
+from posenc_cli.models.model_positions import describe
 
 pytestmark = pytest.mark.numeric
 

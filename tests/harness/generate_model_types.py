@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 # the reason posenc's reader matches on: shared, so the generated data and the reader cannot drift apart
-from posenc_cli.models.positions import NO_ROTARY
+from posenc_cli.models.model_types import NO_ROTARY
 
 OUT = Path(__file__).resolve().parents[2] / "posenc_cli" / "models" / "model_types.json"
 

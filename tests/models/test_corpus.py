@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from posenc_cli.models.config_keys import infer_model_type
 from posenc_cli.models.inspection import spec_for
-from posenc_cli.models.positions import describe, infer_model_type
+from posenc_cli.models.model_positions import describe
 from posenc_cli.rope.frequencies import compute
 
 pytestmark = pytest.mark.numeric

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from posenc_cli.models import positions as models
-from posenc_cli.models.positions import generated, newer_transformers_notice
+from posenc_cli.models import model_types as models
+from posenc_cli.models.model_types import generated, newer_transformers_notice
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "tests" / "corpus" / "qwen2.5-7b-instruct.json"
@@ -97,7 +97,7 @@ def test_release_parsing() -> None:
 def test_reading_the_version_imports_nothing_heavy(tmp_path: Path) -> None:
     """The check costs one directory scan of sys.path: transformers (whose metadata says 99.1.0 here, and whose code
     is absent) is not imported, nor importlib.metadata, torch or numpy."""
-    code = ("import sys\nfrom posenc_cli.models.positions import newer_transformers_notice\n"
+    code = ("import sys\nfrom posenc_cli.models.model_types import newer_transformers_notice\n"
             "assert newer_transformers_notice() is not None\n"
             "print(sorted(m for m in ('transformers', 'torch', 'numpy', 'typer', 'importlib.metadata') "
             "if m in sys.modules))")

@@ -21,15 +21,8 @@ from hypothesis import strategies as st
 from posenc_cli.errors import PosencError
 from posenc_cli.models.gguf import header as gguf_header
 from posenc_cli.models.gguf.header import parse_header, shortest_float32
-from posenc_cli.models.sources import (
-    ROPE_TENSORS,
-    GgufFacts,
-    _facts,
-    _maybe_reported,
-    _metadata,
-    read_gguf,
-    read_source,
-)
+from posenc_cli.models.gguf.metadata import ROPE_TENSORS, GgufFacts, _facts, _maybe_reported, _metadata, read_gguf
+from posenc_cli.models.sources import read_source
 
 gguf = pytest.importorskip("gguf")
 np = pytest.importorskip("numpy")

@@ -3,8 +3,8 @@
 ``tests/data/layer_rotation.json`` (written by ``tests/harness/generate_layer_rotation.py``) holds, for every model type
 transformers builds on CPU, a tiny random model's per-layer record: whether the layer's attention called a rotary
 application function and, from the cos / sin it passed, the rotary dims, the frequencies and the attention factor.
-Each record is compared with :func:`posenc_cli.models.positions.describe` of the very config dict the model was built
-from:
+Each record is compared with :func:`posenc_cli.models.model_positions.describe` of the very config dict the model was
+built from:
 
 * which layers rotate: exactly the same set;
 * rotary dims: ``2 * ceil(rotary_dim / 2)`` (an odd rotary dim still turns whole pairs) equal to the dims measured;
@@ -33,7 +33,7 @@ import pytest
 
 from posenc_cli.errors import PosencError
 from posenc_cli.models.inspection import spec_for
-from posenc_cli.models.positions import describe
+from posenc_cli.models.model_positions import describe
 from posenc_cli.rope.frequencies import compute
 
 pytestmark = pytest.mark.numeric
@@ -303,7 +303,7 @@ if __name__ == "__main__":  # rewrite the table in docs/commands/inspect.md from
 
 
 def _rule_cases() -> list[tuple[str, str]]:
-    from posenc_cli.models import positions as models
+    from posenc_cli.models import model_positions as models
 
     rules = [(name, member) for name in ("SLIDING_ONLY_TYPES", "FULL_NOPE_TYPES", "POSITION_TYPE_GATED",
                                          "NO_ROPE_LAYERS_TYPES") for member in sorted(getattr(models, name))]
@@ -313,7 +313,7 @@ def _rule_cases() -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("rule", "member"), _rule_cases())
 def test_every_hand_rule_is_needed(rule: str, member: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each entry of posenc's per-layer rules, taken out, makes some measured case differ: none is dead weight."""
-    from posenc_cli.models import positions as models
+    from posenc_cli.models import model_positions as models
 
     table = getattr(models, rule)
     monkeypatch.setattr(models, rule, {k: v for k, v in table.items() if k != member} if isinstance(table, dict)

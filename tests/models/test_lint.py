@@ -12,7 +12,7 @@ from clihelpers import ok, run, write_json
 
 from posenc_cli.errors import PosencError
 from posenc_cli.models.lint import lint_config, oldest_reader
-from posenc_cli.models.positions import describe
+from posenc_cli.models.model_positions import describe
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 LLAMA = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 2,

@@ -38,7 +38,7 @@ from clihelpers import run
 from posenc_cli.errors import PosencError
 from posenc_cli.models import remote_code
 from posenc_cli.models.inspection import report
-from posenc_cli.models.positions import describe
+from posenc_cli.models.model_positions import describe
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 CHATGLM2 = json.loads((CORPUS / "chatglm2-6b.json").read_text(encoding="utf-8"))

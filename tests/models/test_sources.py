@@ -28,7 +28,9 @@ from urllib.parse import unquote
 import pytest
 
 from posenc_cli.errors import PosencError
-from posenc_cli.models.sources import GgufFacts, is_hub_id, read_source
+from posenc_cli.models.gguf.metadata import GgufFacts
+from posenc_cli.models.hub import is_hub_id
+from posenc_cli.models.sources import read_source
 
 ROOT = Path(__file__).resolve().parents[2]
 QWEN: dict[str, Any] = {"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28,

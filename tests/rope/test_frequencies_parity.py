@@ -33,7 +33,7 @@ from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbeddin
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
 
 from posenc_cli.engines import hf  # noqa: E402
-from posenc_cli.models.positions import describe  # noqa: E402
+from posenc_cli.models.model_positions import describe  # noqa: E402
 from posenc_cli.rope import scaling  # noqa: E402
 from posenc_cli.rope.frequencies import Frequencies, RopeSpec, compute  # noqa: E402
 

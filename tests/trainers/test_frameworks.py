@@ -604,7 +604,8 @@ def test_megatron_mla_plain_rope(monkeypatch: pytest.MonkeyPatch) -> None:
     --no-rope-fusion MLATransformerConfig needs for it (its __post_init__ refuses the CLI's default fusion)."""
     cfg = json.loads((CORPUS / "deepseek-v3.json").read_text())
     cfg = {k: v for k, v in cfg.items() if k != "rope_scaling"} | {"max_position_embeddings": 4096}
-    from posenc_cli.models.positions import describe, model_facts
+    from posenc_cli.models.facts import model_facts
+    from posenc_cli.models.model_positions import describe
     from posenc_cli.rope.scaling import ScaleRequest
     from posenc_cli.trainers import frameworks as trainers
 

@@ -190,7 +190,7 @@ def test_llamafactory_scalable_types_are_transformers4s() -> None:
     import subprocess
     import sys
 
-    from posenc_cli.models.positions import text_config
+    from posenc_cli.models.config_keys import text_config
     from posenc_cli.trainers.hf import LLAMAFACTORY_SCALABLE
 
     corpus_types = {text_config(corpus(p.stem))[1] for p in CORPUS.glob("*.json") if p.stem != "SOURCES"}
@@ -216,7 +216,7 @@ def _lf_sweep() -> list[tuple[str, dict[str, Any], int, str, int]]:
     config with one rope group whose text type LLaMA-Factory can scale (the ones ``check --trainers`` notes on), each
     of its types, and cutoff lengths around both lengths it could scale from (the rope dict's original, the
     config's): half, equal, one past, four times, and two and a half times plus 7 (not a multiple)."""
-    from posenc_cli.models.positions import describe
+    from posenc_cli.models.model_positions import describe
     from posenc_cli.trainers.hf import LLAMAFACTORY_SCALABLE, LLAMAFACTORY_TYPES
 
     out = []

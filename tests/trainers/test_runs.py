@@ -33,7 +33,8 @@ import core_trainers_harness as th  # noqa: E402
 import test_frameworks as tt  # noqa: E402
 
 from posenc_cli.engines.runs import EngineRun  # noqa: E402
-from posenc_cli.models.positions import describe, window_of  # noqa: E402
+from posenc_cli.models.facts import window_of  # noqa: E402
+from posenc_cli.models.model_positions import describe  # noqa: E402
 from posenc_cli.trainers import frameworks as trainers  # noqa: E402
 from posenc_cli.trainers import runs as trainer_runs  # noqa: E402
 

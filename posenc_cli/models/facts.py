@@ -1,0 +1,123 @@
+"""What a scaling request takes from a model: :class:`ModelFacts` of the rope group an extension changes, and the
+window each rope group serves (:func:`window_of`, with its original and native lengths). Stdlib only."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from posenc_cli.errors import PosencError
+from posenc_cli.models import remote_code
+from posenc_cli.models.config_keys import text_config
+from posenc_cli.models.model_positions import LayerRope, ModelPositions
+from posenc_cli.rope.scaling import METHODS
+from posenc_cli.rope.windows import Window, window
+
+
+def window_of(model: ModelPositions, layer: LayerRope) -> Window | None:
+    """The window ``layer`` serves in ``model`` (:func:`posenc_cli.rope.windows.window`); None without a
+    ``max_position_embeddings``."""
+    if model.max_position_embeddings is None:
+        return None
+    return window(layer.params, model.max_position_embeddings, model.text_model_type or model.model_type)
+
+
+#: Keys each method reads from a model's own rope dict when the command line leaves them out (the same rope type:
+#: gpt-oss keeps beta 32/1 and truncate false, DeepSeek keeps its mscale pair, llama3 its band factors).
+INHERITED = {
+    "yarn": ("beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate"),
+    "llama3": ("low_freq_factor", "high_freq_factor"),
+    "longrope": ("short_factor", "long_factor"),
+}
+
+# keys that belong to some rope type (or that a request always decides): never carried over as "extra"
+_TYPED_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "factor", "original_max_position_embeddings",
+               "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate",
+               "low_freq_factor", "high_freq_factor", "short_factor", "long_factor", "short_mscale", "long_mscale"}
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a scaling request takes from a model: the rope group an extension changes (its theta, head dim, rotary
+    fraction, own rope dict), the window the model serves and the length its scaling refers to, and how its file
+    writes rope settings (so a patched file keeps its format and nesting)."""
+
+    theta: float
+    head_dim: int | None
+    partial_rotary_factor: float | None
+    scale_from: int | None  # the length a different method scales from: the original length, or the window
+    params: dict[str, Any]
+    notes: tuple[str, ...] = ()
+    text_config: bool = False  # the rope settings live in text_config (multimodal)
+    rope_parameters: bool = False  # the file writes transformers 5's rope_parameters (and no rope_scaling)
+    groups: tuple[str, ...] = ()  # every rope group of the model, when there are several
+    group: str = ""  # the rope group an extension changes (the scaled one, else full attention), when several
+    native: int | None = None  # the window the model serves as shipped (dynamic: what its factor was set for)
+    label: str = ""
+    model_type: str = ""  # the text model's type (the config class that reads the rope settings)
+    default_partial: bool = True  # the class applies partial_rotary_factor to plain RoPE (ModelPositions')
+    original: int | None = None  # the length its scaling refers to (posenc_cli.rope.windows.Window.original)
+    window_note: str | None = None  # why the window is not max_position_embeddings, when a documented fact says so
+
+    def inherited(self, method: str) -> dict[str, Any]:
+        """Parameters of the model's rope dict that ``method`` reads, when the model already uses that method."""
+        if self.params.get("rope_type") != METHODS.get(method):
+            return {}
+        # a zero mscale means "not set" to transformers (it tests truthiness), not a value to pass on
+        return {k: self.params[k] for k in INHERITED.get(method, ())
+                if k in self.params and not (k.startswith("mscale") and not self.params[k])}
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        return {k: v for k, v in self.params.items() if k not in _TYPED_KEYS}
+
+    @property
+    def scaled(self) -> bool:
+        return bool(self.params.get("rope_type", "default") != "default")
+
+
+def extended_group(model: ModelPositions) -> LayerRope:
+    """The rope group a context extension changes: the one already scaled, else full attention, else the first
+    (Gemma 3 and OLMo 3 extend their full-attention layers and keep the sliding ones)."""
+    return next((g for g in model.layers if g.params.get("rope_type", "default") != "default"),
+                next((g for g in model.layers if g.name == "full_attention"), model.layers[0]))
+
+
+def model_facts(model: ModelPositions, label: str, group: str | None = None,
+                cfg: Mapping[str, Any] | None = None) -> ModelFacts:
+    """The facts of a model a scaling request needs: the group named ``group``, else :func:`extended_group`.
+
+    ``cfg`` (the config as written) tells whether the file uses transformers 5's ``rope_parameters``.
+    """
+    if model.family != "rope" or not model.layers:
+        raise PosencError(f"{label} does not describe a RoPE model ({model.family}); there is nothing to scale")
+    names = tuple(layer.name for layer in model.layers) if len(model.layers) > 1 else ()
+    chosen = [layer for layer in model.layers if layer.name == group]
+    if group is not None and not chosen:
+        raise PosencError(f"{label} has no rope group {group!r}; it has: {', '.join(g.name for g in model.layers)}")
+    layer = chosen[0] if chosen else extended_group(model)
+    params = dict(layer.params)
+    prf = params.get("partial_rotary_factor")
+    served = window_of(model, layer)
+    v5 = False
+    if cfg is not None:
+        text = text_config(cfg)[0]
+        v5 = isinstance(text.get("rope_parameters"), Mapping) and not text.get("rope_scaling")
+    notes: tuple[str, ...] = ()
+    if model.engine is not None:  # remote code / engine-only mechanism: no transformers parity to claim
+        refusal, note = remote_code.scaling_advice(model.engine)
+        if refusal:
+            raise PosencError(f"{label}: {refusal}")
+        notes += (f"note: {note}",) if note else ()
+    if names:
+        notes += (f"note: {label} has per-layer rope ({', '.join(names)}); extending {layer.name}, the others keep "
+                  "their settings",)
+    return ModelFacts(float(params["rope_theta"]), layer.head_dim or model.head_dim,
+                      float(prf) if prf is not None else None, served.scale_from if served else None, params, notes,
+                      model.text_source == "text_config", v5, names, layer.name if names else "",
+                      served.native if served else None, label,
+                      model.text_model_type or model.model_type or "", model.default_partial,
+                      served.original if served else None,
+                      served.note(label, model.max_position_embeddings) if served and model.max_position_embeddings
+                      else None)
