@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from posenc_cli.cli import options as opts
 from posenc_cli.cli.options import LENGTHS, THETA_RANGE
+from posenc_cli.cli.scaling_options import GIVEN, scaling_options
 from posenc_cli.errors import PosencError
-from posenc_cli.rope.scaling import MAX_HEAD_DIM, MAX_THETA
+from posenc_cli.pick.scale import ScaleOptions, scale_request
+from posenc_cli.rope.scaling import MAX_HEAD_DIM, check_head_dim, check_theta
 from posenc_cli.units import format_length
 
 if TYPE_CHECKING:
@@ -84,19 +85,6 @@ def _positive(value: int, name: str, limit: int | None = None) -> int:
     if limit is not None and value > limit:
         raise PosencError(f"{name} {value} is too large to draw; the limit is {limit:,}")
     return value
-
-
-def _even_dim(value: int, name: str) -> int:
-    _positive(value, name, MAX_HEAD_DIM)
-    if value % 2:
-        raise PosencError(f"{name} must be even (RoPE rotates features in pairs), got {value}")
-    return value
-
-
-def _base(value: float, name: str) -> float:
-    if not math.isfinite(value) or not 1 < value <= MAX_THETA:
-        raise PosencError(f"{name} must be a finite number greater than 1 and at most {MAX_THETA:g}, got {value!r}")
-    return float(value)
 
 
 def _format_number(x: float) -> str:
@@ -231,7 +219,7 @@ def sinusoidal(
     """
     n = _length(max_len, "--max-len")
     d = _positive(d_model, "--d-model", MAX_FEATURES)
-    b = _base(base, "--base")
+    b = check_theta(base, "--base")
     target = _target(output, f"posenc-sinusoidal-{n}x{d}.png", dpi, terminal, as_json, width)
     params: dict[str, Any] = {"max_len": n, "d_model": d, "base": b, "cmap": cmap}
     if target.terminal:
@@ -254,6 +242,7 @@ def sinusoidal(
 
 
 @plot_app.command()
+@scaling_options()
 def rope(
     max_len: Annotated[str | None, typer.Option(
         help=f"Positions; {LENGTHS}.", show_default="4096, or the target with --method")] = None,
@@ -262,20 +251,7 @@ def rope(
     method: Annotated[str | None, typer.Option(
         help="Scaling method drawn beside the original: linear, ntk, dynamic, yarn, longrope, llama3.",
         show_default="none")] = None,
-    factor: opts.FactorOpt = None,
-    original_max: opts.OriginalMaxOpt = None,
-    target: opts.TargetOpt = None,
-    partial_rotary_factor: opts.PartialRotaryFactorOpt = None,
-    beta_fast: opts.BetaFastOpt = None,
-    beta_slow: opts.BetaSlowOpt = None,
-    attention_factor: opts.AttentionFactorOpt = None,
-    mscale: opts.MscaleOpt = None,
-    mscale_all_dim: opts.MscaleAllDimOpt = None,
-    truncate: opts.TruncateOpt = None,
-    low_freq_factor: opts.LowFreqFactorOpt = None,
-    high_freq_factor: opts.HighFreqFactorOpt = None,
-    short_factor: opts.ShortFactorOpt = None,
-    long_factor: opts.LongFactorOpt = None,
+    scale_options: ScaleOptions = GIVEN,
     output: OutputOpt = None,
     dpi: DpiOpt = 150,
     cmap: Annotated[str, _cmap_opt("RdBu")] = "RdBu",
@@ -288,24 +264,20 @@ def rope(
 
     Example: posenc plot rope --max-len 16k --method yarn --factor 4 --original-max 4k
     """
-    hd = _even_dim(head_dim, "--head-dim")
-    th = _base(theta, "--theta")
+    hd = check_head_dim(head_dim)
+    th = check_theta(theta)
     req = None
     if method is not None:
-        options = opts.ScaleOptions(
-            factor=factor, original_max=original_max, target=target, partial_rotary_factor=partial_rotary_factor,
-            beta_fast=beta_fast, beta_slow=beta_slow, attention_factor=attention_factor, mscale=mscale,
-            mscale_all_dim=mscale_all_dim, truncate=truncate, low_freq_factor=low_freq_factor,
-            high_freq_factor=high_freq_factor, short_factor=short_factor, long_factor=long_factor)
-        req = opts.scale_request(method, options, theta=th, head_dim=hd)
+        req = scale_request(method, scale_options, theta=th, head_dim=hd)
     else:
-        given = [flag for flag, value in (("--factor", factor), ("--original-max", original_max),
-                                          ("--target", target), ("--short-factor", short_factor),
-                                          ("--long-factor", long_factor)) if value is not None]
+        so = scale_options
+        given = [flag for flag, value in (("--factor", so.factor), ("--original-max", so.original_max),
+                                          ("--target", so.target), ("--short-factor", so.short_factor),
+                                          ("--long-factor", so.long_factor)) if value is not None]
         if given:
             raise PosencError(f"{given[0]} describes a scaling method; add --method (linear, ntk, dynamic, yarn, "
                               "longrope or llama3)")
-    prf = 1.0 if partial_rotary_factor is None else partial_rotary_factor
+    prf = 1.0 if scale_options.partial_rotary_factor is None else scale_options.partial_rotary_factor
     if req is None and (not math.isfinite(prf) or not 0 < prf <= 1 or int(hd * prf) < 2 or int(hd * prf) % 2):
         raise PosencError(f"--partial-rotary-factor {prf:g} must be in (0, 1] and leave an even rotary dim")
     n = _length(max_len, "--max-len") if max_len is not None else (req.target if req else 4096)
@@ -380,25 +352,13 @@ def alibi(
 
 
 @plot_app.command()
+@scaling_options("original_max factor target methods *")
 def frequencies(
     head_dim: HeadDimOpt = 128,
     theta: ThetaOpt = 10000.0,
-    original_max: opts.OriginalMaxOpt = None,
-    factor: opts.FactorOpt = None,
-    target: opts.TargetOpt = None,
+    scale_options: ScaleOptions = GIVEN,
     methods: Annotated[str, typer.Option(
         help="Comma-separated: linear, ntk, dynamic, yarn, longrope, llama3.")] = "linear,ntk,yarn,llama3",
-    partial_rotary_factor: opts.PartialRotaryFactorOpt = None,
-    beta_fast: opts.BetaFastOpt = None,
-    beta_slow: opts.BetaSlowOpt = None,
-    attention_factor: opts.AttentionFactorOpt = None,
-    mscale: opts.MscaleOpt = None,
-    mscale_all_dim: opts.MscaleAllDimOpt = None,
-    truncate: opts.TruncateOpt = None,
-    low_freq_factor: opts.LowFreqFactorOpt = None,
-    high_freq_factor: opts.HighFreqFactorOpt = None,
-    short_factor: opts.ShortFactorOpt = None,
-    long_factor: opts.LongFactorOpt = None,
     output: OutputOpt = None,
     dpi: DpiOpt = 150,
     title: TitleOpt = None,
@@ -413,8 +373,8 @@ def frequencies(
     from posenc_cli.rope import scaling
 
     _no_terminal(terminal, "frequencies")
-    hd = _even_dim(head_dim, "--head-dim")
-    th = _base(theta, "--theta")
+    hd = check_head_dim(head_dim)
+    th = check_theta(theta)
     names = [m.strip() for m in methods.split(",") if m.strip()]
     if not names:
         raise PosencError("--methods is empty; give e.g. linear,ntk,yarn,llama3")
@@ -423,12 +383,7 @@ def frequencies(
             raise PosencError(f"method {m!r} is not known; use one of: {', '.join(scaling.METHODS)}")
     if len(set(names)) != len(names):
         raise PosencError(f"--methods lists a method twice: {methods}")
-    options = opts.ScaleOptions(
-        factor=factor, original_max=original_max, target=target, partial_rotary_factor=partial_rotary_factor,
-        beta_fast=beta_fast, beta_slow=beta_slow, attention_factor=attention_factor, mscale=mscale,
-        mscale_all_dim=mscale_all_dim, truncate=truncate, low_freq_factor=low_freq_factor,
-        high_freq_factor=high_freq_factor, short_factor=short_factor, long_factor=long_factor)
-    requests = [opts.scale_request(m, options, theta=th, head_dim=hd) for m in names]
+    requests = [scale_request(m, scale_options, theta=th, head_dim=hd) for m in names]
     first = requests[0]
     default = f"posenc-frequencies-d{hd}-theta{_format_number(th)}-x{_format_number(first.factor)}.png"
     tgt = _target(output, default, dpi, False, as_json)
@@ -467,14 +422,14 @@ def decay(
     Example: posenc plot decay --head-dim 128 --theta 10000,500000
     """
     _no_terminal(terminal, "decay")
-    hd = _even_dim(head_dim, "--head-dim")
+    hd = check_head_dim(head_dim)
     bases: list[float] = []
     for part in theta.split(","):
         try:
             value = float(part)
         except ValueError:
             raise PosencError(f"--theta {part.strip()!r} is not a number; give e.g. 10000,500000") from None
-        bases.append(_base(value, "--theta"))
+        bases.append(check_theta(value))
     if len(set(bases)) != len(bases):
         raise PosencError(f"--theta lists a base twice: {theta}")
     if len(bases) > MAX_BASES:

@@ -11,7 +11,7 @@ import typer
 
 from posenc_cli.cli.options import THETA_RANGE
 from posenc_cli.errors import ExitCode, PosencError
-from posenc_cli.rope.scaling import MAX_HEAD_DIM, MAX_THETA
+from posenc_cli.rope.scaling import MAX_HEAD_DIM, check_head_dim, check_theta
 from posenc_cli.units import check_int, check_number, format_length
 
 # Work caps: the cost of a run grows with these (the core's 1 GiB workspace check also bounds trials x head_dim).
@@ -65,9 +65,9 @@ def verify(
     check_int(trials, "--trials", 1, MAX_TRIALS)
     check_int(seed, "--seed", 0, MAX_SEED)
     if head_dim is not None:
-        check_int(head_dim, "--head-dim", 2, MAX_HEAD_DIM)
+        check_head_dim(head_dim)
     if base is not None:
-        check_number(base, "--base", 1.0, MAX_THETA)
+        check_theta(base, "--base")
     if tolerance is not None:
         check_number(tolerance, "--tolerance", 0.0, 1.0)
     report: VerifyReport | ModelVerifyReport

@@ -41,13 +41,12 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
         raise PosencError(f"--extrapolation {inp.extrapolation!r} is not known; use one of: {', '.join(EXTRAPOLATION)}")
     if inp.budget < 0:
         raise PosencError(f"--budget must not be negative, got {inp.budget}")
-    for name, value, limit in (("--head-dim", inp.head_dim, scaling.MAX_HEAD_DIM), ("--heads", inp.heads, MAX_HEADS)):
-        if value is not None and not 1 <= value <= limit:
-            raise PosencError(f"{name} must be a positive integer up to {limit}, got {value}")
-    if inp.head_dim is not None and inp.head_dim % 2:
-        raise PosencError(f"--head-dim must be even (RoPE rotates features in pairs), got {inp.head_dim}")
+    if inp.heads is not None and not 1 <= inp.heads <= MAX_HEADS:
+        raise PosencError(f"--heads must be a positive integer up to {MAX_HEADS}, got {inp.heads}")
+    if inp.head_dim is not None:
+        scaling.check_head_dim(inp.head_dim)
     if inp.theta is not None:
-        scaling._finite(inp.theta, "--theta", minimum=1.0, strict=True, maximum=scaling.MAX_THETA)
+        scaling.check_theta(inp.theta)
     facts: dict[str, Any] = {"ctx": inp.ctx, "budget": inp.budget, "extrapolation": inp.extrapolation,
                              "existing": inp.config is not None, "model_encoding": "none",
                              "model_rope_type": "none", "original_ctx": 0, "model_scaled": False,
