@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from posenc_cli.errors import PosencError
-from posenc_cli.pick.rules import Rule, RulesError, RuleSet, Trace, decide, extension_factor, load_rules, render
+from posenc_cli.pick.rules import Trace, decide, extension_factor, load_rules, render
+from posenc_cli.pick.rules_schema import Rule, RulesError, RuleSet
 from posenc_cli.rope import scaling
 from posenc_cli.rope.scaling import ScaleRequest
 from posenc_cli.rope.slopes import MAX_HEADS, alibi_slope_list
