@@ -2,10 +2,10 @@
 
 Only typer and the stdlib load at import time (``import posenc_cli.cli`` must stay free of numpy and matplotlib).
 Each command validates every option first (one ``error:`` line, exit 2, nothing written), then computes the data
-with :mod:`posenc_cli.plots.figures`, builds the figure, renders it to bytes and writes it (a file atomically; ``-o
--``, a FIFO
-or a device directly). The path written goes to stderr; stdout stays empty unless ``--json`` (path and plotted
-parameters), ``--terminal`` or ``-o -``.
+with :mod:`posenc_cli.plots.data`, builds the figure (:mod:`~posenc_cli.plots.figures`, or
+:mod:`~posenc_cli.plots.terminal` for ``--terminal``), renders it to bytes and writes it (a file atomically;
+``-o -``, a FIFO or a device directly). The path written goes to stderr; stdout stays empty unless ``--json``
+(path and plotted parameters), ``--terminal`` or ``-o -``.
 """
 
 from __future__ import annotations
@@ -222,19 +222,21 @@ def sinusoidal(
     b = check_theta(base, "--base")
     target = _target(output, f"posenc-sinusoidal-{n}x{d}.png", dpi, terminal, as_json, width)
     params: dict[str, Any] = {"max_len": n, "d_model": d, "base": b, "cmap": cmap}
+    from posenc_cli.plots.data import heatmap_data_sinusoidal, pixel_grid
+
     if target.terminal:
-        from posenc_cli.plots import figures as plots
+        from posenc_cli.plots.terminal import terminal_heatmap, terminal_palette
 
-        plots.terminal_palette(cmap)
+        terminal_palette(cmap)
         columns, lines = _terminal_size(width)
-        hm = plots.heatmap_data_sinusoidal(n, d, 2 * (lines - 6), columns, base=b)
-        _print_terminal(plots.terminal_heatmap([hm], cmap=cmap, title=title), columns)
+        hm = heatmap_data_sinusoidal(n, d, 2 * (lines - 6), columns, base=b)
+        _print_terminal(terminal_heatmap([hm], cmap=cmap, title=title), columns)
         return
-    from posenc_cli.plots import figures as plots
+    from posenc_cli.plots.figures import check_cmap, heatmap_figure
 
-    plots.check_cmap(cmap)
-    hm = plots.heatmap_data_sinusoidal(n, d, *plots.pixel_grid(dpi), base=b)
-    fig = plots.heatmap_figure([hm], cmap=cmap, dpi=dpi, title=title)
+    check_cmap(cmap)
+    hm = heatmap_data_sinusoidal(n, d, *pixel_grid(dpi), base=b)
+    fig = heatmap_figure([hm], cmap=cmap, dpi=dpi, title=title)
     _emit(target, fig, "sinusoidal", {**params, **_grid_params(hm)})
 
 
@@ -289,20 +291,23 @@ def rope(
 
         params.update(factor=req.factor, original_max=req.original_max, target=req.target,
                       rope_parameters=rope_parameters(req))
-    from posenc_cli.plots import figures as plots
+    from posenc_cli.plots.data import pixel_grid, rope_cos_data
 
     if tgt.terminal:
-        plots.terminal_palette(cmap)
+        from posenc_cli.plots.terminal import terminal_heatmap, terminal_palette
+
+        terminal_palette(cmap)
         columns, lines = _terminal_size(width)
         panels = 2 if req else 1
         panel_cols = max(4, (columns - 2 * (panels - 1)) // panels)
-        maps = plots.rope_cos_data(n, hd, th, 2 * (lines - 8), panel_cols, partial_rotary_factor=prf, request=req)
-        _print_terminal(plots.terminal_heatmap(maps, cmap=cmap, title=title or _rope_title(hd, n, req)), columns)
+        maps = rope_cos_data(n, hd, th, 2 * (lines - 8), panel_cols, partial_rotary_factor=prf, request=req)
+        _print_terminal(terminal_heatmap(maps, cmap=cmap, title=title or _rope_title(hd, n, req)), columns)
         return
-    plots.check_cmap(cmap)
-    maps = plots.rope_cos_data(n, hd, th, *plots.pixel_grid(dpi, 2 if req else 1), partial_rotary_factor=prf,
-                               request=req)
-    fig = plots.heatmap_figure(maps, cmap=cmap, dpi=dpi, title=title or _rope_title(hd, n, req))
+    from posenc_cli.plots.figures import check_cmap, heatmap_figure
+
+    check_cmap(cmap)
+    maps = rope_cos_data(n, hd, th, *pixel_grid(dpi, 2 if req else 1), partial_rotary_factor=prf, request=req)
+    fig = heatmap_figure(maps, cmap=cmap, dpi=dpi, title=title or _rope_title(hd, n, req))
     params["panels"] = [{"title": m.title, **_grid_params(m)} for m in maps]
     _emit(tgt, fig, "rope", params)
 
@@ -334,17 +339,20 @@ def alibi(
     h = _positive(heads, "--heads", MAX_ALIBI_HEADS)
     n = _length(seq_len, "--seq-len", MAX_ALIBI_SEQ)
     tgt = _target(output, f"posenc-alibi-{h}x{n}.png", dpi, terminal, as_json, width)
-    from posenc_cli.plots import figures as plots
+    from posenc_cli.plots.data import alibi_data
 
     if tgt.terminal:
-        plots.terminal_palette(cmap)
+        from posenc_cli.plots.terminal import terminal_alibi, terminal_palette
+
+        terminal_palette(cmap)
         columns, _ = _terminal_size(width)
-        data = plots.alibi_data(h, n)
-        _print_terminal(plots.terminal_alibi(data, columns, cmap=cmap, title=title), columns)
+        _print_terminal(terminal_alibi(alibi_data(h, n), columns, cmap=cmap, title=title), columns)
         return
-    plots.check_cmap(cmap)
-    data = plots.alibi_data(h, n)
-    fig = plots.alibi_figure(data, cmap=cmap, dpi=dpi, title=title)
+    from posenc_cli.plots.figures import alibi_figure, check_cmap
+
+    check_cmap(cmap)
+    data = alibi_data(h, n)
+    fig = alibi_figure(data, cmap=cmap, dpi=dpi, title=title)
     _emit(tgt, fig, "alibi", {"heads": h, "seq_len": n, "cmap": cmap, "slopes": data.slopes.tolist()})
 
 
@@ -387,10 +395,11 @@ def frequencies(
     first = requests[0]
     default = f"posenc-frequencies-d{hd}-theta{_format_number(th)}-x{_format_number(first.factor)}.png"
     tgt = _target(output, default, dpi, False, as_json)
-    from posenc_cli.plots import figures as plots
+    from posenc_cli.plots.data import frequency_chart_data
+    from posenc_cli.plots.figures import frequency_figure
 
-    chart = plots.frequency_chart_data(requests)
-    fig = plots.frequency_figure(chart, dpi=dpi, title=title)
+    chart = frequency_chart_data(requests)
+    fig = frequency_figure(chart, dpi=dpi, title=title)
     params = {"head_dim": hd, "theta": th, "original_max": first.original_max, "target": first.target,
               "factor": first.factor, "methods": names,
               "rope_parameters": {c.method: c.rope_parameters for c in chart.curves},
@@ -442,8 +451,9 @@ def decay(
                           "shorten the distance, the head dim or the list of bases")
     names = "-".join(_format_number(b) for b in bases)
     tgt = _target(output, f"posenc-decay-d{hd}-theta{names}.png", dpi, False, as_json)
-    from posenc_cli.plots import figures as plots
+    from posenc_cli.plots.data import decay_bound
+    from posenc_cli.plots.figures import decay_figure
 
-    curves = [plots.decay_bound(hd, b, r) for b in bases]
-    fig = plots.decay_figure(curves, dpi=dpi, title=title, log_x=log_x)
+    curves = [decay_bound(hd, b, r) for b in bases]
+    fig = decay_figure(curves, dpi=dpi, title=title, log_x=log_x)
     _emit(tgt, fig, "decay", {"head_dim": hd, "theta": bases, "max_distance": r, "log_x": log_x})
