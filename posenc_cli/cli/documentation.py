@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from posenc_cli import __version__
 from posenc_cli.errors import CouldNotRun
 
 if TYPE_CHECKING:
@@ -117,6 +118,5 @@ def version() -> str:
     dist = _metadata()
     if dist is not None:
         return str(dist.version)
-    from posenc_cli import __version__
 
     return __version__

@@ -9,22 +9,26 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
+from posenc_cli.cli.output import console, note, print_json
 from posenc_cli.errors import ExitCode, PosencError
 from posenc_cli.evaluation import MAX_EVAL_LENGTH, MAX_TRIALS, MIN_EVAL_LENGTH
-from posenc_cli.units import format_length
+from posenc_cli.evaluation.client import Client, api_key_from_env
+from posenc_cli.evaluation.losspolicy import check_flags, choose
+from posenc_cli.evaluation.probe import PROBE_TEXT, Capabilities, expect_context, probe
+from posenc_cli.evaluation.tokens import local_counter, server_counter
+from posenc_cli.files import load_json, output_kind, write_output
+from posenc_cli.folderlock import hold
+from posenc_cli.models.sources import describe_source, read_source
+from posenc_cli.units import format_length, parse_length
 
 MAX_TIMEOUT = 86_400.0  # one day per answer; beyond it socket timeouts overflow (inf) and nobody waits
 MAX_RETRIES = 20  # with the 8 s back-off cap, 20 retries already wait ~2.5 min
 MAX_CONCURRENCY = 256  # requests in flight: one thread each
 _EVAL_LENGTHS = f"{MIN_EVAL_LENGTH} to {format_length(MAX_EVAL_LENGTH)} tokens"
-
-if TYPE_CHECKING:
-    from posenc_cli.evaluation.client import Client
-    from posenc_cli.evaluation.probe import Capabilities
 
 eval_app = typer.Typer(
     add_completion=False, no_args_is_help=True,
@@ -56,8 +60,6 @@ LossPngOpt = Annotated[Path | None, typer.Option("--loss-png", help="Write the p
 
 
 def _client(url: str, key_env: str, timeout: float, retries: int) -> Client:
-    from posenc_cli.evaluation.client import Client, api_key_from_env
-
     if not 0 < timeout <= MAX_TIMEOUT:  # also refuses nan
         raise PosencError(f"--timeout {timeout:g}: allowed greater than 0 to {MAX_TIMEOUT:.0f} seconds")
     if not 0 <= retries <= MAX_RETRIES:
@@ -66,10 +68,6 @@ def _client(url: str, key_env: str, timeout: float, retries: int) -> Client:
 
 
 def _counter(client: Client, caps: Capabilities, tokenizer: str | None) -> Any:
-    from posenc_cli.cli.output import note
-    from posenc_cli.evaluation.probe import PROBE_TEXT
-    from posenc_cli.evaluation.tokens import local_counter, server_counter
-
     if tokenizer is None:
         return server_counter(client, caps)
     count = local_counter(tokenizer)
@@ -99,10 +97,7 @@ def probe_command(
 ) -> None:
     """What the server supports (tokenize, prompt logprobs, context per slot), whether it serves a context, and
     what a run with the same loss flags would send for the loss."""
-    from posenc_cli.evaluation.losspolicy import check_flags, choose
-    from posenc_cli.evaluation.probe import expect_context, probe
     from posenc_cli.evaluation.templates import build_prompt, load_template
-    from posenc_cli.units import parse_length
 
     cap = check_flags(loss, loss_max_length)
     client = _client(url, api_key_env, timeout, retries)
@@ -127,8 +122,6 @@ def probe_command(
     served = expected is None or (
         bool(expected.get("served")) and expected.get("prompt_tokens") in (None, expected.get("built_tokens")))
     if as_json:
-        from posenc_cli.cli.output import print_json
-
         print_json(result)
     else:
         _render_probe(caps, choice.describe())
@@ -138,8 +131,6 @@ def probe_command(
 
 def _render_probe(caps: Capabilities, loss: str) -> None:
     from rich.table import Table
-
-    from posenc_cli.cli.output import console
 
     table = Table(title=f"{caps.base_url}  model {caps.model}", title_justify="left", show_header=False)
     table.add_column(style="bold")
@@ -204,13 +195,8 @@ def run_command(
 ) -> None:
     """Send every cell of the plan (skipping finished ones), then report: exit 0 pass, 1 fail, 3 could not run."""
     from posenc_cli.evaluation import plan as plans
-    from posenc_cli.evaluation.losspolicy import check_flags, choose
-    from posenc_cli.evaluation.probe import probe
     from posenc_cli.evaluation.run import Runner
     from posenc_cli.evaluation.templates import load_template
-    from posenc_cli.files import load_json
-    from posenc_cli.folderlock import hold
-    from posenc_cli.units import parse_length
 
     sources = [name for name, given in (("--plan", plan_file), ("--config", config), ("--lengths", lengths))
                if given is not None]
@@ -228,8 +214,6 @@ def run_command(
         plan = plans.from_pick(load_json(str(plan_file)), chosen, depths=depth_list, trials=_or(trials, 2),
                                label=f"pick --json ({plan_file})")
     elif config is not None:
-        from posenc_cli.models.sources import describe_source, read_source
-
         plan = plans.from_model(describe_source(read_source(config)), chosen, depths=depth_list, trials=_or(trials, 2),
                                 label=f"model {config}")
     else:
@@ -282,8 +266,6 @@ class _Bar:
     def __enter__(self) -> _Bar:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-        from posenc_cli.cli.output import console
-
         stderr = console(stderr=True)
         if not stderr.is_terminal:  # a transient bar still leaves an empty line in a pipe or log: draw none there
             return self
@@ -323,8 +305,6 @@ def _report(run: Path, baseline: Path | None, png: Path | None, loss_png: Path |
     summary = summarise(run, baseline)
     _figures([summary], png, loss_png)
     if as_json:
-        from posenc_cli.cli.output import print_json
-
         print_json(summary)
     else:
         _render_summary(summary)
@@ -338,7 +318,6 @@ def _report(run: Path, baseline: Path | None, png: Path | None, loss_png: Path |
 def _figures(summaries: list[dict[str, Any]], png: Path | None, loss_png: Path | None) -> None:
     if png is None and loss_png is None:
         return
-    from posenc_cli.files import output_kind, write_output
 
     for name, path in (("--png", png), ("--loss-png", loss_png)):
         if path is not None and output_kind(path) == "stdout":
@@ -366,9 +345,6 @@ def _figures(summaries: list[dict[str, Any]], png: Path | None, loss_png: Path |
 
 def _render_summary(summary: dict[str, Any]) -> None:
     from rich.table import Table
-
-    from posenc_cli.cli.output import console
-    from posenc_cli.units import format_length
 
     out = console()
     title = f"{summary['label'] or summary['run']}: {summary['model']} on {summary['engine']} ({summary['plan']})"
@@ -430,14 +406,9 @@ def compare_command(
     result = compare(summaries)
     _figures(summaries, png, loss_png)
     if as_json:
-        from posenc_cli.cli.output import print_json
-
         print_json(result)
         return
     from rich.table import Table
-
-    from posenc_cli.cli.output import console
-    from posenc_cli.units import format_length
 
     table = Table(title="pass rate by length", title_justify="left")
     names = [s["label"] or s["run"] for s in summaries]

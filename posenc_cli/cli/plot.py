@@ -1,6 +1,6 @@
 """``posenc plot``: heatmaps and charts of sinusoidal, RoPE, ALiBi and RoPE scaling, to PNG/SVG/PDF or the terminal.
 
-Only typer and the stdlib load at import time (``import posenc_cli.cli`` must stay free of numpy and matplotlib).
+numpy and matplotlib load inside the commands, when a plot is drawn (``posenc --help`` lists this module).
 Each command validates every option first (one ``error:`` line, exit 2, nothing written), then computes the data
 with :mod:`posenc_cli.plots.data`, builds the figure (:mod:`~posenc_cli.plots.figures`, or
 :mod:`~posenc_cli.plots.terminal` for ``--terminal``), renders it to bytes and writes it (a file atomically;
@@ -21,11 +21,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from posenc_cli.cli.options import LENGTHS, THETA_RANGE
+from posenc_cli.cli.output import note, print_json
 from posenc_cli.cli.scaling_options import GIVEN, scaling_options
 from posenc_cli.errors import PosencError
+from posenc_cli.files import output_kind, write_output
 from posenc_cli.pick.scale import ScaleOptions, scale_request
-from posenc_cli.rope.scaling import MAX_HEAD_DIM, check_head_dim, check_theta
-from posenc_cli.units import format_length
+from posenc_cli.rope import scaling
+from posenc_cli.rope.scaling import MAX_HEAD_DIM, check_head_dim, check_theta, rope_parameters
+from posenc_cli.units import format_length, format_number, parse_length
 
 if TYPE_CHECKING:
     from posenc_cli.rope.scaling import ScaleRequest
@@ -88,14 +91,10 @@ def _positive(value: int, name: str, limit: int | None = None) -> int:
 
 
 def _format_number(x: float) -> str:
-    from posenc_cli.units import format_number
-
     return format_number(x)
 
 
 def _length(text: str, name: str, limit: int | None = None) -> int:
-    from posenc_cli.units import parse_length
-
     value = parse_length(text, name=name)
     if limit is not None and value > limit:
         raise PosencError(f"{name} {text} is too large to draw; the limit is {limit:,}")
@@ -129,7 +128,6 @@ def _target(output: str | None, default_name: str, dpi: int, terminal: bool, as_
         if width is not None:
             _positive(width, "--width", MAX_WIDTH)
         return Target(None, "terminal", dpi, True, False)
-    from posenc_cli.files import output_kind
 
     path = Path(output if output is not None else default_name)
     kind = output_kind(output if output is not None else default_name)
@@ -169,8 +167,6 @@ def _terminal_size(width: int | None) -> tuple[int, int]:
 def _emit(target: Target, fig: Any, kind: str, params: dict[str, Any]) -> None:
     """Render to bytes, write them (:func:`posenc_cli.files.write_output`), report the path (stderr) or the JSON
     (stdout)."""
-    from posenc_cli.cli.output import note, print_json
-    from posenc_cli.files import write_output
     from posenc_cli.plots.figures import figure_bytes
 
     assert target.path is not None
@@ -287,8 +283,6 @@ def rope(
     tgt = _target(output, f"posenc-rope-{n}x{hd}{suffix}.png", dpi, terminal, as_json, width)
     params: dict[str, Any] = {"max_len": n, "head_dim": hd, "theta": th, "cmap": cmap, "method": method}
     if req is not None:
-        from posenc_cli.rope.scaling import rope_parameters
-
         params.update(factor=req.factor, original_max=req.original_max, target=req.target,
                       rope_parameters=rope_parameters(req))
     from posenc_cli.plots.data import pixel_grid, rope_cos_data
@@ -378,8 +372,6 @@ def frequencies(
     The original context length is a dashed line; YaRN's ramp and llama3's blended band are shaded.
     Example: posenc plot frequencies --head-dim 128 --theta 500000 --original-max 8k --factor 8
     """
-    from posenc_cli.rope import scaling
-
     _no_terminal(terminal, "frequencies")
     hd = check_head_dim(head_dim)
     th = check_theta(theta)

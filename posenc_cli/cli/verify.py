@@ -10,9 +10,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from posenc_cli.cli.options import THETA_RANGE
+from posenc_cli.cli.output import console, print_json
 from posenc_cli.errors import ExitCode, PosencError
+from posenc_cli.models.positions import declared_dtype
+from posenc_cli.models.sources import describe_source, read_source
 from posenc_cli.rope.scaling import MAX_HEAD_DIM, check_head_dim, check_theta
-from posenc_cli.units import check_int, check_number, format_length
+from posenc_cli.units import check_int, check_number, format_length, parse_length
 
 # Work caps: the cost of a run grows with these (the core's 1 GiB workspace check also bounds trials x head_dim).
 # The dtype scan for where positions stop being distinct grows faster than linearly in --max-position: on one core
@@ -55,9 +58,6 @@ def verify(
 
     Exit 0 when every check passes, 1 when one fails.
     """
-    from posenc_cli.cli.output import print_json
-    from posenc_cli.units import parse_length
-
     window = parse_length(max_position, name="--max-position") if max_position is not None else None
     if window is not None and not 2 <= window <= MAX_POSITION:
         raise PosencError(f"--max-position {max_position} is out of range; allowed 2 to {format_length(MAX_POSITION)}"
@@ -112,8 +112,6 @@ def _run_generic(head_dim: int | None, base: float | None, layout: str | None, t
 
 def _run_model(source: str, revision: str | None, dtype: str | None, window: int | None,
                tolerance: float | None, trials: int, seed: int) -> ModelVerifyReport:
-    from posenc_cli.models.positions import declared_dtype
-    from posenc_cli.models.sources import describe_source, read_source
     from posenc_cli.rope import verify as core
 
     src = read_source(source, revision=revision)
@@ -185,8 +183,6 @@ def _say(out: Any, line: str) -> None:
 def _render_generic(report: VerifyReport) -> None:
     from rich.table import Table
 
-    from posenc_cli.cli.output import console
-
     s = report.settings
     out = console()
     half = s.dtype != s.check_dtype.name
@@ -209,8 +205,6 @@ def _render_generic(report: VerifyReport) -> None:
 
 
 def _render_model(report: ModelVerifyReport) -> None:
-    from posenc_cli.cli.output import console
-
     out = console()
     _say(out, f"model_type: {report.model_type}   dtype: {report.dtype} ({report.dtype_source})   "
               f"tolerance: {report.tolerance:g}")

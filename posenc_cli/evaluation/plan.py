@@ -27,6 +27,7 @@ from posenc_cli.errors import PosencError
 from posenc_cli.evaluation import MAX_EVAL_LENGTH, MAX_TRIALS, MIN_EVAL_LENGTH
 from posenc_cli.evaluation.templates import Template
 from posenc_cli.files import dumps_json
+from posenc_cli.models.positions import extended_group, window_of
 from posenc_cli.units import format_length
 
 DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -213,8 +214,6 @@ def from_model(model: Any, template: Template, *, depths: tuple[float, ...] = DE
     """Lengths where a model's positions change, from the rope group an extension changes and the window the model
     serves, as ``scale`` and ``pick`` read them (:func:`posenc_cli.models.positions.extended_group`,
     :mod:`posenc_cli.rope.windows`)."""
-    from posenc_cli.models.positions import extended_group, window_of
-
     if model.family != "rope" or not model.layers or model.max_position_embeddings is None:
         raise PosencError(f"{label}: not a RoPE model with a max_position_embeddings; give --lengths")
     layer = extended_group(model)
