@@ -20,9 +20,8 @@ from posenc_cli.evaluation.client import Client, api_key_from_env
 from posenc_cli.evaluation.losspolicy import check_flags, choose
 from posenc_cli.evaluation.probe import PROBE_TEXT, Capabilities, expect_context, probe
 from posenc_cli.evaluation.tokens import local_counter, server_counter
-from posenc_cli.files import load_json, output_kind, write_output
+from posenc_cli.files import output_kind, write_output
 from posenc_cli.folderlock import hold
-from posenc_cli.models.sources import describe_source, read_source
 from posenc_cli.units import format_length, parse_length
 
 MAX_TIMEOUT = 86_400.0  # one day per answer; beyond it socket timeouts overflow (inf) and nobody waits
@@ -194,32 +193,14 @@ def run_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Send every cell of the plan (skipping finished ones), then report: exit 0 pass, 1 fail, 3 could not run."""
-    from posenc_cli.evaluation import plan as plans
+    from posenc_cli.evaluation.plan import plan_for
     from posenc_cli.evaluation.run import Runner
-    from posenc_cli.evaluation.templates import load_template
 
-    sources = [name for name, given in (("--plan", plan_file), ("--config", config), ("--lengths", lengths))
-               if given is not None]
-    if len(sources) != 1:
-        raise PosencError("give exactly one of --plan, --config or --lengths" +
-                          (f" (got {', '.join(sources)})" if sources else ""))
-    if pass_rate is not None and lengths is None:
-        raise PosencError("--pass-rate goes with --lengths; a plan or a model brings its own thresholds")
     if not 1 <= concurrency <= MAX_CONCURRENCY:
         raise PosencError(f"--concurrency {concurrency}: allowed 1 to {MAX_CONCURRENCY}")
     cap = check_flags(loss, loss_max_length)
-    chosen = load_template(template if template is not None else ("passkey" if lengths else "needle"))
-    depth_list = tuple(_floats(depths, "--depths")) if depths is not None else plans.DEFAULT_DEPTHS
-    if plan_file is not None:
-        plan = plans.from_pick(load_json(str(plan_file)), chosen, depths=depth_list, trials=_or(trials, 2),
-                               label=f"pick --json ({plan_file})")
-    elif config is not None:
-        plan = plans.from_model(describe_source(read_source(config)), chosen, depths=depth_list, trials=_or(trials, 2),
-                                label=f"model {config}")
-    else:
-        grid = [parse_length(x.strip(), name="--lengths") for x in (lengths or "").split(",") if x.strip()]
-        plan = plans.from_lengths(grid, chosen, depths=depth_list, trials=_or(trials, 4), pass_rate=pass_rate)
-    plans.check_grid(list(plan.lengths), list(plan.depths), plan.trials)
+    plan = plan_for(plan_file=str(plan_file) if plan_file is not None else None, config=config, lengths=lengths,
+                    template=template, depths=depths, trials=trials, pass_rate=pass_rate)
     for line in plan.notes:
         sys.stderr.write(f"note: {line}\n")
 
@@ -242,18 +223,6 @@ def run_command(
         with _Bar(len(todo)) as bar:
             runner.run(todo, bar.update)
         _report(out, None, None, None, as_json)
-
-
-def _or(value: int | None, default: int) -> int:
-    """``value`` unless it was not given (``--trials 0`` must reach the range check, not become the default)."""
-    return default if value is None else value
-
-
-def _floats(text: str, name: str) -> list[float]:
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise PosencError(f"{name} {text!r}: expected numbers separated by commas (e.g. 0,0.5,1)") from None
 
 
 class _Bar:
