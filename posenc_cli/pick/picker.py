@@ -13,9 +13,6 @@ from typing import Any, NamedTuple
 from posenc_cli.engines import hf
 from posenc_cli.errors import PosencError
 from posenc_cli.models.extension import extend
-from posenc_cli.models.positions import REMAPS_YARN
-from posenc_cli.models.positions import model_facts as facts_of
-from posenc_cli.models.sources import describe_source, read_source
 from posenc_cli.pick.planning import plan
 from posenc_cli.pick.rules import Trace, decide, extension_factor, load_rules, render
 from posenc_cli.pick.rules_schema import Rule, RulesError, RuleSet
@@ -65,6 +62,12 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
     model_facts: Any = None
     source: Any = None
     if inp.config is not None:
+        # the model reader loads only for --config: it is a third of pick's start-up (tests/test_layout.py lists
+        # these as the deliberate light lazy imports)
+        from posenc_cli.models.positions import REMAPS_YARN
+        from posenc_cli.models.positions import model_facts as facts_of
+        from posenc_cli.models.sources import describe_source, read_source
+
         source = read_source(inp.config)
         model = describe_source(source)
         facts["model_encoding"] = model.family

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 from posenc_cli.engines import hf
 from posenc_cli.engines.render import render_request
 from posenc_cli.errors import PosencError
-from posenc_cli.models.sources import served_name
 from posenc_cli.rope.scaling import at_length, max_position_embeddings, rope_parameters
 from posenc_cli.units import format_length
 
@@ -63,6 +62,8 @@ def _render(req: ScaleRequest, fmt: str, result: PickResult) -> tuple[str, list[
     config = result.source.config if result.source is not None and result.model is not None else None
     name = "MODEL"
     if result.source is not None:
+        from posenc_cli.models.sources import served_name  # loaded already: the plan read this model
+
         name = served_name(result.source)
     gguf = result.source is not None and result.source.kind == "gguf"
     return render_request(req, fmt, config, result.model, name, gguf=gguf)
