@@ -1,8 +1,9 @@
 """A scaling asked for by name (``posenc scale``, ``posenc plot rope/frequencies``): the options as the user gave
 them, the validated request they make, and the request rendered for one format, on a model or bare.
 
-stdlib-only at import (the engine renderings keep numpy inside the functions that compute tables); the model
-reader loads only when a model is given, so a bare ``posenc scale`` never loads it (``tests/test_imports.py``).
+No numpy at import (the engine renderings keep it inside the functions that compute tables); the model reader
+loads only when a model is given, so a bare ``posenc scale`` never loads it (``tests/test_imports.py``): those are
+this module's deliberate function-level imports.
 """
 
 from __future__ import annotations
