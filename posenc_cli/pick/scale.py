@@ -8,8 +8,8 @@ this module's deliberate function-level imports.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from posenc_cli.engines import hf
 from posenc_cli.engines.render import FORMATS, TRAINING_FORMATS, render_request
@@ -81,8 +81,8 @@ def scale_request(
     )
 
 
-@dataclass(frozen=True)
-class ScaleAsk:
+# NamedTuples, not frozen dataclasses: cheaper to define, and posenc scale's start-up counts
+class ScaleAsk(NamedTuple):
     """What ``posenc scale`` was asked beyond the scaling itself: the model, the format, where the result goes."""
 
     config: str | None = None  # a model: config.json, folder, Hub id or GGUF
@@ -93,19 +93,17 @@ class ScaleAsk:
     model: str = "MODEL"  # the model name the engine command lines give
 
 
-@dataclass(frozen=True)
-class Scaled:
+class Scaled(NamedTuple):
     """A request rendered: ``text`` for stdout (or for ``destination``), and the stderr lines in their order."""
 
     request: ScaleRequest
     text: str
-    notes: list[str] = field(default_factory=list)  # printed first
-    caveats: list[str] = field(default_factory=list)  # printed before the text on stdout, not before a write
-    destination: str | None = None  # the file the patched config goes to; None: stdout
+    notes: list[str]  # printed first
+    caveats: list[str]  # printed before the text on stdout, not before a write
+    destination: str | None  # the file the patched config goes to; None: stdout
 
 
-@dataclass(frozen=True)
-class _Model:
+class _Model(NamedTuple):
     """A model read for ``--config``: its source and facts, and the file a write patches."""
 
     source: Source
