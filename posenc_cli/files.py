@@ -1,6 +1,6 @@
 """Reading and writing model files: JSON objects from a path or stdin, LongRoPE factor lists, safe output writes.
 
-Stdlib only. What a config *means* for positions lives in :mod:`posenc_cli.models.positions`.
+Stdlib only. What a config *means* for positions lives in :mod:`posenc_cli.models.model_positions`.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ def parse_json(data: str | bytes, label: str) -> Any:
     * ``NaN``, ``Infinity`` and numbers past float range are read as Python's json reads them (transformers too:
       Nemotron-H ships ``Infinity`` in ``time_step_limit``), and so is transformers 5's tagged form
       ``{"__float__": "Infinity"}`` (``PretrainedConfig._decode_special_floats``). Every number posenc uses is
-      checked where it is read (:func:`posenc_cli.models.positions.check_sizes`,
-      :func:`posenc_cli.models.positions.check_rope_params`);
+      checked where it is read (:func:`posenc_cli.models.value_checks.check_sizes`,
+      :func:`posenc_cli.models.value_checks.check_rope_params`);
       nothing posenc prints holds one (:func:`dumps_json`), and a config it writes holds them in the tagged form
       (:func:`dumps_config`).
     """

@@ -6,7 +6,7 @@ Results go to stdout (strict JSON through ``posenc_cli.files.dumps_json``, table
 messages go to stderr. Every user mistake ends as one ``error: ...`` line and exit code 2, work that could not be
 done (a server unreachable, a full output device) as one line and exit code 3, and a reader closing stdout early as
 a quiet exit 0 (see :class:`PosencGroup`; every code is in :mod:`posenc_cli.errors`).
-numpy, matplotlib and the core modules are imported inside the commands that need them.
+numpy, matplotlib, rich and the modules that load them are imported inside the commands that need them.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import typer.main
 from typer._click.exceptions import ClickException
 from typer.core import TyperGroup
 
+from posenc_cli.cli.documentation import version
 from posenc_cli.cli.output import console, note, print_json
 from posenc_cli.errors import CouldNotRun, ExitCode, PosencError
 
@@ -162,8 +163,6 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from posenc_cli.cli.documentation import version
-
         sys.stdout.write(f"posenc {version()}\n")
         raise typer.Exit(ExitCode.OK)
 

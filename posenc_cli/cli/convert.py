@@ -8,7 +8,11 @@ from typing import Annotated
 import typer
 
 from posenc_cli.cli.inspect import RevisionOpt, SourceArg
+from posenc_cli.cli.output import note
 from posenc_cli.errors import PosencError
+from posenc_cli.files import write_output_text
+from posenc_cli.models.convert import convert as rewrite
+from posenc_cli.models.sources import describe_source, read_source, written_config
 
 
 def convert(
@@ -20,11 +24,6 @@ def convert(
     in_place: Annotated[bool, typer.Option(help="Rewrite the config file itself (atomically).")] = False,
 ) -> None:
     """Rewrite the rope keys between transformers 4 and 5, keeping every other key in its place."""
-    from posenc_cli.cli.output import note
-    from posenc_cli.files import write_output_text
-    from posenc_cli.models.convert import convert as rewrite
-    from posenc_cli.models.sources import describe_source, read_source, written_config
-
     if output and in_place:
         raise PosencError("give either --output FILE or --in-place, not both")
     src = read_source(source, revision=revision)

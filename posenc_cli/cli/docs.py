@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import sys
 
+from posenc_cli.cli.documentation import locate
+from posenc_cli.cli.output import note
+
 
 def docs() -> None:
     """Print where the documentation is: the built site, the documentation URL, or the docs/ sources."""
-    from posenc_cli.cli.documentation import locate
-    from posenc_cli.cli.output import note
-
     found = locate()
     sys.stdout.write(found.where + "\n")
     if found.kind == "sources":

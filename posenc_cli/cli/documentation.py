@@ -13,11 +13,10 @@ A wheel from an index, with no URL declared, has none of these: :func:`locate` r
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
+from posenc_cli import __version__
 from posenc_cli.errors import CouldNotRun
 
 if TYPE_CHECKING:
@@ -29,8 +28,9 @@ SITE_DIR = "site"
 DOCS_DIR = "docs"
 
 
-@dataclass(frozen=True)
-class DocsLocation:
+# a NamedTuple, not a dataclass, and json read only where a PEP 610 record is: every command imports this module
+# (``posenc --version``), so it must cost next to nothing
+class DocsLocation(NamedTuple):
     """``kind`` is ``site`` (a built site's index.html), ``url`` or ``sources`` (the docs/ folder); ``where`` is the
     path or URL; ``checkout`` the source tree it belongs to (None for a URL)."""
 
@@ -68,6 +68,8 @@ def _installed_from() -> Path | None:
     text = dist.read_text("direct_url.json") if dist is not None else None
     if not text:
         return None
+    import json
+
     try:
         url = json.loads(text).get("url", "")
     except (ValueError, AttributeError):
@@ -117,6 +119,5 @@ def version() -> str:
     dist = _metadata()
     if dist is not None:
         return str(dist.version)
-    from posenc_cli import __version__
 
     return __version__

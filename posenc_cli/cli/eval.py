@@ -9,22 +9,25 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
+from posenc_cli.cli.output import console, note, print_json
 from posenc_cli.errors import ExitCode, PosencError
 from posenc_cli.evaluation import MAX_EVAL_LENGTH, MAX_TRIALS, MIN_EVAL_LENGTH
-from posenc_cli.units import format_length
+from posenc_cli.evaluation.client import Client, api_key_from_env
+from posenc_cli.evaluation.losspolicy import check_flags, choose
+from posenc_cli.evaluation.probe import PROBE_TEXT, Capabilities, expect_context, probe
+from posenc_cli.evaluation.tokens import local_counter, server_counter
+from posenc_cli.files import output_kind, write_output
+from posenc_cli.folderlock import hold
+from posenc_cli.units import format_length, parse_length
 
 MAX_TIMEOUT = 86_400.0  # one day per answer; beyond it socket timeouts overflow (inf) and nobody waits
 MAX_RETRIES = 20  # with the 8 s back-off cap, 20 retries already wait ~2.5 min
 MAX_CONCURRENCY = 256  # requests in flight: one thread each
 _EVAL_LENGTHS = f"{MIN_EVAL_LENGTH} to {format_length(MAX_EVAL_LENGTH)} tokens"
-
-if TYPE_CHECKING:
-    from posenc_cli.evaluation.client import Client
-    from posenc_cli.evaluation.probe import Capabilities
 
 eval_app = typer.Typer(
     add_completion=False, no_args_is_help=True,
@@ -56,8 +59,6 @@ LossPngOpt = Annotated[Path | None, typer.Option("--loss-png", help="Write the p
 
 
 def _client(url: str, key_env: str, timeout: float, retries: int) -> Client:
-    from posenc_cli.evaluation.client import Client, api_key_from_env
-
     if not 0 < timeout <= MAX_TIMEOUT:  # also refuses nan
         raise PosencError(f"--timeout {timeout:g}: allowed greater than 0 to {MAX_TIMEOUT:.0f} seconds")
     if not 0 <= retries <= MAX_RETRIES:
@@ -66,10 +67,6 @@ def _client(url: str, key_env: str, timeout: float, retries: int) -> Client:
 
 
 def _counter(client: Client, caps: Capabilities, tokenizer: str | None) -> Any:
-    from posenc_cli.cli.output import note
-    from posenc_cli.evaluation.probe import PROBE_TEXT
-    from posenc_cli.evaluation.tokens import local_counter, server_counter
-
     if tokenizer is None:
         return server_counter(client, caps)
     count = local_counter(tokenizer)
@@ -99,10 +96,7 @@ def probe_command(
 ) -> None:
     """What the server supports (tokenize, prompt logprobs, context per slot), whether it serves a context, and
     what a run with the same loss flags would send for the loss."""
-    from posenc_cli.evaluation.losspolicy import check_flags, choose
-    from posenc_cli.evaluation.probe import expect_context, probe
     from posenc_cli.evaluation.templates import build_prompt, load_template
-    from posenc_cli.units import parse_length
 
     cap = check_flags(loss, loss_max_length)
     client = _client(url, api_key_env, timeout, retries)
@@ -127,8 +121,6 @@ def probe_command(
     served = expected is None or (
         bool(expected.get("served")) and expected.get("prompt_tokens") in (None, expected.get("built_tokens")))
     if as_json:
-        from posenc_cli.cli.output import print_json
-
         print_json(result)
     else:
         _render_probe(caps, choice.describe())
@@ -138,8 +130,6 @@ def probe_command(
 
 def _render_probe(caps: Capabilities, loss: str) -> None:
     from rich.table import Table
-
-    from posenc_cli.cli.output import console
 
     table = Table(title=f"{caps.base_url}  model {caps.model}", title_justify="left", show_header=False)
     table.add_column(style="bold")
@@ -203,39 +193,14 @@ def run_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Send every cell of the plan (skipping finished ones), then report: exit 0 pass, 1 fail, 3 could not run."""
-    from posenc_cli.evaluation import plan as plans
-    from posenc_cli.evaluation.losspolicy import check_flags, choose
-    from posenc_cli.evaluation.probe import probe
+    from posenc_cli.evaluation.plan import plan_for
     from posenc_cli.evaluation.run import Runner
-    from posenc_cli.evaluation.templates import load_template
-    from posenc_cli.files import load_json
-    from posenc_cli.folderlock import hold
-    from posenc_cli.units import parse_length
 
-    sources = [name for name, given in (("--plan", plan_file), ("--config", config), ("--lengths", lengths))
-               if given is not None]
-    if len(sources) != 1:
-        raise PosencError("give exactly one of --plan, --config or --lengths" +
-                          (f" (got {', '.join(sources)})" if sources else ""))
-    if pass_rate is not None and lengths is None:
-        raise PosencError("--pass-rate goes with --lengths; a plan or a model brings its own thresholds")
     if not 1 <= concurrency <= MAX_CONCURRENCY:
         raise PosencError(f"--concurrency {concurrency}: allowed 1 to {MAX_CONCURRENCY}")
     cap = check_flags(loss, loss_max_length)
-    chosen = load_template(template if template is not None else ("passkey" if lengths else "needle"))
-    depth_list = tuple(_floats(depths, "--depths")) if depths is not None else plans.DEFAULT_DEPTHS
-    if plan_file is not None:
-        plan = plans.from_pick(load_json(str(plan_file)), chosen, depths=depth_list, trials=_or(trials, 2),
-                               label=f"pick --json ({plan_file})")
-    elif config is not None:
-        from posenc_cli.models.sources import describe_source, read_source
-
-        plan = plans.from_model(describe_source(read_source(config)), chosen, depths=depth_list, trials=_or(trials, 2),
-                                label=f"model {config}")
-    else:
-        grid = [parse_length(x.strip(), name="--lengths") for x in (lengths or "").split(",") if x.strip()]
-        plan = plans.from_lengths(grid, chosen, depths=depth_list, trials=_or(trials, 4), pass_rate=pass_rate)
-    plans.check_grid(list(plan.lengths), list(plan.depths), plan.trials)
+    plan = plan_for(plan_file=str(plan_file) if plan_file is not None else None, config=config, lengths=lengths,
+                    template=template, depths=depths, trials=trials, pass_rate=pass_rate)
     for line in plan.notes:
         sys.stderr.write(f"note: {line}\n")
 
@@ -260,18 +225,6 @@ def run_command(
         _report(out, None, None, None, as_json)
 
 
-def _or(value: int | None, default: int) -> int:
-    """``value`` unless it was not given (``--trials 0`` must reach the range check, not become the default)."""
-    return default if value is None else value
-
-
-def _floats(text: str, name: str) -> list[float]:
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise PosencError(f"{name} {text!r}: expected numbers separated by commas (e.g. 0,0.5,1)") from None
-
-
 class _Bar:
     """A rich progress bar on stderr: cells done of total, requests sent, passes so far, ETA."""
 
@@ -281,8 +234,6 @@ class _Bar:
 
     def __enter__(self) -> _Bar:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        from posenc_cli.cli.output import console
 
         stderr = console(stderr=True)
         if not stderr.is_terminal:  # a transient bar still leaves an empty line in a pipe or log: draw none there
@@ -323,8 +274,6 @@ def _report(run: Path, baseline: Path | None, png: Path | None, loss_png: Path |
     summary = summarise(run, baseline)
     _figures([summary], png, loss_png)
     if as_json:
-        from posenc_cli.cli.output import print_json
-
         print_json(summary)
     else:
         _render_summary(summary)
@@ -338,7 +287,6 @@ def _report(run: Path, baseline: Path | None, png: Path | None, loss_png: Path |
 def _figures(summaries: list[dict[str, Any]], png: Path | None, loss_png: Path | None) -> None:
     if png is None and loss_png is None:
         return
-    from posenc_cli.files import output_kind, write_output
 
     for name, path in (("--png", png), ("--loss-png", loss_png)):
         if path is not None and output_kind(path) == "stdout":
@@ -366,9 +314,6 @@ def _figures(summaries: list[dict[str, Any]], png: Path | None, loss_png: Path |
 
 def _render_summary(summary: dict[str, Any]) -> None:
     from rich.table import Table
-
-    from posenc_cli.cli.output import console
-    from posenc_cli.units import format_length
 
     out = console()
     title = f"{summary['label'] or summary['run']}: {summary['model']} on {summary['engine']} ({summary['plan']})"
@@ -430,14 +375,9 @@ def compare_command(
     result = compare(summaries)
     _figures(summaries, png, loss_png)
     if as_json:
-        from posenc_cli.cli.output import print_json
-
         print_json(result)
         return
     from rich.table import Table
-
-    from posenc_cli.cli.output import console
-    from posenc_cli.units import format_length
 
     table = Table(title="pass rate by length", title_justify="left")
     names = [s["label"] or s["run"] for s in summaries]

@@ -15,8 +15,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from posenc_cli.cli.output import console, print_json
 from posenc_cli.errors import PosencError
-from posenc_cli.experiment.settings import MAX_LEN, MAX_SEED, MAX_STEPS
+from posenc_cli.experiment.settings import MAX_LEN, MAX_SEED, MAX_STEPS, resolve
+from posenc_cli.files import atomic_write_bytes, atomic_write_text, dumps_config
+from posenc_cli.folderlock import hold
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -122,7 +125,6 @@ def passkey(
 
     settings = settings_for(steps=steps, seed=seed, quick=quick)
     from posenc_cli.experiment.passkey import run, stderr_progress
-    from posenc_cli.folderlock import hold
 
     command = ["posenc", "experiment", "passkey", "--out", str(out)]
     if steps is not None:
@@ -133,8 +135,6 @@ def passkey(
     sys.stderr.write(f"wrote {out / 'passkey.gguf'}, {out / 'hf'} and {out / 'train.json'} "
                      f"({result['wall_seconds']:.0f} s)\n")
     if as_json:
-        from posenc_cli.cli.output import print_json
-
         print_json(result)
     else:
         rates = ", ".join(f"{k}: {v:.0%}" for k, v in result["pass_rate"].items())
@@ -146,7 +146,6 @@ def _experiment(task: str, *, methods: str | None, train_len: str | None, eval_l
                 steps: int | None, seed: int, device: str | None, quick: bool, text: str | None,
                 out: Path | None, as_json: bool) -> None:
     _require_torch()
-    from posenc_cli.experiment.settings import resolve
 
     if device is None:
         import torch  # noqa: TID253 - checked above; only this command loads it
@@ -159,8 +158,6 @@ def _experiment(task: str, *, methods: str | None, train_len: str | None, eval_l
     check_device(settings.device)
     import contextlib
 
-    from posenc_cli.folderlock import hold
-
     # held from before training to the last file written: a second run into the folder would mix its files in
     with hold(out) if out is not None else contextlib.nullcontext():
         with _ProgressReporter() as reporter:
@@ -170,8 +167,6 @@ def _experiment(task: str, *, methods: str | None, train_len: str | None, eval_l
     for line in results["notes"]:
         sys.stderr.write(f"note: {line}\n")
     if as_json:
-        from posenc_cli.cli.output import print_json
-
         print_json(results)
     else:
         _render(results)
@@ -194,7 +189,6 @@ def _require_torch() -> None:
 def _write_out(out: Path, settings: Settings, results: dict[str, Any]) -> None:
 
     from posenc_cli.experiment.chart import render_png
-    from posenc_cli.files import atomic_write_bytes, atomic_write_text, dumps_config
 
     versions = results["versions"]
     command = shlex.join(settings.command(out=str(out)))
@@ -227,8 +221,6 @@ class _ProgressReporter:
         if self.progress is None:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            from posenc_cli.cli.output import console
-
             self.progress = Progress(
                 TextColumn("{task.description:<16}"), BarColumn(), MofNCompleteColumn(),
                 TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(), console=console(stderr=True),
@@ -252,8 +244,6 @@ def _fmt(value: float | None, metric: str) -> str:
 
 def _render(results: dict[str, Any]) -> None:
     from rich.table import Table
-
-    from posenc_cli.cli.output import console
 
     settings = results["settings"]
     metric = results["metric"]

@@ -8,8 +8,13 @@ from typing import Annotated, Any
 import typer
 
 from posenc_cli.cli.options import LENGTHS
-from posenc_cli.cli.output import note
+from posenc_cli.cli.output import note, print_json
 from posenc_cli.errors import ExitCode, PosencError
+from posenc_cli.models.gguf.metadata import llama_cpp_meaning
+from posenc_cli.models.lint import IMPOSSIBLE, lint_config, oldest_reader, unreadable
+from posenc_cli.models.model_types import newer_transformers_notice
+from posenc_cli.models.sources import describe_source, read_source
+from posenc_cli.units import parse_length
 
 SourceArg = Annotated[str, typer.Argument(
     help="A config.json (or - for stdin), a model folder, a Hub id (Qwen/Qwen2.5-7B-Instruct) or a GGUF file.")]
@@ -28,10 +33,7 @@ def inspect(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Report what a model's positional encoding really does, per layer group, numbers included."""
-    from posenc_cli.cli.output import print_json
     from posenc_cli.models.inspection import report
-    from posenc_cli.models.sources import describe_source, read_source
-    from posenc_cli.units import parse_length
 
     length = parse_length(seq_len, name="--seq-len") if seq_len is not None else None
     src = read_source(source, revision=revision)
@@ -44,7 +46,6 @@ def inspect(
         if not lint:
             raise
         # --lint asks what is wrong with the config: an unreadable one is a finding, not a usage error
-        from posenc_cli.models.lint import IMPOSSIBLE, lint_config, unreadable
 
         findings = lint_config(src.config, None)
         if not any(p.code == IMPOSSIBLE for p in findings):  # else the findings already name the value refused
@@ -57,8 +58,6 @@ def inspect(
         result["gguf"] = _gguf_section(src.gguf)
     oldest: dict[str, str] | None = None
     if lint:
-        from posenc_cli.models.lint import lint_config, oldest_reader
-
         if model is not None:
             problems = [p.as_dict() for p in lint_config(src.config, model)]
         result["lint"] = problems
@@ -76,8 +75,6 @@ def inspect(
 
 
 def _gguf_section(facts: Any) -> dict[str, Any]:
-    from posenc_cli.models.gguf.metadata import llama_cpp_meaning
-
     tensors = {name: values for name, values in (("rope_freqs.weight", facts.rope_freqs),
                                                  ("rope_factors_long.weight", facts.rope_factors_long),
                                                  ("rope_factors_short.weight", facts.rope_factors_short))
@@ -194,8 +191,6 @@ def _render_lint(problems: list[dict[str, str]], oldest: dict[str, str] | None) 
 
 def note_newer_transformers() -> None:
     """One line on stderr when the installed transformers is newer than posenc's model-type data."""
-    from posenc_cli.models.model_types import newer_transformers_notice
-
     notice = newer_transformers_notice()
     if notice:
         note(notice)

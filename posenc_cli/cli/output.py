@@ -7,6 +7,8 @@ import errno
 import sys
 from typing import TYPE_CHECKING, Any
 
+from posenc_cli.files import dumps_json
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -30,8 +32,6 @@ def console(stderr: bool = False) -> Console:
 def print_json(obj: Any) -> None:
     """Machine output: strict JSON (:func:`posenc_cli.files.dumps_json`, never NaN or Infinity) to stdout, never
     through rich (which would wrap lines)."""
-    from posenc_cli.files import dumps_json
-
     sys.stdout.write(dumps_json(obj) + "\n")
 
 

@@ -9,10 +9,12 @@ import typer
 
 from posenc_cli.cli.options import LENGTHS, THETA_RANGE
 from posenc_cli.cli.output import note, print_json
+from posenc_cli.errors import ExitCode
 from posenc_cli.files import dumps_json
+from posenc_cli.pick.trainer_plan import check_trainer, trainer_plan
 from posenc_cli.rope.scaling import MAX_HEAD_DIM
 from posenc_cli.rope.slopes import MAX_HEADS
-from posenc_cli.units import MAX_TOKENS
+from posenc_cli.units import MAX_TOKENS, format_length, format_tokens, parse_length, parse_tokens
 
 
 def pick(
@@ -51,11 +53,8 @@ def pick(
     """Recommend an encoding, its hyperparameters, an extension config, a test plan and a fallback."""
     from posenc_cli.pick.picker import PickInputs
     from posenc_cli.pick.picker import pick as run_pick
-    from posenc_cli.units import parse_length, parse_tokens
 
     if trainer is not None:
-        from posenc_cli.pick.trainer_plan import check_trainer
-
         check_trainer(trainer)  # a bad name fails before any model is read
     inputs = PickInputs(
         ctx=parse_length(ctx, name="--ctx"),
@@ -71,16 +70,12 @@ def pick(
         _render_trace(result.traces)
     plan: dict[str, Any] | None = None
     if trainer is not None:
-        from posenc_cli.pick.trainer_plan import trainer_plan
-
         plan = result.answer["trainer"] = trainer_plan(result, trainer)
     if as_json:
         print_json(result.answer)
     else:
         _render_pick(result.answer)
     if plan is not None and not plan["runnable"]:
-        from posenc_cli.errors import ExitCode
-
         refused = [r for r in [plan["pretraining"], *plan["stages"]] if r is not None and r["refusal"] is not None]
         note(f"note: {trainer} cannot train {len(refused)} of the plan's runs as planned (see the refusal and nearest "
              "setting above); exit 1")
@@ -108,8 +103,6 @@ def _render_trace(traces: Any) -> None:
 
 
 def _render_pick(a: dict[str, Any]) -> None:
-    from posenc_cli.units import format_length, format_tokens
-
     i = a["inputs"]
     kind = f"existing {i['model_encoding']} model" if i["existing"] else "new model"
     budget = format_tokens(i["budget"]) if i["budget"] else "none"
@@ -150,8 +143,6 @@ def _render_run(run: dict[str, Any]) -> list[str]:
 
 
 def _render_trainer(t: dict[str, Any]) -> list[str]:
-    from posenc_cli.units import format_length, format_tokens
-
     out = [f"6. Training with {t['name']}" + ("" if t["runnable"] else " (not runnable as planned: see REFUSED)")
            + ":"]
     pre = t["pretraining"]

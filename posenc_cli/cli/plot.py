@@ -1,11 +1,11 @@
 """``posenc plot``: heatmaps and charts of sinusoidal, RoPE, ALiBi and RoPE scaling, to PNG/SVG/PDF or the terminal.
 
-Only typer and the stdlib load at import time (``import posenc_cli.cli`` must stay free of numpy and matplotlib).
+numpy and matplotlib load inside the commands, when a plot is drawn (``posenc --help`` lists this module).
 Each command validates every option first (one ``error:`` line, exit 2, nothing written), then computes the data
-with :mod:`posenc_cli.plots.figures`, builds the figure, renders it to bytes and writes it (a file atomically; ``-o
--``, a FIFO
-or a device directly). The path written goes to stderr; stdout stays empty unless ``--json`` (path and plotted
-parameters), ``--terminal`` or ``-o -``.
+with :mod:`posenc_cli.plots.data`, builds the figure (:mod:`~posenc_cli.plots.figures`, or
+:mod:`~posenc_cli.plots.terminal` for ``--terminal``), renders it to bytes and writes it (a file atomically;
+``-o -``, a FIFO or a device directly). The path written goes to stderr; stdout stays empty unless ``--json``
+(path and plotted parameters), ``--terminal`` or ``-o -``.
 """
 
 from __future__ import annotations
@@ -20,11 +20,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from posenc_cli.cli import options as opts
 from posenc_cli.cli.options import LENGTHS, THETA_RANGE
+from posenc_cli.cli.output import note, print_json
+from posenc_cli.cli.scaling_options import GIVEN, scaling_options
 from posenc_cli.errors import PosencError
-from posenc_cli.rope.scaling import MAX_HEAD_DIM, MAX_THETA
-from posenc_cli.units import format_length
+from posenc_cli.files import output_kind, write_output
+from posenc_cli.pick.scale import ScaleOptions, scale_request
+from posenc_cli.rope import scaling
+from posenc_cli.rope.scaling import MAX_HEAD_DIM, check_head_dim, check_theta, rope_parameters
+from posenc_cli.units import format_length, format_number, parse_length
 
 if TYPE_CHECKING:
     from posenc_cli.rope.scaling import ScaleRequest
@@ -86,28 +90,11 @@ def _positive(value: int, name: str, limit: int | None = None) -> int:
     return value
 
 
-def _even_dim(value: int, name: str) -> int:
-    _positive(value, name, MAX_HEAD_DIM)
-    if value % 2:
-        raise PosencError(f"{name} must be even (RoPE rotates features in pairs), got {value}")
-    return value
-
-
-def _base(value: float, name: str) -> float:
-    if not math.isfinite(value) or not 1 < value <= MAX_THETA:
-        raise PosencError(f"{name} must be a finite number greater than 1 and at most {MAX_THETA:g}, got {value!r}")
-    return float(value)
-
-
 def _format_number(x: float) -> str:
-    from posenc_cli.units import format_number
-
     return format_number(x)
 
 
 def _length(text: str, name: str, limit: int | None = None) -> int:
-    from posenc_cli.units import parse_length
-
     value = parse_length(text, name=name)
     if limit is not None and value > limit:
         raise PosencError(f"{name} {text} is too large to draw; the limit is {limit:,}")
@@ -141,7 +128,6 @@ def _target(output: str | None, default_name: str, dpi: int, terminal: bool, as_
         if width is not None:
             _positive(width, "--width", MAX_WIDTH)
         return Target(None, "terminal", dpi, True, False)
-    from posenc_cli.files import output_kind
 
     path = Path(output if output is not None else default_name)
     kind = output_kind(output if output is not None else default_name)
@@ -181,8 +167,6 @@ def _terminal_size(width: int | None) -> tuple[int, int]:
 def _emit(target: Target, fig: Any, kind: str, params: dict[str, Any]) -> None:
     """Render to bytes, write them (:func:`posenc_cli.files.write_output`), report the path (stderr) or the JSON
     (stdout)."""
-    from posenc_cli.cli.output import note, print_json
-    from posenc_cli.files import write_output
     from posenc_cli.plots.figures import figure_bytes
 
     assert target.path is not None
@@ -231,22 +215,24 @@ def sinusoidal(
     """
     n = _length(max_len, "--max-len")
     d = _positive(d_model, "--d-model", MAX_FEATURES)
-    b = _base(base, "--base")
+    b = check_theta(base, "--base")
     target = _target(output, f"posenc-sinusoidal-{n}x{d}.png", dpi, terminal, as_json, width)
     params: dict[str, Any] = {"max_len": n, "d_model": d, "base": b, "cmap": cmap}
+    from posenc_cli.plots.data import heatmap_data_sinusoidal, pixel_grid
+
     if target.terminal:
-        from posenc_cli.plots import figures as plots
+        from posenc_cli.plots.terminal import terminal_heatmap, terminal_palette
 
-        plots.terminal_palette(cmap)
+        terminal_palette(cmap)
         columns, lines = _terminal_size(width)
-        hm = plots.heatmap_data_sinusoidal(n, d, 2 * (lines - 6), columns, base=b)
-        _print_terminal(plots.terminal_heatmap([hm], cmap=cmap, title=title), columns)
+        hm = heatmap_data_sinusoidal(n, d, 2 * (lines - 6), columns, base=b)
+        _print_terminal(terminal_heatmap([hm], cmap=cmap, title=title), columns)
         return
-    from posenc_cli.plots import figures as plots
+    from posenc_cli.plots.figures import check_cmap, heatmap_figure
 
-    plots.check_cmap(cmap)
-    hm = plots.heatmap_data_sinusoidal(n, d, *plots.pixel_grid(dpi), base=b)
-    fig = plots.heatmap_figure([hm], cmap=cmap, dpi=dpi, title=title)
+    check_cmap(cmap)
+    hm = heatmap_data_sinusoidal(n, d, *pixel_grid(dpi), base=b)
+    fig = heatmap_figure([hm], cmap=cmap, dpi=dpi, title=title)
     _emit(target, fig, "sinusoidal", {**params, **_grid_params(hm)})
 
 
@@ -254,6 +240,7 @@ def sinusoidal(
 
 
 @plot_app.command()
+@scaling_options()
 def rope(
     max_len: Annotated[str | None, typer.Option(
         help=f"Positions; {LENGTHS}.", show_default="4096, or the target with --method")] = None,
@@ -262,20 +249,7 @@ def rope(
     method: Annotated[str | None, typer.Option(
         help="Scaling method drawn beside the original: linear, ntk, dynamic, yarn, longrope, llama3.",
         show_default="none")] = None,
-    factor: opts.FactorOpt = None,
-    original_max: opts.OriginalMaxOpt = None,
-    target: opts.TargetOpt = None,
-    partial_rotary_factor: opts.PartialRotaryFactorOpt = None,
-    beta_fast: opts.BetaFastOpt = None,
-    beta_slow: opts.BetaSlowOpt = None,
-    attention_factor: opts.AttentionFactorOpt = None,
-    mscale: opts.MscaleOpt = None,
-    mscale_all_dim: opts.MscaleAllDimOpt = None,
-    truncate: opts.TruncateOpt = None,
-    low_freq_factor: opts.LowFreqFactorOpt = None,
-    high_freq_factor: opts.HighFreqFactorOpt = None,
-    short_factor: opts.ShortFactorOpt = None,
-    long_factor: opts.LongFactorOpt = None,
+    scale_options: ScaleOptions = GIVEN,
     output: OutputOpt = None,
     dpi: DpiOpt = 150,
     cmap: Annotated[str, _cmap_opt("RdBu")] = "RdBu",
@@ -288,24 +262,20 @@ def rope(
 
     Example: posenc plot rope --max-len 16k --method yarn --factor 4 --original-max 4k
     """
-    hd = _even_dim(head_dim, "--head-dim")
-    th = _base(theta, "--theta")
+    hd = check_head_dim(head_dim)
+    th = check_theta(theta)
     req = None
     if method is not None:
-        options = opts.ScaleOptions(
-            factor=factor, original_max=original_max, target=target, partial_rotary_factor=partial_rotary_factor,
-            beta_fast=beta_fast, beta_slow=beta_slow, attention_factor=attention_factor, mscale=mscale,
-            mscale_all_dim=mscale_all_dim, truncate=truncate, low_freq_factor=low_freq_factor,
-            high_freq_factor=high_freq_factor, short_factor=short_factor, long_factor=long_factor)
-        req = opts.scale_request(method, options, theta=th, head_dim=hd)
+        req = scale_request(method, scale_options, theta=th, head_dim=hd)
     else:
-        given = [flag for flag, value in (("--factor", factor), ("--original-max", original_max),
-                                          ("--target", target), ("--short-factor", short_factor),
-                                          ("--long-factor", long_factor)) if value is not None]
+        so = scale_options
+        given = [flag for flag, value in (("--factor", so.factor), ("--original-max", so.original_max),
+                                          ("--target", so.target), ("--short-factor", so.short_factor),
+                                          ("--long-factor", so.long_factor)) if value is not None]
         if given:
             raise PosencError(f"{given[0]} describes a scaling method; add --method (linear, ntk, dynamic, yarn, "
                               "longrope or llama3)")
-    prf = 1.0 if partial_rotary_factor is None else partial_rotary_factor
+    prf = 1.0 if scale_options.partial_rotary_factor is None else scale_options.partial_rotary_factor
     if req is None and (not math.isfinite(prf) or not 0 < prf <= 1 or int(hd * prf) < 2 or int(hd * prf) % 2):
         raise PosencError(f"--partial-rotary-factor {prf:g} must be in (0, 1] and leave an even rotary dim")
     n = _length(max_len, "--max-len") if max_len is not None else (req.target if req else 4096)
@@ -313,24 +283,25 @@ def rope(
     tgt = _target(output, f"posenc-rope-{n}x{hd}{suffix}.png", dpi, terminal, as_json, width)
     params: dict[str, Any] = {"max_len": n, "head_dim": hd, "theta": th, "cmap": cmap, "method": method}
     if req is not None:
-        from posenc_cli.rope.scaling import rope_parameters
-
         params.update(factor=req.factor, original_max=req.original_max, target=req.target,
                       rope_parameters=rope_parameters(req))
-    from posenc_cli.plots import figures as plots
+    from posenc_cli.plots.data import pixel_grid, rope_cos_data
 
     if tgt.terminal:
-        plots.terminal_palette(cmap)
+        from posenc_cli.plots.terminal import terminal_heatmap, terminal_palette
+
+        terminal_palette(cmap)
         columns, lines = _terminal_size(width)
         panels = 2 if req else 1
         panel_cols = max(4, (columns - 2 * (panels - 1)) // panels)
-        maps = plots.rope_cos_data(n, hd, th, 2 * (lines - 8), panel_cols, partial_rotary_factor=prf, request=req)
-        _print_terminal(plots.terminal_heatmap(maps, cmap=cmap, title=title or _rope_title(hd, n, req)), columns)
+        maps = rope_cos_data(n, hd, th, 2 * (lines - 8), panel_cols, partial_rotary_factor=prf, request=req)
+        _print_terminal(terminal_heatmap(maps, cmap=cmap, title=title or _rope_title(hd, n, req)), columns)
         return
-    plots.check_cmap(cmap)
-    maps = plots.rope_cos_data(n, hd, th, *plots.pixel_grid(dpi, 2 if req else 1), partial_rotary_factor=prf,
-                               request=req)
-    fig = plots.heatmap_figure(maps, cmap=cmap, dpi=dpi, title=title or _rope_title(hd, n, req))
+    from posenc_cli.plots.figures import check_cmap, heatmap_figure
+
+    check_cmap(cmap)
+    maps = rope_cos_data(n, hd, th, *pixel_grid(dpi, 2 if req else 1), partial_rotary_factor=prf, request=req)
+    fig = heatmap_figure(maps, cmap=cmap, dpi=dpi, title=title or _rope_title(hd, n, req))
     params["panels"] = [{"title": m.title, **_grid_params(m)} for m in maps]
     _emit(tgt, fig, "rope", params)
 
@@ -362,17 +333,20 @@ def alibi(
     h = _positive(heads, "--heads", MAX_ALIBI_HEADS)
     n = _length(seq_len, "--seq-len", MAX_ALIBI_SEQ)
     tgt = _target(output, f"posenc-alibi-{h}x{n}.png", dpi, terminal, as_json, width)
-    from posenc_cli.plots import figures as plots
+    from posenc_cli.plots.data import alibi_data
 
     if tgt.terminal:
-        plots.terminal_palette(cmap)
+        from posenc_cli.plots.terminal import terminal_alibi, terminal_palette
+
+        terminal_palette(cmap)
         columns, _ = _terminal_size(width)
-        data = plots.alibi_data(h, n)
-        _print_terminal(plots.terminal_alibi(data, columns, cmap=cmap, title=title), columns)
+        _print_terminal(terminal_alibi(alibi_data(h, n), columns, cmap=cmap, title=title), columns)
         return
-    plots.check_cmap(cmap)
-    data = plots.alibi_data(h, n)
-    fig = plots.alibi_figure(data, cmap=cmap, dpi=dpi, title=title)
+    from posenc_cli.plots.figures import alibi_figure, check_cmap
+
+    check_cmap(cmap)
+    data = alibi_data(h, n)
+    fig = alibi_figure(data, cmap=cmap, dpi=dpi, title=title)
     _emit(tgt, fig, "alibi", {"heads": h, "seq_len": n, "cmap": cmap, "slopes": data.slopes.tolist()})
 
 
@@ -380,25 +354,13 @@ def alibi(
 
 
 @plot_app.command()
+@scaling_options("original_max factor target methods *")
 def frequencies(
     head_dim: HeadDimOpt = 128,
     theta: ThetaOpt = 10000.0,
-    original_max: opts.OriginalMaxOpt = None,
-    factor: opts.FactorOpt = None,
-    target: opts.TargetOpt = None,
+    scale_options: ScaleOptions = GIVEN,
     methods: Annotated[str, typer.Option(
         help="Comma-separated: linear, ntk, dynamic, yarn, longrope, llama3.")] = "linear,ntk,yarn,llama3",
-    partial_rotary_factor: opts.PartialRotaryFactorOpt = None,
-    beta_fast: opts.BetaFastOpt = None,
-    beta_slow: opts.BetaSlowOpt = None,
-    attention_factor: opts.AttentionFactorOpt = None,
-    mscale: opts.MscaleOpt = None,
-    mscale_all_dim: opts.MscaleAllDimOpt = None,
-    truncate: opts.TruncateOpt = None,
-    low_freq_factor: opts.LowFreqFactorOpt = None,
-    high_freq_factor: opts.HighFreqFactorOpt = None,
-    short_factor: opts.ShortFactorOpt = None,
-    long_factor: opts.LongFactorOpt = None,
     output: OutputOpt = None,
     dpi: DpiOpt = 150,
     title: TitleOpt = None,
@@ -410,11 +372,9 @@ def frequencies(
     The original context length is a dashed line; YaRN's ramp and llama3's blended band are shaded.
     Example: posenc plot frequencies --head-dim 128 --theta 500000 --original-max 8k --factor 8
     """
-    from posenc_cli.rope import scaling
-
     _no_terminal(terminal, "frequencies")
-    hd = _even_dim(head_dim, "--head-dim")
-    th = _base(theta, "--theta")
+    hd = check_head_dim(head_dim)
+    th = check_theta(theta)
     names = [m.strip() for m in methods.split(",") if m.strip()]
     if not names:
         raise PosencError("--methods is empty; give e.g. linear,ntk,yarn,llama3")
@@ -423,19 +383,15 @@ def frequencies(
             raise PosencError(f"method {m!r} is not known; use one of: {', '.join(scaling.METHODS)}")
     if len(set(names)) != len(names):
         raise PosencError(f"--methods lists a method twice: {methods}")
-    options = opts.ScaleOptions(
-        factor=factor, original_max=original_max, target=target, partial_rotary_factor=partial_rotary_factor,
-        beta_fast=beta_fast, beta_slow=beta_slow, attention_factor=attention_factor, mscale=mscale,
-        mscale_all_dim=mscale_all_dim, truncate=truncate, low_freq_factor=low_freq_factor,
-        high_freq_factor=high_freq_factor, short_factor=short_factor, long_factor=long_factor)
-    requests = [opts.scale_request(m, options, theta=th, head_dim=hd) for m in names]
+    requests = [scale_request(m, scale_options, theta=th, head_dim=hd) for m in names]
     first = requests[0]
     default = f"posenc-frequencies-d{hd}-theta{_format_number(th)}-x{_format_number(first.factor)}.png"
     tgt = _target(output, default, dpi, False, as_json)
-    from posenc_cli.plots import figures as plots
+    from posenc_cli.plots.data import frequency_chart_data
+    from posenc_cli.plots.figures import frequency_figure
 
-    chart = plots.frequency_chart_data(requests)
-    fig = plots.frequency_figure(chart, dpi=dpi, title=title)
+    chart = frequency_chart_data(requests)
+    fig = frequency_figure(chart, dpi=dpi, title=title)
     params = {"head_dim": hd, "theta": th, "original_max": first.original_max, "target": first.target,
               "factor": first.factor, "methods": names,
               "rope_parameters": {c.method: c.rope_parameters for c in chart.curves},
@@ -467,14 +423,14 @@ def decay(
     Example: posenc plot decay --head-dim 128 --theta 10000,500000
     """
     _no_terminal(terminal, "decay")
-    hd = _even_dim(head_dim, "--head-dim")
+    hd = check_head_dim(head_dim)
     bases: list[float] = []
     for part in theta.split(","):
         try:
             value = float(part)
         except ValueError:
             raise PosencError(f"--theta {part.strip()!r} is not a number; give e.g. 10000,500000") from None
-        bases.append(_base(value, "--theta"))
+        bases.append(check_theta(value))
     if len(set(bases)) != len(bases):
         raise PosencError(f"--theta lists a base twice: {theta}")
     if len(bases) > MAX_BASES:
@@ -487,8 +443,9 @@ def decay(
                           "shorten the distance, the head dim or the list of bases")
     names = "-".join(_format_number(b) for b in bases)
     tgt = _target(output, f"posenc-decay-d{hd}-theta{names}.png", dpi, False, as_json)
-    from posenc_cli.plots import figures as plots
+    from posenc_cli.plots.data import decay_bound
+    from posenc_cli.plots.figures import decay_figure
 
-    curves = [plots.decay_bound(hd, b, r) for b in bases]
-    fig = plots.decay_figure(curves, dpi=dpi, title=title, log_x=log_x)
+    curves = [decay_bound(hd, b, r) for b in bases]
+    fig = decay_figure(curves, dpi=dpi, title=title, log_x=log_x)
     _emit(tgt, fig, "decay", {"head_dim": hd, "theta": bases, "max_distance": r, "log_x": log_x})

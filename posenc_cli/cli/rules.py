@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from posenc_cli.cli.output import print_json
+from posenc_cli.units import format_length, format_tokens
 
 rules_app = typer.Typer(help="Check and show pick's decision rules.", no_args_is_help=True, add_completion=False)
 
@@ -31,7 +32,6 @@ def rules_show(
 ) -> None:
     """Print the rules in evaluation order, with the hard guards."""
     from posenc_cli.pick.rules import GUARDS, load_rules
-    from posenc_cli.units import format_length
 
     ruleset = load_rules(rules)
     if as_json:
@@ -59,6 +59,4 @@ def rules_show(
 
 def _number(value: float, tokens: bool = False) -> str:
     """Token counts as people write them (500M, 5B), other numbers with :g (1e+07)."""
-    from posenc_cli.units import format_tokens
-
     return format_tokens(int(value)) if tokens else f"{value:g}"

@@ -1,4 +1,5 @@
-"""``posenc verify``: parse options, call :mod:`posenc_cli.rope.verify`, render its report. No math here.
+"""``posenc verify``: parse options, call :mod:`posenc_cli.rope.verify` (``--config``:
+:mod:`posenc_cli.models.verification`), render its report. No math here.
 
 numpy and the core load inside the command, so registering it costs ``posenc pick`` nothing.
 """
@@ -10,9 +11,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from posenc_cli.cli.options import THETA_RANGE
+from posenc_cli.cli.output import console, print_json
 from posenc_cli.errors import ExitCode, PosencError
-from posenc_cli.rope.scaling import MAX_HEAD_DIM, MAX_THETA
-from posenc_cli.units import check_int, check_number, format_length
+from posenc_cli.models.config_keys import declared_dtype
+from posenc_cli.models.sources import describe_source, read_source
+from posenc_cli.rope.scaling import MAX_HEAD_DIM, check_head_dim, check_theta
+from posenc_cli.units import check_int, check_number, format_length, parse_length
 
 # Work caps: the cost of a run grows with these (the core's 1 GiB workspace check also bounds trials x head_dim).
 # The dtype scan for where positions stop being distinct grows faster than linearly in --max-position: on one core
@@ -56,9 +60,6 @@ def verify(
 
     Exit 0 when every check passes, 1 when one fails.
     """
-    from posenc_cli.cli.output import print_json
-    from posenc_cli.units import parse_length
-
     window = parse_length(max_position, name="--max-position") if max_position is not None else None
     if window is not None and not 2 <= window <= MAX_POSITION:
         raise PosencError(f"--max-position {max_position} is out of range; allowed 2 to {format_length(MAX_POSITION)}"
@@ -66,9 +67,9 @@ def verify(
     check_int(trials, "--trials", 1, MAX_TRIALS)
     check_int(seed, "--seed", 0, MAX_SEED)
     if head_dim is not None:
-        check_int(head_dim, "--head-dim", 2, MAX_HEAD_DIM)
+        check_head_dim(head_dim)
     if base is not None:
-        check_number(base, "--base", 1.0, MAX_THETA)
+        check_theta(base, "--base")
     if tolerance is not None:
         check_number(tolerance, "--tolerance", 0.0, 1.0)
     report: VerifyReport | ModelVerifyReport
@@ -114,8 +115,6 @@ def _run_generic(head_dim: int | None, base: float | None, layout: str | None, t
 def _run_model(source: str, revision: str | None, dtype: str | None, window: int | None,
                tolerance: float | None, trials: int, seed: int) -> ModelVerifyReport:
     from posenc_cli.models import verification as core
-    from posenc_cli.models.config_keys import declared_dtype
-    from posenc_cli.models.sources import describe_source, read_source
 
     src = read_source(source, revision=revision)
     cfg = src.config
@@ -186,8 +185,6 @@ def _say(out: Any, line: str) -> None:
 def _render_generic(report: VerifyReport) -> None:
     from rich.table import Table
 
-    from posenc_cli.cli.output import console
-
     s = report.settings
     out = console()
     half = s.dtype != s.check_dtype.name
@@ -210,8 +207,6 @@ def _render_generic(report: VerifyReport) -> None:
 
 
 def _render_model(report: ModelVerifyReport) -> None:
-    from posenc_cli.cli.output import console
-
     out = console()
     _say(out, f"model_type: {report.model_type}   dtype: {report.dtype} ({report.dtype_source})   "
               f"tolerance: {report.tolerance:g}")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from posenc_cli.errors import PosencError
 from posenc_cli.evaluation import MAX_EVAL_LENGTH, MIN_EVAL_LENGTH
-from posenc_cli.units import format_length
+from posenc_cli.units import format_length, parse_length
 
 if TYPE_CHECKING:
     from posenc_cli.evaluation.plan import Plan
@@ -87,8 +87,6 @@ class LossChoice:
 
 def check_flags(want: bool | None, cap: str | None) -> int | None:
     """The ``--loss/--no-loss`` and ``--loss-max-length`` flags, checked; the cap in tokens (None: not given)."""
-    from posenc_cli.units import parse_length
-
     if cap is None:
         return None
     if want is False:

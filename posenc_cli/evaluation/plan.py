@@ -5,7 +5,7 @@ A plan comes from one of three places:
 * ``pick --json`` output: its ``tests`` list (``niah`` with ``length`` and ``pass_rate``, ``regression`` with
   ``length`` and ``margin``) and its extension (``from`` -> ``to``);
 * a model's RoPE (``--config``): lengths around where positions change, read with the same model reader as
-  ``inspect`` (:func:`posenc_cli.models.positions.windows`);
+  ``inspect`` (:mod:`posenc_cli.rope.windows`);
 * explicit ``--lengths`` (the tiny model's grid).
 
 Lengths for a plan from an extension ``from -> to``: ``from / 2`` (inside the trained range, the short-context
@@ -25,9 +25,11 @@ from typing import Any
 
 from posenc_cli.errors import PosencError
 from posenc_cli.evaluation import MAX_EVAL_LENGTH, MAX_TRIALS, MIN_EVAL_LENGTH
-from posenc_cli.evaluation.templates import Template
-from posenc_cli.files import dumps_json
-from posenc_cli.units import format_length
+from posenc_cli.evaluation.templates import Template, load_template
+from posenc_cli.files import dumps_json, load_json
+from posenc_cli.models.facts import extended_group, window_of
+from posenc_cli.models.sources import describe_source, read_source
+from posenc_cli.units import format_length, parse_length
 
 DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
 #: The pass rate a needle test asks for when no plan gives one (pick's rules use 0.9 for training-free extensions).
@@ -211,10 +213,8 @@ def _fraction(value: Any) -> float:
 def from_model(model: Any, template: Template, *, depths: tuple[float, ...] = DEFAULT_DEPTHS, trials: int = 2,
                label: str = "--config") -> Plan:
     """Lengths where a model's positions change, from the rope group an extension changes and the window the model
-    serves, as ``scale`` and ``pick`` read them (:func:`posenc_cli.models.positions.extended_group`,
+    serves, as ``scale`` and ``pick`` read them (:func:`posenc_cli.models.facts.extended_group`,
     :mod:`posenc_cli.rope.windows`)."""
-    from posenc_cli.models.facts import extended_group, window_of
-
     if model.family != "rope" or not model.layers or model.max_position_embeddings is None:
         raise PosencError(f"{label}: not a RoPE model with a max_position_embeddings; give --lengths")
     layer = extended_group(model)
@@ -241,3 +241,47 @@ def from_lengths(lengths: list[int], template: Template, *, depths: tuple[float,
     if pass_rate is not None and not 0.0 <= pass_rate <= 1.0:
         raise PosencError(f"--pass-rate {pass_rate}: allowed 0 to 1")
     return Plan(tuple(sorted(set(lengths))), depths, trials, template, tests)
+
+
+def plan_for(*, plan_file: str | None = None, config: str | None = None, lengths: str | None = None,
+             template: str | None = None, depths: str | None = None, trials: int | None = None,
+             pass_rate: float | None = None) -> Plan:
+    """The plan ``posenc eval run`` sends, from exactly one of: a ``pick --json`` answer (``plan_file``), a model
+    (``config``: config.json, folder, Hub id or GGUF) or comma-separated ``lengths``; checked against the grid caps.
+
+    Defaults: the passkey template and 4 trials for bare lengths (the tiny model's grid), else needle and 2;
+    ``depths`` comma-separated fractions (default :data:`DEFAULT_DEPTHS`); ``pass_rate`` only with ``lengths`` (a
+    plan or a model brings its own thresholds).
+    """
+    given = [name for name, value in (("--plan", plan_file), ("--config", config), ("--lengths", lengths))
+             if value is not None]
+    if len(given) != 1:
+        raise PosencError("give exactly one of --plan, --config or --lengths" +
+                          (f" (got {', '.join(given)})" if given else ""))
+    if pass_rate is not None and lengths is None:
+        raise PosencError("--pass-rate goes with --lengths; a plan or a model brings its own thresholds")
+    chosen = load_template(template if template is not None else ("passkey" if lengths else "needle"))
+    depth_list = tuple(_floats(depths, "--depths")) if depths is not None else DEFAULT_DEPTHS
+    if plan_file is not None:
+        plan = from_pick(load_json(plan_file), chosen, depths=depth_list, trials=_or(trials, 2),
+                         label=f"pick --json ({plan_file})")
+    elif config is not None:
+        plan = from_model(describe_source(read_source(config)), chosen, depths=depth_list, trials=_or(trials, 2),
+                          label=f"model {config}")
+    else:
+        grid = [parse_length(x.strip(), name="--lengths") for x in (lengths or "").split(",") if x.strip()]
+        plan = from_lengths(grid, chosen, depths=depth_list, trials=_or(trials, 4), pass_rate=pass_rate)
+    check_grid(list(plan.lengths), list(plan.depths), plan.trials)
+    return plan
+
+
+def _or(value: int | None, default: int) -> int:
+    """``value`` unless it was not given (``--trials 0`` must reach the range check, not become the default)."""
+    return default if value is None else value
+
+
+def _floats(text: str, name: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise PosencError(f"{name} {text!r}: expected numbers separated by commas (e.g. 0,0.5,1)") from None

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from posenc_cli.errors import PosencError
-from posenc_cli.evaluation.client import ENGINE_SAMPLING, TOKENIZE_STYLES, Client, Refused, ServerError
+from posenc_cli.evaluation.client import ENGINE_SAMPLING, TOKENIZE_STYLES, Client, Completion, Refused, ServerError
 
 PROBE_TEXT = "the key is 12345. what is the key? the key is "
 
@@ -81,34 +81,56 @@ def probe(client: Client, model: str | None = None) -> Capabilities:
     failure, a 4xx or a 5xx alike, means "not offered": llama-server answers an unsupported ``echo`` with HTTP 500
     in some versions and silently ignores it in others.
     """
+    entry, model_id = _model_entry(client, model)
+    optional = replace(client, retries=0)
+    props = _props(optional)
+    engine = _engine(entry, props)
+    # every later completion, the run's included, decodes greedily without the engine's own penalties
+    client.sampling = dict(ENGINE_SAMPLING.get(engine, {}))
+    optional.sampling = client.sampling
+    served, source = _served_length(entry, props)
+    reference = client.complete(model_id, PROBE_TEXT, max_tokens=1)
+    params = _sampling_params(client, model_id, reference)
+    style, offset = _tokenize_style(optional, model_id, engine, reference)
+    logprobs, detail = _prompt_logprobs(optional, model_id, engine, reference, params)
+    return Capabilities(client.base_url, model_id, engine, served, source, style, offset, logprobs, detail, params,
+                        None, client.requests + optional.requests, reference.prompt_tokens, dict(client.sampling))
+
+
+def _model_entry(client: Client, model: str | None) -> tuple[dict[str, Any] | None, str | None]:
+    """The server's ``/v1/models`` entry for ``model`` (default: the first it serves) and the model id to ask."""
     entries = client.models()
     entry = next((m for m in entries if m.get("id") == model), None) if model else (entries[0] if entries else None)
     if model and entry is None and entries:
         ids = ", ".join(str(m.get("id")) for m in entries)
         raise PosencError(f"--model {model!r}: the server serves {ids}")
-    model_id = model or (str(entry["id"]) if entry and "id" in entry else None)
-    props: dict[str, Any] | None = None
-    optional = replace(client, retries=0)
+    return entry, model or (str(entry["id"]) if entry and "id" in entry else None)
+
+
+def _props(optional: Client) -> dict[str, Any] | None:
+    """llama-server's ``/props`` (its generation settings), or None from any other server."""
     try:
         answer = optional.call("GET", "/props")
-        settings = answer.get("default_generation_settings") if isinstance(answer, dict) else None
-        props = answer if isinstance(settings, dict) else None
     except (Refused, ServerError):
-        props = None
-    engine = _engine(entry, props)
-    # every later completion, the run's included, decodes greedily without the engine's own penalties
-    client.sampling = dict(ENGINE_SAMPLING.get(engine, {}))
-    optional.sampling = client.sampling
-    served, source = None, "not reported"
+        return None
+    settings = answer.get("default_generation_settings") if isinstance(answer, dict) else None
+    return answer if isinstance(settings, dict) else None
+
+
+def _served_length(entry: dict[str, Any] | None, props: dict[str, Any] | None) -> tuple[int | None, str]:
+    """The context length the server reports, and where it said so."""
     if entry and isinstance(entry.get("max_model_len"), int):
-        served, source = int(entry["max_model_len"]), "/v1/models max_model_len"
-    elif props is not None:
+        return int(entry["max_model_len"]), "/v1/models max_model_len"
+    if props is not None:
         n_ctx = props["default_generation_settings"].get("n_ctx")
         if isinstance(n_ctx, int) and not isinstance(n_ctx, bool):
             slots = props.get("total_slots")
-            served, source = n_ctx, f"/props n_ctx per slot ({slots} slots)" if slots else "/props n_ctx"
+            return n_ctx, f"/props n_ctx per slot ({slots} slots)" if slots else "/props n_ctx"
+    return None, "not reported"
 
-    reference = client.complete(model_id, PROBE_TEXT, max_tokens=1)
+
+def _sampling_params(client: Client, model_id: str | None, reference: Completion) -> dict[str, str]:
+    """Whether the server honours max_tokens and temperature 0, and reports the prompt's token count."""
     params: dict[str, str] = {}
     if reference.completion_tokens is not None:
         params["max_tokens"] = "honoured" if reference.completion_tokens <= 1 else (
@@ -120,8 +142,13 @@ def probe(client: Client, model: str | None = None) -> Capabilities:
     params["temperature=0"] = "honoured" if again.text == twice.text else "ignored (two answers to one prompt)"
     if reference.prompt_tokens is None:
         params["usage.prompt_tokens"] = "missing: prompt lengths cannot be verified"
+    return params
 
-    style, offset = None, None
+
+def _tokenize_style(optional: Client, model_id: str | None, engine: str,
+                    reference: Completion) -> tuple[str | None, int | None]:
+    """The tokenize endpoint whose counts match the server's own (the engine's style first), and the offset
+    between them (a BOS or EOS the endpoint leaves out)."""
     order = sorted(TOKENIZE_STYLES, key=lambda name: name != engine)  # the engine's own style first
     for candidate in order:
         if candidate == "llama-server" and engine not in ("llama-server", "unknown"):
@@ -134,10 +161,14 @@ def probe(client: Client, model: str | None = None) -> Capabilities:
         # within a BOS/EOS or two of the server's own is another endpoint's answer
         if not tokens or (reference.prompt_tokens is not None and abs(reference.prompt_tokens - len(tokens)) > 2):
             continue
-        style = candidate
-        offset = reference.prompt_tokens - len(tokens) if reference.prompt_tokens is not None else None
-        break
+        return candidate, reference.prompt_tokens - len(tokens) if reference.prompt_tokens is not None else None
+    return None, None
 
+
+def _prompt_logprobs(optional: Client, model_id: str | None, engine: str, reference: Completion,
+                     params: dict[str, str]) -> tuple[str | None, str]:
+    """How the server gives each prompt token's logprob (``echo``, ``sglang`` or None) and a line saying so;
+    records the echo's outcome in ``params``."""
     logprobs, detail = None, ""
     try:
         echoed = optional.complete(model_id, PROBE_TEXT, max_tokens=1, echo_logprobs=True)
@@ -165,9 +196,7 @@ def probe(client: Client, model: str | None = None) -> Capabilities:
         echo = params["echo"] if params["echo"].startswith("misaligned") else \
             params["echo"].split(":")[0].split(" (")[0]
         detail = f"echo + logprobs {echo}{tried}"
-
-    return Capabilities(client.base_url, model_id, engine, served, source, style, offset, logprobs, detail, params,
-                        None, client.requests + optional.requests, reference.prompt_tokens, dict(client.sampling))
+    return logprobs, detail
 
 
 def expect_context(client: Client, caps: Capabilities, tokens: int,

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from posenc_cli.errors import PosencError
+from posenc_cli.evaluation import bytevocab
 from posenc_cli.evaluation.client import Client
 from posenc_cli.evaluation.probe import Capabilities
 
@@ -35,8 +36,6 @@ def server_counter(client: Client, caps: Capabilities) -> Counter:
 
 def local_counter(spec: str) -> Counter:
     if spec == "bytes":
-        from posenc_cli.evaluation import bytevocab
-
         return bytevocab.count
     path = Path(spec)
     if path.is_dir():

@@ -36,6 +36,7 @@ from posenc_cli.evaluation import bytevocab
 from posenc_cli.evaluation.templates import Template, build_prompt, load_template
 from posenc_cli.experiment.model import apply_rope_half, rope_cos_sin, rotary_for
 from posenc_cli.experiment.settings import MAX_SEED, MAX_STEPS
+from posenc_cli.files import atomic_write_text, dumps_config
 
 #: Prompt lengths (tokens, BOS included) evaluated after training; the model is trained up to CONTEXT.
 EVAL_LENGTHS = (64, 128, 192, 256, 384, 512)
@@ -354,7 +355,6 @@ def run(settings: PasskeySettings, out: str | os.PathLike[str], command: list[st
     from pathlib import Path
 
     from posenc_cli.experiment.export import write_gguf, write_hf_folder
-    from posenc_cli.files import atomic_write_text, dumps_config
 
     folder = Path(out)
     model, summary = train(settings, progress)

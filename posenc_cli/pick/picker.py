@@ -8,10 +8,14 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
+from posenc_cli.engines import hf
 from posenc_cli.errors import PosencError
-from posenc_cli.pick.rules import Rule, RulesError, RuleSet, Trace, decide, extension_factor, load_rules, render
+from posenc_cli.models.extension import extend
+from posenc_cli.pick.planning import plan
+from posenc_cli.pick.rules import Trace, decide, extension_factor, load_rules, render
+from posenc_cli.pick.rules_schema import Rule, RulesError, RuleSet
 from posenc_cli.rope import scaling
 from posenc_cli.rope.scaling import ScaleRequest
 from posenc_cli.rope.slopes import MAX_HEADS, alibi_slope_list
@@ -41,13 +45,12 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
         raise PosencError(f"--extrapolation {inp.extrapolation!r} is not known; use one of: {', '.join(EXTRAPOLATION)}")
     if inp.budget < 0:
         raise PosencError(f"--budget must not be negative, got {inp.budget}")
-    for name, value, limit in (("--head-dim", inp.head_dim, scaling.MAX_HEAD_DIM), ("--heads", inp.heads, MAX_HEADS)):
-        if value is not None and not 1 <= value <= limit:
-            raise PosencError(f"{name} must be a positive integer up to {limit}, got {value}")
-    if inp.head_dim is not None and inp.head_dim % 2:
-        raise PosencError(f"--head-dim must be even (RoPE rotates features in pairs), got {inp.head_dim}")
+    if inp.heads is not None and not 1 <= inp.heads <= MAX_HEADS:
+        raise PosencError(f"--heads must be a positive integer up to {MAX_HEADS}, got {inp.heads}")
+    if inp.head_dim is not None:
+        scaling.check_head_dim(inp.head_dim)
     if inp.theta is not None:
-        scaling._finite(inp.theta, "--theta", minimum=1.0, strict=True, maximum=scaling.MAX_THETA)
+        scaling.check_theta(inp.theta)
     facts: dict[str, Any] = {"ctx": inp.ctx, "budget": inp.budget, "extrapolation": inp.extrapolation,
                              "existing": inp.config is not None, "model_encoding": "none",
                              "model_rope_type": "none", "original_ctx": 0, "model_scaled": False,
@@ -59,6 +62,9 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
     model_facts: Any = None
     source: Any = None
     if inp.config is not None:
+        # the model reader loads only for --config: it is a third of pick's start-up (tests/test_layout.py lists
+        # these as the deliberate light lazy imports)
+        from posenc_cli.models.facts import model_facts as facts_of
         from posenc_cli.models.rope_dicts import REMAPS_YARN
         from posenc_cli.models.sources import describe_source, read_source
 
@@ -69,8 +75,6 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
         head_dim = head_dim or model.head_dim
         heads = heads or model.num_heads
         if model.family == "rope" and model.layers:
-            from posenc_cli.models.facts import model_facts as facts_of
-
             # per-layer rope (Gemma 3: sliding and full attention): the scaled group, else full attention, is the
             # one an extension changes; the others keep their settings (models.extended_group)
             model_facts = facts_of(model, source.label, cfg=source.config)
@@ -196,8 +200,6 @@ def plain_request(facts: dict[str, Any], length: int, theta: float, prf: float |
                   model: Any = None) -> tuple[ScaleRequest, list[str]]:
     """Plain RoPE at ``theta`` with window ``length`` and its ``posenc scale`` command (ntk x1 is exactly
     "rope_theta, no scaling"): what a new model pre-trains with, and an ABF plan's stages."""
-    from posenc_cli.models.extension import extend
-
     if model is not None:
         req = extend("ntk", model, original_max=length, factor=1.0, theta=theta, notes=[])
     else:
@@ -206,95 +208,58 @@ def plain_request(facts: dict[str, Any], length: int, theta: float, prf: float |
     return req, ["--original-max", format_length(length), "--factor", "1", "--theta", f"{theta:g}"]
 
 
+class _Built(NamedTuple):
+    """An extension's request, the ``posenc scale`` flags that give its numbers, and (ABF with a jump on top) the
+    request its stages train, with its flags."""
+
+    req: ScaleRequest
+    flags: list[str]
+    note: str | None
+    trained_req: ScaleRequest | None = None
+    trained_flags: list[str] = []
+
+
 def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: float | None,
                model: Any, source: Any, targets: tuple[int, int]) -> tuple[dict[str, Any], PlanRequests] | None:
+    """The rule's extension as the answer's ``extension`` entry and the requests a plan trains and serves; None
+    when the target needs no extension."""
     ext = rule.body["extension"]
-    method = ext["method"]
-    if method == "keep":
-        # the model's own family, its factor multiplied by the jump (llama3 stays llama3, ...): extension.extend
-        rope_type = facts["model_rope_type"]
-        if rope_type not in KEEP:
-            raise RulesError(f"rule {rule.id!r} extends with 'keep', which posenc cannot do for rope_type "
-                             f"{rope_type!r}; add the condition model_keepable == true")
-        method = KEEP[rope_type]
+    method = _method(rule, ext["method"], facts["model_rope_type"])
     theta = facts["theta"] or hyper.get("theta") or scaling.DEFAULT_THETA
     target, full = targets
-    note = render(str(ext["note"]), facts) if ext.get("note") else None
-    if target < full:
-        note = (f"Sized for --typical-ctx {format_length(target)}: static scaling costs short prompts (the Qwen "
-                f"cards set the factor to the length needed), so this serves up to {format_length(target)}; "
-                f"longer requests need the config for {format_length(full)}. vLLM, SGLang and llama.cpp apply it "
-                "to every request alike.")
     if target <= int(facts["trained_ctx"]):
         return None
-    from posenc_cli.engines import hf
-    from posenc_cli.models.extension import extend
-
     fine_tune = bool(ext.get("fine_tune", False))
-    trained = int(facts["trained_ctx"])
-    # the keys posenc scale needs on its command line to give the same numbers
-    flags: list[str] = ["--target", format_length(target)]
-    trained_req: ScaleRequest | None = None  # what the stages train, when not the served request
-    trained_flags: list[str] = []
     if method == "abf":
-        # adjusted base frequency: rope_theta raised to theta_stage, the window set to the length the plan trains
-        # to, and a training-free yarn jump on top when the plan stops short of the target; built as the plain
-        # request from the trained window (ntk x1 is exactly "rope_theta, no scaling")
-        window, new_theta = int(facts["train_to"]), float(facts["theta_stage"])
-        method = "yarn" if target > window else "ntk"
-        shape: dict[str, Any] = {"target": target} if method == "yarn" else {"factor": 1.0}
-        flags = ["--original-max", format_length(window),
-                 *(["--target", format_length(target)] if method == "yarn" else ["--factor", "1"]),
-                 "--theta", f"{new_theta:g}"]
-        if model is not None:
-            req = extend(method, model, original_max=window, theta=new_theta, notes=[], **shape)
-        else:
-            req = extend(method, None, original_max=window, theta=new_theta, head_dim=int(facts["head_dim"]),
-                         partial_rotary_factor=prf, **shape)
-        said = [f"ABF: rope_theta {float(facts['theta'] or theta):g} -> {new_theta:g}, trained in stages up to "
-                f"{format_length(window)}"]
-        if facts["model_scaled"]:
-            said.append(f"this replaces the model's own {facts['model_rope_type']} scaling")
-        if target > window:
-            said.append(f"a training-free yarn x{target / window:g} on top serves {format_length(target)}")
-        note = "; ".join(said) + (". The config below is the final one (each stage sets max_position_embeddings to "
-                                  "its own length)") + (", with that jump." if target > window else ".")
-        if ext.get("note"):
-            note += " " + render(str(ext["note"]), facts)
-        if target > window:
-            trained_req, trained_flags = plain_request(facts, window, new_theta, prf, model)
-    elif model is not None:
-        # --trained-ctx other than the model's window: the user says the checkpoint was trained elsewhere (and the
-        # "same numbers" command must say so too)
-        req = extend(method, model, target=target, fine_tuned=fine_tune,
-                     original_max=trained if trained != model.native else None)
-        if trained != model.native:
-            flags += ["--original-max", format_length(trained)]
+        built = _abf(ext, facts, target, float(facts["theta"] or theta), prf, model)
     else:
-        req = extend(method, None, original_max=trained, target=target, theta=float(theta),
-                     head_dim=int(facts["head_dim"]), partial_rotary_factor=prf, fine_tuned=fine_tune)
+        built = _scaled(method, facts, target, float(theta), prf, model, fine_tune)
+        built = built._replace(note=_typical_note(ext, facts, target, full))
+    req, flags = built.req, built.flags
     v4, v5 = hf.format_hf(req), hf.format_hf_v5(req)
     config, config_format = v4, "hf"
     if model is not None:
         config_format = hf.own_format(model)
         config = hf.fragment(source.config, req, config_format, model.group)
-    elif ext["method"] != "abf":
+    elif method != "abf":
         flags = ["--original-max", format_length(req.original_max), "--target", format_length(req.target),
                  "--theta", f"{req.theta:g}"]
-    argv = scale_argv(req.method, flags, source if model is not None else None, req.head_dim, prf)
+    given = source if model is not None else None
+    argv = scale_argv(req.method, flags, given, req.head_dim, prf)
     if req.fine_tuned:
         argv.append("--fine-tuned")
-    requests = PlanRequests(req, req, argv) if trained_req is None else PlanRequests(
-        req, trained_req, scale_argv(trained_req.method, trained_flags, source if model is not None else None,
-                                     req.head_dim, prf))
+    requests = PlanRequests(req, req, argv) if built.trained_req is None else PlanRequests(
+        req, built.trained_req, scale_argv(built.trained_req.method, built.trained_flags, given, req.head_dim, prf))
+    trained = int(facts["trained_ctx"])
+    abf = ext["method"] == "abf"
     return {
-        "method": ext["method"] if ext["method"] == "abf" else req.method,
-        "factor": req.factor if ext["method"] != "abf" else target / trained,
-        "from": req.original_max if ext["method"] != "abf" else trained,
+        "method": ext["method"] if abf else req.method,
+        "factor": target / trained if abf else req.factor,
+        "from": trained if abf else req.original_max,
         "to": req.target,
         "fine_tune": fine_tune,
         "fine_tune_tokens": render(str(ext.get("tokens", "none")), facts),
-        "note": note,
+        "note": built.note,
         "config": config,
         "config_format": config_format,
         "config_v4": v4,
@@ -302,6 +267,75 @@ def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: fl
         "command": shlex.join(argv),
         "warnings": scaling.warnings_for(req),
     }, requests
+
+
+def _method(rule: Rule, method: str, rope_type: str) -> str:
+    """The rule's extension method; ``keep`` is the model's own family, its factor multiplied by the jump
+    (llama3 stays llama3, ...: :func:`posenc_cli.models.extension.extend`)."""
+    if method != "keep":
+        return method
+    if rope_type not in KEEP:
+        raise RulesError(f"rule {rule.id!r} extends with 'keep', which posenc cannot do for rope_type "
+                         f"{rope_type!r}; add the condition model_keepable == true")
+    return KEEP[rope_type]
+
+
+def _typical_note(ext: dict[str, Any], facts: dict[str, Any], target: int, full: int) -> str | None:
+    """The rule's note; for a static scaling sized for --typical-ctx, what that costs."""
+    if target < full:
+        return (f"Sized for --typical-ctx {format_length(target)}: static scaling costs short prompts (the Qwen "
+                f"cards set the factor to the length needed), so this serves up to {format_length(target)}; "
+                f"longer requests need the config for {format_length(full)}. vLLM, SGLang and llama.cpp apply it "
+                "to every request alike.")
+    return render(str(ext["note"]), facts) if ext.get("note") else None
+
+
+def _scaled(method: str, facts: dict[str, Any], target: int, theta: float, prf: float | None, model: Any,
+            fine_tune: bool) -> _Built:
+    """A scaling from the trained length to ``target``, on the model or on the planned new one."""
+    trained = int(facts["trained_ctx"])
+    flags: list[str] = ["--target", format_length(target)]
+    if model is None:
+        return _Built(extend(method, None, original_max=trained, target=target, theta=theta,
+                             head_dim=int(facts["head_dim"]), partial_rotary_factor=prf, fine_tuned=fine_tune),
+                      flags, None)
+    # --trained-ctx other than the model's window: the user says the checkpoint was trained elsewhere (and the
+    # "same numbers" command must say so too)
+    req = extend(method, model, target=target, fine_tuned=fine_tune,
+                 original_max=trained if trained != model.native else None)
+    if trained != model.native:
+        flags += ["--original-max", format_length(trained)]
+    return _Built(req, flags, None)
+
+
+def _abf(ext: dict[str, Any], facts: dict[str, Any], target: int, old_theta: float, prf: float | None,
+         model: Any) -> _Built:
+    """Adjusted base frequency: rope_theta raised to theta_stage, the window set to the length the plan trains
+    to, and a training-free yarn jump on top when the plan stops short of the target; built as the plain request
+    from the trained window (ntk x1 is exactly "rope_theta, no scaling")."""
+    window, new_theta = int(facts["train_to"]), float(facts["theta_stage"])
+    method = "yarn" if target > window else "ntk"
+    shape: dict[str, Any] = {"target": target} if method == "yarn" else {"factor": 1.0}
+    flags = ["--original-max", format_length(window),
+             *(["--target", format_length(target)] if method == "yarn" else ["--factor", "1"]),
+             "--theta", f"{new_theta:g}"]
+    if model is not None:
+        req = extend(method, model, original_max=window, theta=new_theta, notes=[], **shape)
+    else:
+        req = extend(method, None, original_max=window, theta=new_theta, head_dim=int(facts["head_dim"]),
+                     partial_rotary_factor=prf, **shape)
+    said = [f"ABF: rope_theta {old_theta:g} -> {new_theta:g}, trained in stages up to {format_length(window)}"]
+    if facts["model_scaled"]:
+        said.append(f"this replaces the model's own {facts['model_rope_type']} scaling")
+    if target > window:
+        said.append(f"a training-free yarn x{target / window:g} on top serves {format_length(target)}")
+    note = "; ".join(said) + (". The config below is the final one (each stage sets max_position_embeddings to "
+                              "its own length)") + (", with that jump." if target > window else ".")
+    if ext.get("note"):
+        note += " " + render(str(ext["note"]), facts)
+    if target <= window:
+        return _Built(req, flags, note)
+    return _Built(req, flags, note, *plain_request(facts, window, new_theta, prf, model))
 
 
 def inputs_config(source: Any) -> str:
@@ -336,8 +370,6 @@ class PickResult:
 
 def pick(inp: PickInputs) -> PickResult:
     """Run the policy on ``inp`` and return the five-part answer (JSON-ready) with the rule trace."""
-    from posenc_cli.pick.planning import plan
-
     rules = load_rules(inp.rules)
     facts, prf, (model, source) = gather_facts(inp)
     facts.update(plan(rules, facts))

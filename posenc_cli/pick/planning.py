@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from posenc_cli.pick.rules import RuleSet
+from posenc_cli.pick.rules_schema import RuleSet
 from posenc_cli.units import format_length, format_tokens
 
 

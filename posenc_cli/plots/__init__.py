@@ -1,2 +1,2 @@
-"""The data and figures of ``posenc plot``: pure functions, no I/O (numpy; matplotlib and rich inside the functions
-that draw)."""
+"""``posenc plot``'s pictures, pure functions with no I/O: the data drawn (:mod:`.data`, numpy), the matplotlib
+figures (:mod:`.figures`) and the terminal rendering (:mod:`.terminal`, rich)."""

@@ -150,6 +150,24 @@ def _finite(value: float | None, name: str, *, minimum: float | None = None, str
         raise PosencError(f"{name} must be{allowed}, got {value:g}")
 
 
+def check_theta(value: float, name: str = "--theta") -> float:
+    """``value`` as a rope base (theta): finite, greater than 1, at most :data:`MAX_THETA`; else one PosencError.
+    Every command that takes a base (``scale``, ``pick``, ``plot``, ``verify``) checks it here."""
+    _finite(value, name, minimum=1.0, strict=True, maximum=MAX_THETA)
+    return float(value)
+
+
+def check_head_dim(value: int, name: str = "--head-dim", *, even: bool = True) -> int:
+    """``value`` as a head dimension: a whole number from 2 to :data:`MAX_HEAD_DIM`, and even (RoPE rotates pairs)
+    unless ``even`` is False (a partial rotary factor may rotate an even part of an odd head); else one
+    PosencError. Every command that takes a head dim checks it here."""
+    if isinstance(value, bool) or not 2 <= value <= MAX_HEAD_DIM:
+        raise PosencError(f"{name} must be a whole number from 2 to {MAX_HEAD_DIM:,}, got {value!r}")
+    if even and value % 2:
+        raise PosencError(f"{name} must be even (RoPE rotates features in pairs), got {value}")
+    return value
+
+
 def make_request(
     method: str,
     *,
@@ -209,9 +227,9 @@ def validate(req: ScaleRequest) -> None:
         raise PosencError(f"target length {req.target} (original {req.original_max} x factor {req.factor:g}) is too "
                           f"long; allowed up to {MAX_LENGTH} ({format_length(MAX_LENGTH)}), so a factor of at most "
                           f"{MAX_LENGTH / req.original_max:g} from this original length")
-    _finite(req.theta, "--theta", minimum=1.0, strict=True, maximum=MAX_THETA)
-    if isinstance(req.head_dim, bool) or not 2 <= req.head_dim <= MAX_HEAD_DIM:
-        raise PosencError(f"--head-dim must be a positive even number up to {MAX_HEAD_DIM}, got {req.head_dim}")
+    check_theta(req.theta)
+    # an odd head dim can still rotate an even part of it (partial_rotary_factor): the rotary dim is checked below
+    check_head_dim(req.head_dim, even=False)
     if req.partial_rotary_factor is not None:
         _finite(req.partial_rotary_factor, "--partial-rotary-factor", minimum=0.0, strict=True)
         if req.partial_rotary_factor > 1:

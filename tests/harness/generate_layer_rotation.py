@@ -2,7 +2,7 @@
 
 Run by a developer after upgrading transformers (``python tests/harness/generate_layer_rotation.py``, a few minutes on
 two
-cores); ``tests/models/test_layer_rotation.py`` compares posenc's :func:`~posenc_cli.models.positions.describe`
+cores); ``tests/models/test_layer_rotation.py`` compares posenc's :func:`~posenc_cli.models.model_positions.describe`
 against the
 data,
 layer by layer, and regenerates a sample in memory to catch stale data.

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from posenc_cli.errors import PosencError
 from posenc_cli.pick.picker import PickInputs, pick
-from posenc_cli.pick.rules import GUARDS, RulesError, load_rules, parse_rules
+from posenc_cli.pick.rules import GUARDS, load_rules, parse_rules
+from posenc_cli.pick.rules_schema import RulesError
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES_DIR = ROOT / "rules"
@@ -107,7 +108,7 @@ def test_default_rules_are_what_pick_loads_by_default() -> None:
 
 
 def test_schema_and_engine_agree_on_the_operator_table() -> None:
-    from posenc_cli.pick.rules import EXTENSION_METHODS, OPERATORS
+    from posenc_cli.pick.rules_schema import EXTENSION_METHODS, OPERATORS
 
     assert SCHEMA["$defs"]["condition"]["properties"]["op"]["enum"] == list(OPERATORS)
     assert SCHEMA["$defs"]["extension"]["properties"]["method"]["enum"] == list(EXTENSION_METHODS)
@@ -568,7 +569,7 @@ def test_shipped_rules_never_need_a_veto_for_new_models_at_common_lengths() -> N
 
 
 def test_the_rules_format_page_lists_every_fact_a_rule_can_use() -> None:
-    from posenc_cli.pick.rules import INPUT_FACTS, TEXT_FACTS
+    from posenc_cli.pick.rules_schema import INPUT_FACTS, TEXT_FACTS
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "rules-format.md").read_text()
     facts = page[page.index("Facts: `ctx`"):page.index("plus the derived ones")]

@@ -1,7 +1,7 @@
 """`posenc plot`: files per format, the data behind every figure, the large-input path, terminal, JSON, bad options.
 
 No pixel snapshots: figures are checked through their artists (image arrays, line data, titles). Figures made by the
-CLI are captured by wrapping ``plots.figure_bytes``, so the checks cover the command's own pipeline.
+CLI are captured by wrapping ``figures.figure_bytes``, so the checks cover the command's own pipeline.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from clihelpers import run as run_posenc
 from reference import alibi_slopes_official
 from typer.testing import Result
 
-from posenc_cli.plots import figures as plots
+from posenc_cli.plots import data, figures, terminal
 from posenc_cli.rope import scaling
 from posenc_cli.rope.encodings import alibi_bias, sinusoidal
 from posenc_cli.rope.frequencies import RopeSpec, compute, default_inv_freq
@@ -52,16 +52,16 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def captured(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    """Every Figure the CLI renders, in order (plots.figure_bytes is wrapped, not replaced)."""
-    figures: list[Any] = []
-    original = plots.figure_bytes
+    """Every Figure the CLI renders, in order (figures.figure_bytes is wrapped, not replaced)."""
+    drawn: list[Any] = []
+    original = figures.figure_bytes
 
     def spy(fig: Any, fmt: str) -> bytes:
-        figures.append(fig)
+        drawn.append(fig)
         return original(fig, fmt)
 
-    monkeypatch.setattr(plots, "figure_bytes", spy)
-    yield figures
+    monkeypatch.setattr(figures, "figure_bytes", spy)
+    yield drawn
 
 
 def line_by_gid(fig: Any, gid: str) -> Any:
@@ -86,11 +86,11 @@ def test_each_kind_writes_each_format(in_tmp: Path, kind: list[str], fmt: str) -
     result = ok(run(*kind, "-o", str(target)))
     assert result.stdout == ""  # the path goes to stderr
     assert result.stderr.strip() == f"wrote {target}"
-    data = target.read_bytes()
+    written = target.read_bytes()
     if fmt == "svg":
-        assert b"<svg" in data[:2000]
+        assert b"<svg" in written[:2000]
     else:
-        assert data.startswith(MAGIC[fmt])
+        assert written.startswith(MAGIC[fmt])
     assert sorted(p.name for p in in_tmp.iterdir()) == [target.name]  # no temp file left behind
 
 
@@ -158,16 +158,16 @@ def test_sinusoidal_heatmap_is_posencs_matrix(in_tmp: Path, captured: list[Any])
 
 
 def test_sinusoidal_odd_d_model_and_other_base() -> None:
-    hm = plots.heatmap_data_sinusoidal(40, 7, 1000, 1000, base=500.0)
+    hm = data.heatmap_data_sinusoidal(40, 7, 1000, 1000, base=500.0)
     np.testing.assert_array_equal(hm.values, sinusoidal(40, 7, base=500.0))
 
 
 def test_aggregated_heatmap_is_the_block_means_of_the_full_matrix() -> None:
     n, d, rows, cols = 3001, 203, 97, 50
-    hm = plots.heatmap_data_sinusoidal(n, d, rows, cols)
+    hm = data.heatmap_data_sinusoidal(n, d, rows, cols)
     assert hm.values.shape == (rows, cols) and hm.aggregated
     full = sinusoidal(n, d)
-    re_, ce = plots.block_edges(n, rows), plots.block_edges(d, cols)
+    re_, ce = data.block_edges(n, rows), data.block_edges(d, cols)
     expected = np.array([[full[re_[i]:re_[i + 1], ce[j]:ce[j + 1]].mean() for j in range(cols)]
                          for i in range(rows)])
     np.testing.assert_allclose(hm.values, expected, rtol=0, atol=1e-12)
@@ -176,7 +176,7 @@ def test_aggregated_heatmap_is_the_block_means_of_the_full_matrix() -> None:
 
 def test_block_edges_cover_everything_once() -> None:
     for n, out in [(10, 3), (131072, 570), (7, 100), (1, 1), (1000, 999)]:
-        edges = plots.block_edges(n, out)
+        edges = data.block_edges(n, out)
         assert edges[0] == 0 and edges[-1] == n
         assert np.all(np.diff(edges) >= 1) and edges.size - 1 == min(n, out)
 
@@ -185,7 +185,7 @@ def test_trig_block_means_closed_form() -> None:
     starts, sizes = np.array([0, 5, 1000, 77], dtype=np.int64), np.array([1, 3, 250, 1], dtype=np.int64)
     w = np.array([1.0, 0.3, 1e-4, TWO_PI, 2.5])  # includes a whole turn per position (degenerate case)
     for kind, f in (("sin", np.sin), ("cos", np.cos)):
-        got = plots.trig_block_means(starts, sizes, w, kind)
+        got = data.trig_block_means(starts, sizes, w, kind)
         expected = np.array([[f(np.arange(a, a + b) * wi).mean() for wi in w] for a, b in zip(starts, sizes,
                                                                                              strict=True)])
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-10)
@@ -194,22 +194,22 @@ def test_trig_block_means_closed_form() -> None:
 def test_large_sinusoidal_is_aggregated_with_bounded_memory() -> None:
     tracemalloc.start()
     try:
-        hm = plots.heatmap_data_sinusoidal(131072, 4096, *plots.pixel_grid(150))
-        fig = plots.heatmap_figure([hm], dpi=150)
-        data = plots.figure_bytes(fig, "png")
+        hm = data.heatmap_data_sinusoidal(131072, 4096, *data.pixel_grid(150))
+        fig = figures.heatmap_figure([hm], dpi=150)
+        png = figures.figure_bytes(fig, "png")
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert peak < GIB // 8, peak  # far below the 1 GiB budget (the full matrix alone would be 4 GiB)
-    assert data.startswith(MAGIC["png"])
-    rows, cols = plots.pixel_grid(150)
+    assert png.startswith(MAGIC["png"])
+    rows, cols = data.pixel_grid(150)
     assert hm.values.shape == (rows, cols)
     title = fig.axes[0].get_title()
     assert f"aggregated to {rows}x{cols}" in title and "131,072 x 4,096" in title
     # spot check: the first row block's mean of column 4095 (the slowest cosine) against a direct sum
-    edges = plots.block_edges(131072, rows)
+    edges = data.block_edges(131072, rows)
     w = 10000.0 ** (-4094 / 4096)
-    ce = plots.block_edges(4096, cols)
+    ce = data.block_edges(4096, cols)
     direct = np.mean([np.cos(np.arange(edges[0], edges[1]) * w)]) if ce[-2] == 4095 else None
     if direct is not None:
         assert hm.values[0, -1] == pytest.approx(direct, abs=1e-9)
@@ -280,11 +280,11 @@ def test_rope_unscaled_single_panel(in_tmp: Path, captured: list[Any]) -> None:
 
 
 def test_rope_large_input_aggregates() -> None:
-    maps = plots.rope_cos_data(1 << 20, 128, 10000.0, 300, 40)
+    maps = data.rope_cos_data(1 << 20, 128, 10000.0, 300, 40)
     hm = maps[0]
     assert hm.values.shape == (300, 40) and hm.aggregated
     # row block 0 of pair-block 0 by brute force
-    rows, cols = plots.block_edges(1 << 20, 300), plots.block_edges(64, 40)
+    rows, cols = data.block_edges(1 << 20, 300), data.block_edges(64, 40)
     inv = default_inv_freq(10000.0, 128).astype(np.float64)
     p = np.arange(rows[0], rows[1], dtype=np.float64)[:, None]
     direct = np.cos(p * inv[cols[0]:cols[1]]).mean()
@@ -306,7 +306,7 @@ def test_decay_curve_hits_the_roformer_oracle(in_tmp: Path, captured: list[Any])
 
 def test_decay_bound_matches_the_definition() -> None:
     d, base = 16, 777.0
-    curve = plots.decay_bound(d, base, 40, chunk=7)  # chunking must not matter
+    curve = data.decay_bound(d, base, 40, chunk=7)  # chunking must not matter
     theta = base ** (-2 * np.arange(d // 2) / d)
     for r in range(41):
         s = [sum(np.exp(1j * r * theta[i]) for i in range(j)) for j in range(1, d // 2 + 1)]
@@ -394,12 +394,12 @@ def test_alibi_small_multiples(in_tmp: Path, captured: list[Any], heads: int) ->
 
 def test_terminal_draws_half_blocks_and_writes_nothing(in_tmp: Path) -> None:
     result = ok(run("sinusoidal", "--max-len", "512", "--d-model", "128", "--terminal", "--width", "80"))
-    assert plots.HALF_BLOCK in result.stdout
+    assert terminal.HALF_BLOCK in result.stdout
     assert "\x1b[38;2;" in result.stdout  # 24-bit colour, foreground = top cell
     assert "48;2;" in result.stdout  # and background = bottom cell
     assert "aggregated to" in result.stdout
     plain = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout)
-    widths = {len(line) for line in plain.splitlines() if plots.HALF_BLOCK * 10 in line}
+    widths = {len(line) for line in plain.splitlines() if terminal.HALF_BLOCK * 10 in line}
     assert max(widths) <= 80
     assert list(in_tmp.iterdir()) == []
 
@@ -407,20 +407,20 @@ def test_terminal_draws_half_blocks_and_writes_nothing(in_tmp: Path) -> None:
 def test_terminal_rope_and_alibi(in_tmp: Path) -> None:
     rope = ok(run("rope", "--max-len", "8k", "--method", "yarn", "--factor", "4", "--original-max", "2k",
                   "--terminal", "--width", "100"))
-    assert rope.stdout.count(plots.HALF_BLOCK) > 100 and "yarn x4" in rope.stdout
+    assert rope.stdout.count(terminal.HALF_BLOCK) > 100 and "yarn x4" in rope.stdout
     alibi = ok(run("alibi", "--heads", "4", "--seq-len", "16", "--terminal", "--width", "100"))
-    assert plots.HALF_BLOCK in alibi.stdout and "head 4" in alibi.stdout
+    assert terminal.HALF_BLOCK in alibi.stdout and "head 4" in alibi.stdout
     assert list(in_tmp.iterdir()) == []
 
 
 def test_terminal_heatmap_cells_match_the_data() -> None:
-    hm = plots.heatmap_data_sinusoidal(8, 4, 100, 100)
-    palette = plots.terminal_palette("gray")
-    rgb = plots._to_rgb(hm.values, -1.0, 1.0, palette)
+    hm = data.heatmap_data_sinusoidal(8, 4, 100, 100)
+    palette = terminal.terminal_palette("gray")
+    rgb = terminal._to_rgb(hm.values, -1.0, 1.0, palette)
     expected = np.rint((np.clip(hm.values, -1, 1) + 1) / 2 * 255)
     np.testing.assert_array_equal(rgb[..., 0], expected)
-    text = plots._half_blocks(rgb)
-    assert text.plain.splitlines() == [plots.HALF_BLOCK * 4] * 4  # 8 rows -> 4 lines of 4 cells
+    text = terminal._half_blocks(rgb)
+    assert text.plain.splitlines() == [terminal.HALF_BLOCK * 4] * 4  # 8 rows -> 4 lines of 4 cells
 
 
 def test_terminal_never_loads_matplotlib() -> None:

@@ -1,0 +1,197 @@
+"""A scaling asked for by name (``posenc scale``, ``posenc plot rope/frequencies``): the options as the user gave
+them, the validated request they make, and the request rendered for one format, on a model or bare.
+
+No numpy at import (the engine renderings keep it inside the functions that compute tables); the model reader
+loads only when a model is given, so a bare ``posenc scale`` never loads it (``tests/test_imports.py``): those are
+this module's deliberate function-level imports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from posenc_cli.engines import hf
+from posenc_cli.engines.render import FORMATS, TRAINING_FORMATS, render_request
+from posenc_cli.errors import PosencError
+from posenc_cli.files import parse_factor_list
+from posenc_cli.models.extension import extend
+from posenc_cli.rope import scaling
+from posenc_cli.rope.scaling import ScaleRequest
+from posenc_cli.units import parse_length
+
+if TYPE_CHECKING:
+    from posenc_cli.models.facts import ModelFacts
+    from posenc_cli.models.sources import Source
+
+
+@dataclass(eq=False)  # a plain bag of values; frozen/eq would only add start-up time
+class ScaleOptions:
+    """The scaling options as the command line gave them (lengths and factor lists still text).
+
+    None is "not given": the model's own value, else the method's default (llama3: low 1, high 4).
+    """
+
+    factor: float | None = None
+    original_max: str | None = None
+    target: str | None = None
+    partial_rotary_factor: float | None = None
+    beta_fast: float | None = None
+    beta_slow: float | None = None
+    attention_factor: float | None = None
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
+    truncate: bool | None = None
+    low_freq_factor: float | None = None
+    high_freq_factor: float | None = None
+    short_factor: str | None = None
+    long_factor: str | None = None
+
+
+def scale_request(
+    method: str,
+    options: ScaleOptions,
+    *,
+    theta: float | None = None,
+    head_dim: int | None = None,
+    fine_tuned: bool = False,
+    model: ModelFacts | None = None,
+    notes: list[str] | None = None,
+) -> ScaleRequest:
+    """Parse ``options`` for ``method`` and build the request through :func:`posenc_cli.models.extension.extend`.
+
+    ``theta`` and ``head_dim`` are what the command line gave (None: the model's, else the defaults); ``model``:
+    the facts of the model given with ``--config``. Notes for stderr are appended to ``notes``. Every mistake is
+    one :class:`PosencError`.
+    """
+    original_max = (parse_length(options.original_max, name="--original-max")
+                    if options.original_max is not None else None)
+    if original_max is None and model is None:
+        raise PosencError(f"{method} needs the original (trained) context length: pass --original-max, e.g. 4k")
+    short = parse_factor_list(options.short_factor, "--short-factor") if options.short_factor else None
+    long = parse_factor_list(options.long_factor, "--long-factor") if options.long_factor else None
+    return extend(
+        method, model, factor=options.factor, original_max=original_max,
+        target=parse_length(options.target, name="--target") if options.target is not None else None,
+        theta=theta, head_dim=head_dim, partial_rotary_factor=options.partial_rotary_factor, fine_tuned=fine_tuned,
+        notes=notes, beta_fast=options.beta_fast, beta_slow=options.beta_slow,
+        attention_factor=options.attention_factor, mscale=options.mscale, mscale_all_dim=options.mscale_all_dim,
+        truncate=options.truncate, low_freq_factor=options.low_freq_factor,
+        high_freq_factor=options.high_freq_factor, short_factor=short, long_factor=long,
+    )
+
+
+# NamedTuples, not frozen dataclasses: cheaper to define, and posenc scale's start-up counts
+class ScaleAsk(NamedTuple):
+    """What ``posenc scale`` was asked beyond the scaling itself: the model, the format, where the result goes."""
+
+    config: str | None = None  # a model: config.json, folder, Hub id or GGUF
+    fmt: str | None = None  # None: the model file's own format, else hf
+    seq_len: str | None = None  # a training run's length, up to the target (training formats only)
+    output: str | None = None  # write the patched config here
+    in_place: bool = False  # rewrite the config itself
+    model: str = "MODEL"  # the model name the engine command lines give
+
+
+class Scaled(NamedTuple):
+    """A request rendered: ``text`` for stdout (or for ``destination``), and the stderr lines in their order."""
+
+    request: ScaleRequest
+    text: str
+    notes: list[str]  # printed first
+    caveats: list[str]  # printed before the text on stdout, not before a write
+    destination: str | None  # the file the patched config goes to; None: stdout
+
+
+class _Model(NamedTuple):
+    """A model read for ``--config``: its source and facts, and the file a write patches."""
+
+    source: Source
+    facts: ModelFacts
+    path: str
+    served: str  # what engine command lines name it by
+
+
+def scale(method: str, options: ScaleOptions, ask: ScaleAsk, *, theta: float | None = None,
+          head_dim: int | None = None, fine_tuned: bool = False) -> Scaled:
+    """``posenc scale``: the request ``method`` and ``options`` make (on the model of ``ask.config``, if any),
+    rendered for ``ask.fmt``; or, with ``ask.output``/``ask.in_place``, the model's config patched with it.
+
+    The result is built before any note, so a rejected request or format ends as one error and no notes.
+    """
+    _check_ask(ask)
+    model = _read_model(ask) if ask.config is not None else None
+    facts = model.facts if model else None
+    fmt = ask.fmt or hf.own_format(facts)
+    notes: list[str] = []
+    req = scale_request(method, options, theta=theta, head_dim=head_dim, fine_tuned=fine_tuned, model=facts,
+                        notes=notes)
+    if ask.seq_len is not None:
+        if fmt not in TRAINING_FORMATS:
+            raise PosencError(f"--seq-len sets the length a training run trains at; --format {fmt} serves the whole "
+                              f"target (use it with one of: {', '.join(TRAINING_FORMATS)})")
+        req = scaling.at_length(req, parse_length(ask.seq_len, name="--seq-len"))
+    destination = None
+    caveats: list[str] = []
+    if model is not None and (ask.output or ask.in_place):
+        text = _patched(model, req, fmt)
+        destination = model.path if ask.in_place else ask.output
+    elif model is not None:
+        text, caveats = _rendered_for_model(model, req, fmt, ask.model)
+    else:
+        text, caveats = render_request(req, fmt, model=ask.model)
+    given = {"theta": theta, "head_dim": head_dim}
+    return Scaled(req, text, _notes(req, fmt, facts, notes, given), caveats, destination)
+
+
+def _check_ask(ask: ScaleAsk) -> None:
+    if ask.fmt is not None and ask.fmt not in FORMATS:
+        raise PosencError(f"--format {ask.fmt!r} is not known; use one of: {', '.join(FORMATS)}")
+    if (ask.output or ask.in_place) and ask.config is None:
+        raise PosencError("--output and --in-place patch a model config: pass --config FILE")
+    if ask.output and ask.in_place:
+        raise PosencError("give either --output FILE or --in-place, not both")
+
+
+def _read_model(ask: ScaleAsk) -> _Model:
+    """The model of ``--config``, and the file a write patches (a folder's config.json)."""
+    # the model reader loads only for --config: a bare request never needs it (tests/test_imports.py)
+    from posenc_cli.models.facts import model_facts
+    from posenc_cli.models.sources import describe_source, read_source, served_name
+
+    assert ask.config is not None
+    src = read_source(ask.config)
+    if (ask.output or ask.in_place) and src.kind not in ("file", "stdin", "folder"):
+        raise PosencError(f"--output and --in-place patch a local config.json; {src.label} is a {src.kind} "
+                          "(print the scaling without them, or download config.json first)")
+    if ask.in_place and src.kind == "stdin":
+        raise PosencError("--in-place rewrites a config file; --config - is stdin (use -o - to print the "
+                          "patched config)")
+    path = src.path if ask.in_place and src.kind == "folder" and src.path else ask.config
+    return _Model(src, model_facts(describe_source(src), src.label, cfg=src.config), path, served_name(src))
+
+
+def _patched(model: _Model, req: ScaleRequest, fmt: str) -> str:
+    from posenc_cli.models.sources import written_config  # loaded with the reader (see _read_model)
+
+    return written_config(hf.patch_config(model.source.config, req, fmt, model.facts.group), "the patched config")
+
+
+def _rendered_for_model(model: _Model, req: ScaleRequest, fmt: str, name: str) -> tuple[str, list[str]]:
+    src = model.source
+    return render_request(req, fmt, src.config, model.facts, model.served if name == "MODEL" else name,
+                          gguf=src.kind == "gguf")
+
+
+def _notes(req: ScaleRequest, fmt: str, facts: ModelFacts | None, notes: list[str],
+           given: dict[str, Any]) -> list[str]:
+    """The stderr notes, in order: the model's, the request's, the defaults used, the method's advice."""
+    out = [*((facts.window_note,) if facts and facts.window_note else ()), *(facts.notes if facts else ()), *notes]
+    for name, value in given.items():
+        if value is None and (facts is None or getattr(facts, name) is None):
+            out.append(f"note: --{name.replace('_', '-')} not given; using {getattr(req, name):g}")
+    out += scaling.warnings_for(req)
+    if req.method == "dynamic" and not req.unchanged and fmt in hf.FORMATS:
+        out.append("note: dynamic keeps max_position_embeddings at the trained length; the base grows past it per "
+                   "forward")
+    return out
