@@ -61,11 +61,12 @@ def scale(
     Example: posenc scale yarn --original-max 32k --target 128k --theta 1e6
     """
     from posenc_cli.engines import hf
-    from posenc_cli.engines.render import FORMATS, TRAINING_FORMATS, render_request
+    from posenc_cli.engines.registry import formats, training_formats
+    from posenc_cli.engines.render import render_request
     from posenc_cli.rope import scaling
 
-    if fmt is not None and fmt not in FORMATS:
-        raise PosencError(f"--format {fmt!r} is not known; use one of: {', '.join(FORMATS)}")
+    if fmt is not None and fmt not in formats():
+        raise PosencError(f"--format {fmt!r} is not known; use one of: {', '.join(formats())}")
     if (output or in_place) and config is None:
         raise PosencError("--output and --in-place patch a model config: pass --config FILE")
     if output and in_place:
@@ -100,9 +101,9 @@ def scale(
     if seq_len is not None:
         from posenc_cli.units import parse_length
 
-        if fmt not in TRAINING_FORMATS:
+        if fmt not in training_formats():
             raise PosencError(f"--seq-len sets the length a training run trains at; --format {fmt} serves the whole "
-                              f"target (use it with one of: {', '.join(TRAINING_FORMATS)})")
+                              f"target (use it with one of: {', '.join(training_formats())})")
         req = scaling.at_length(req, parse_length(seq_len, name="--seq-len"))
     # build the result before any note, so a rejected request or format ends as the one `error:` line on stderr
     writing = source is not None and config is not None and bool(output or in_place)

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from posenc_cli.engines.hf import NAME, VERSION
 from posenc_cli.engines.runs import EngineRun, GroupRun
 from posenc_cli.models.inspection import spec_for
 from posenc_cli.models.positions import ModelPositions
 from posenc_cli.rope.frequencies import compute
 from posenc_cli.rope.windows import window as window_for
-
-VERSION = "5.25"
 
 
 def groups_at(model: ModelPositions, seq_len: int | None) -> list[GroupRun]:
@@ -31,9 +30,9 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
     if window is not None and max_model_len > window:
         warnings.append(f"max_model_len {max_model_len:,} is past the model's native window {window:,}: transformers "
                         "computes it, but the model was not trained there")
-    return EngineRun("hf", VERSION, max_model_len, groups_at(model, seq_len or max_model_len), ["config.json as it is"],
+    return EngineRun(NAME, VERSION, max_model_len, groups_at(model, seq_len or max_model_len), ["config.json as it is"],
                      accepts=None, warnings=warnings)
 
 
 def short_run(model: ModelPositions, cfg: dict[str, Any], seq_len: int) -> EngineRun:
-    return EngineRun("hf", VERSION, seq_len, groups_at(model, seq_len), ["config.json as it is"])
+    return EngineRun(NAME, VERSION, seq_len, groups_at(model, seq_len), ["config.json as it is"])
