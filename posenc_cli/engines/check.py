@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from posenc_cli.engines import registry, transformers
+from posenc_cli.engines import hf, registry
 from posenc_cli.engines.registry import ENGINE, TRAINER, Runner
 from posenc_cli.engines.runs import (
     TRAINER_VERDICTS,
@@ -215,10 +215,10 @@ def check(model: ModelPositions, cfg: dict[str, Any], engines: list[str], max_mo
                            trainers=None if trainers is None else [])
     if model.engine is not None and model.engine.remote_code:
         return _without_reference(model, engines, max_model_len, trainers)
-    reference = transformers.run(model, cfg, max_model_len)
+    reference = hf.run(model, cfg, max_model_len)
     short = _length_dependent(model)
     short = short if short is not None and short < max_model_len else None
-    short_reference = transformers.short_run(model, cfg, short) if short is not None else None
+    short_reference = hf.short_run(model, cfg, short) if short is not None else None
     judged = _Judge(model, cfg, max_model_len, model_name, reference, short_reference)
     verdicts = []
     # the reference is the first engine (transformers): served as it is, not compared with itself

@@ -12,12 +12,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.engines.registry import Rendering, Target, entry
+from posenc_cli.engines.runs import EngineRun
 from posenc_cli.errors import PosencError
 from posenc_cli.files import dumps_config, dumps_json
 from posenc_cli.rope.scaling import ScaleRequest, max_position_embeddings, rope_parameters
 
 if TYPE_CHECKING:
-    from posenc_cli.engines.runs import EngineRun
     from posenc_cli.models.positions import ModelFacts, ModelPositions
 
 NAME = "hf"
@@ -105,9 +105,19 @@ def render(r: Rendering) -> tuple[str, list[str]]:
 
 
 def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
-    from posenc_cli.engines import transformers  # numpy: only when a model is run
+    """What transformers computes serving ``max_model_len`` for a sequence of ``seq_len`` tokens (default: that
+    long): dynamic NTK and LongRoPE change with the sequence length (:func:`short_run`: at the original length)."""
+    from posenc_cli.engines.transformers import groups_at, past_window  # numpy: only when a model is run
 
-    return transformers.run(model, cfg, max_model_len, seq_len)
+    return EngineRun(NAME, VERSION, max_model_len, groups_at(model, seq_len or max_model_len), ["config.json as it is"],
+                     accepts=None, warnings=past_window(model, max_model_len))
+
+
+def short_run(model: ModelPositions, cfg: dict[str, Any], seq_len: int) -> EngineRun:
+    """What transformers computes for a sequence of ``seq_len`` tokens (length-dependent rope's short length)."""
+    from posenc_cli.engines.transformers import groups_at  # numpy: only when a model is run
+
+    return EngineRun(NAME, VERSION, seq_len, groups_at(model, seq_len), ["config.json as it is"])
 
 
 TARGET = Target(

@@ -1,13 +1,10 @@
-"""transformers 5.x: the reference every other engine is compared with (posenc's frequency code is proven equal to
-it by the parity tests). Dynamic NTK and LongRoPE change with the sequence length: ``run`` reports them at the
-serving length, :func:`short_run` at the original length."""
+"""transformers 5.x's numbers: the reference every other engine is compared with (posenc's frequency code is proven
+equal to it by the parity tests), per rope group at a sequence length (numpy at import: :mod:`.hf`, the record,
+loads this module when a model is run)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from posenc_cli.engines.hf import NAME, VERSION
-from posenc_cli.engines.runs import EngineRun, GroupRun
+from posenc_cli.engines.runs import GroupRun
 from posenc_cli.models.inspection import spec_for
 from posenc_cli.models.positions import ModelPositions
 from posenc_cli.rope.frequencies import compute
@@ -22,17 +19,12 @@ def groups_at(model: ModelPositions, seq_len: int | None) -> list[GroupRun]:
     return out
 
 
-def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
+def past_window(model: ModelPositions, max_model_len: int) -> list[str]:
+    """A warning when ``max_model_len`` is past the model's native window (transformers computes it all the same)."""
     first = model.layers[0]
     window = window_for(first.params, model.max_position_embeddings or max_model_len,
                         model.text_model_type or model.model_type).served
-    warnings = []
     if window is not None and max_model_len > window:
-        warnings.append(f"max_model_len {max_model_len:,} is past the model's native window {window:,}: transformers "
-                        "computes it, but the model was not trained there")
-    return EngineRun(NAME, VERSION, max_model_len, groups_at(model, seq_len or max_model_len), ["config.json as it is"],
-                     accepts=None, warnings=warnings)
-
-
-def short_run(model: ModelPositions, cfg: dict[str, Any], seq_len: int) -> EngineRun:
-    return EngineRun(NAME, VERSION, seq_len, groups_at(model, seq_len), ["config.json as it is"])
+        return [f"max_model_len {max_model_len:,} is past the model's native window {window:,}: transformers "
+                "computes it, but the model was not trained there"]
+    return []

@@ -25,8 +25,12 @@ import math
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from posenc_cli.engines import hf
 from posenc_cli.engines.registry import ENGINE, TRAINER, entries, formats
+from posenc_cli.engines.render import render_request
 from posenc_cli.errors import PosencError
+from posenc_cli.models.sources import served_name
+from posenc_cli.rope.scaling import at_length, max_position_embeddings, rope_parameters
 from posenc_cli.units import format_length
 
 if TYPE_CHECKING:
@@ -58,13 +62,9 @@ def check_trainer(name: str) -> str:
 
 def _render(req: ScaleRequest, fmt: str, result: PickResult) -> tuple[str, list[str]]:
     """``posenc scale --format fmt`` of ``req`` on the plan's model (its config, its served name), as scale does."""
-    from posenc_cli.engines.render import render_request
-
     config = result.source.config if result.source is not None and result.model is not None else None
     name = "MODEL"
     if result.source is not None:
-        from posenc_cli.models.sources import served_name
-
         name = served_name(result.source)
     gguf = result.source is not None and result.source.kind == "gguf"
     return render_request(req, fmt, config, result.model, name, gguf=gguf)
@@ -87,8 +87,6 @@ def _serving(config: dict[str, Any], config_format: str, argv: list[str], req: S
 def _run(req: ScaleRequest, argv: list[str], length: int, fmt: str, result: PickResult) -> dict[str, Any]:
     """One training run at ``length``: the ``posenc scale`` command, the rope dict and window it trains with,
     and the trainer's settings (or its refusal)."""
-    from posenc_cli.rope.scaling import at_length, max_position_embeddings, rope_parameters
-
     at = at_length(req, length)
     run: dict[str, Any] = {
         "seq_len": length,
@@ -146,8 +144,6 @@ def trainer_plan(result: PickResult, fmt: str) -> dict[str, Any]:
         out["serving"] = _serving(ext["config"], ext["config_format"], shlex.split(ext["command"]), reqs.served,
                                   result)
     elif pre_req is not None:
-        from posenc_cli.engines import hf
-
         assert out["pretraining"] is not None
         argv = shlex.split(out["pretraining"]["command"])[:-4]  # without --seq-len L --format NAME
         out["serving"] = _serving(hf.format_hf(pre_req), "hf", argv, pre_req, result)

@@ -27,9 +27,13 @@ from typing import Any
 
 from posenc_cli.engines import registry
 from posenc_cli.engines.registry import TRAINER
-from posenc_cli.engines.runs import SAME_RTOL
+from posenc_cli.engines.runs import SAME_RTOL, relative_difference
 from posenc_cli.errors import PosencError
 from posenc_cli.files import check_values, parse_json_object, read_bytes, read_text
+from posenc_cli.models.convert import with_rope
+from posenc_cli.models.lint import oldest_reader
+from posenc_cli.models.positions import describe, extended_group, text_config
+from posenc_cli.models.sources import MODEL_KEYS, Source, checked_source
 from posenc_cli.trainers.settings import Reader, TrainedWith
 
 #: the settings audit reads itself: a posenc plan, and a model's config.json
@@ -150,8 +154,6 @@ def takes_base(framework: str) -> bool:
 def detect_framework(fmt: str, data: Any, path: str) -> str:
     """Which framework wrote a settings file (``--framework`` overrides this)."""
     if fmt == "json":
-        from posenc_cli.models.sources import MODEL_KEYS
-
         # a plan is `posenc pick --json` output; a file with model keys and no plan key is a model's config.json
         model_config = not set(data) & _PLAN_KEYS and any(k in data for k in MODEL_KEYS)
         return HF_CONFIG if model_config else PLAN
@@ -214,9 +216,6 @@ def _plan(data: Mapping[str, Any], path: str) -> TrainedWith:
 def _hf_config(data: Mapping[str, Any], path: str) -> TrainedWith:
     """The config.json a run loaded: HF Trainer, TRL and Unsloth build the model from it with transformers, so the
     run computed what :func:`posenc_cli.models.positions.describe` reads from it (every rope group; its window)."""
-    from posenc_cli.models.positions import describe
-    from posenc_cli.models.sources import Source, checked_source
-
     checked_source(Source(dict(data), path, "file", path))
     model = describe(data)
     if model.family != "rope" or not model.layers:
@@ -254,8 +253,7 @@ class Audit:
 def _numbers(cfg: Mapping[str, Any], seq_len: int | None, group: str | None = None) -> tuple[Any, float, int | None]:
     """(inv_freq, attention factor, window) transformers 5 builds from ``cfg`` for the rope group named ``group``
     (default: the first), at ``seq_len``."""
-    from posenc_cli.models.inspection import spec_for
-    from posenc_cli.models.positions import describe
+    from posenc_cli.models.inspection import spec_for  # numpy
     from posenc_cli.rope.frequencies import compute
 
     model = describe(cfg)
@@ -282,8 +280,6 @@ def _trained_groups(trained: TrainedWith, model: Any, label: str) -> tuple[dict[
     notes. A per-layer-type trained dict must name every group; a flat one on a model with several groups is the
     extended group's (the one already scaled, else full attention), except for axolotl, whose setattr of a flat
     dict fails there."""
-    from posenc_cli.models.positions import extended_group
-
     names = [g.name for g in model.layers]
     keys = {g.name: g.rope_key or g.name for g in model.layers}
     rope = trained.rope
@@ -314,20 +310,9 @@ def audit(checkpoint_label: str, exported: Mapping[str, Any] | None, trained: Tr
           to: str | None = None) -> Audit:
     """Every difference between ``exported`` (None: no config.json) and ``trained`` that changes the served numbers,
     in every rope group, with the config that would be right (in the file's own transformers form, or ``to``)."""
-    from posenc_cli.models.convert import with_rope
-    from posenc_cli.models.positions import describe, text_config
-
-    findings: list[Finding] = []
     if exported is None:
-        findings.append(Finding("missing-config", "config.json", None, "config.json",
-                                "the checkpoint has no config.json: nothing tells transformers or an engine the "
-                                "rope it was trained with"))
-        missing = None
-        flat = trained.rope is not None and not any(isinstance(v, Mapping) for v in trained.rope.values())
-        if trained.rope is not None and trained.window is not None and flat:
-            missing = with_rope({"max_position_embeddings": trained.window}, "", trained.rope, trained.window,
-                                to or "v5")
-        return Audit(trained, checkpoint_label, findings, None, missing, None)
+        return _without_config(checkpoint_label, trained, to)
+    findings: list[Finding] = []
     text = text_config(exported)[0]
     window_raw = text.get("max_position_embeddings")
     if isinstance(window_raw, float):
@@ -339,25 +324,55 @@ def audit(checkpoint_label: str, exported: Mapping[str, Any] | None, trained: Tr
         raise PosencError(f"{checkpoint_label}: not a RoPE model (posenc reads it as {model.family})")
     per_group, notes = _trained_groups(trained, model, checkpoint_label)
     trained.notes.extend(notes)
-    raw_all = text.get("rope_scaling") or text.get("rope_parameters") or {}
-    raw_all = dict(raw_all) if isinstance(raw_all, Mapping) else {}
     form = to or _form(text)
     if form == "v5":
-        from posenc_cli.models.lint import oldest_reader
-
-        oldest = oldest_reader(exported)
-        if oldest is not None and int(oldest[0].split(".")[0]) >= 5:
-            trained.notes.append(f"config.json needs transformers >= {oldest[0]} ({oldest[1]}): a transformers 4 "
-                                 "reader (and an engine built on one) sees neither its rope_theta nor its scaling; "
-                                 "--to v4 writes the keys both read")
+        _note_v5_only(exported, trained)
     window = trained.window if trained.window is not None else model.max_position_embeddings
     if window is None:
         raise PosencError(f"{checkpoint_label}: neither the config nor the training settings give a window")
-    several = len(model.layers) > 1
     fixed: dict[str, Any] = dict(exported)
     for layer in model.layers:
         rope = per_group[layer.name] or dict(layer.params)
         fixed = with_rope(fixed, layer.rope_key, rope, window, form, head_dim=layer.head_dim or model.head_dim)
+    found, numbers = _rope_findings(exported, fixed, model, per_group, window, form, trained, text)
+    findings += found
+    if trained.window is not None and model.max_position_embeddings != trained.window:
+        findings.append(_window_finding(model, per_group, trained.window, window_raw))
+    if not findings:
+        return Audit(trained, checkpoint_label, [], None, None, None)
+    return Audit(trained, checkpoint_label, findings, fixed, _rope_keys(fixed), numbers)
+
+
+def _without_config(checkpoint_label: str, trained: TrainedWith, to: str | None) -> Audit:
+    """A checkpoint without config.json: the one finding, and the keys a config needs (for one rope dict)."""
+    finding = Finding("missing-config", "config.json", None, "config.json",
+                      "the checkpoint has no config.json: nothing tells transformers or an engine the rope it was "
+                      "trained with")
+    missing = None
+    flat = trained.rope is not None and not any(isinstance(v, Mapping) for v in trained.rope.values())
+    if trained.rope is not None and trained.window is not None and flat:
+        missing = with_rope({"max_position_embeddings": trained.window}, "", trained.rope, trained.window, to or "v5")
+    return Audit(trained, checkpoint_label, [finding], None, missing, None)
+
+
+def _note_v5_only(exported: Mapping[str, Any], trained: TrainedWith) -> None:
+    """Say so when the config can be read only by transformers 5 (the form the right config is written in)."""
+    oldest = oldest_reader(exported)
+    if oldest is not None and int(oldest[0].split(".")[0]) >= 5:
+        trained.notes.append(f"config.json needs transformers >= {oldest[0]} ({oldest[1]}): a transformers 4 "
+                             "reader (and an engine built on one) sees neither its rope_theta nor its scaling; "
+                             "--to v4 writes the keys both read")
+
+
+def _rope_findings(exported: Mapping[str, Any], fixed: Mapping[str, Any], model: Any,
+                   per_group: dict[str, dict[str, Any] | None], window: int, form: str, trained: TrainedWith,
+                   text: Mapping[str, Any]) -> tuple[list[Finding], dict[str, Any] | None]:
+    """Each rope group whose served numbers differ from the trained ones: the keys that make the difference, and
+    what the first such difference does to the spectrum."""
+    several = len(model.layers) > 1
+    raw_all = text.get("rope_scaling") or text.get("rope_parameters") or {}
+    raw_all = dict(raw_all) if isinstance(raw_all, Mapping) else {}
+    findings: list[Finding] = []
     numbers = None
     for layer in model.layers:
         name = layer.name if several else None
@@ -380,36 +395,38 @@ def audit(checkpoint_label: str, exported: Mapping[str, Any] | None, trained: Tr
         findings += found
         if numbers is None:
             numbers = _spectrum_difference(have, want) | ({"group": layer.name} if several else {})
-    if trained.window is not None and model.max_position_embeddings != trained.window:
-        dynamic = [g for g in model.layers if (per_group[g.name] or g.params).get("rope_type") == "dynamic"]
-        if dynamic:
-            findings.append(Finding(
-                "dynamic-window", "max_position_embeddings", window_raw, trained.window,
-                f"max_position_embeddings is {window_raw!r}; the model was trained with {trained.window}: dynamic NTK "
-                f"keeps plain RoPE up to max_position_embeddings and scales from it, so served frequencies differ "
-                f"from the trained ones (engines also cap the context there)"))
-        else:
-            findings.append(Finding("window", "max_position_embeddings", window_raw, trained.window,
-                                    f"max_position_embeddings is {window_raw!r}; the model was trained for "
-                                    f"{trained.window} (engines cap the context at this window)"))
-    if not findings:
-        return Audit(trained, checkpoint_label, [], None, None, None)
+    return findings, numbers
+
+
+def _window_finding(model: Any, per_group: dict[str, dict[str, Any] | None], trained_window: int,
+                    window_raw: Any) -> Finding:
+    """The exported window is not the trained one (worse for dynamic NTK, which scales from it)."""
+    if any((per_group[g.name] or g.params).get("rope_type") == "dynamic" for g in model.layers):
+        return Finding(
+            "dynamic-window", "max_position_embeddings", window_raw, trained_window,
+            f"max_position_embeddings is {window_raw!r}; the model was trained with {trained_window}: dynamic NTK "
+            f"keeps plain RoPE up to max_position_embeddings and scales from it, so served frequencies differ "
+            f"from the trained ones (engines also cap the context there)")
+    return Finding("window", "max_position_embeddings", window_raw, trained_window,
+                   f"max_position_embeddings is {window_raw!r}; the model was trained for {trained_window} (engines "
+                   "cap the context at this window)")
+
+
+def _rope_keys(fixed: Mapping[str, Any]) -> dict[str, Any]:
+    """The right config's keys that carry positions, in its nesting: what to merge by hand."""
     fixed_text, _, where = text_config(fixed)
     keys = ("rope_theta", "rope_local_base_freq", "rope_scaling", "rope_parameters", "partial_rotary_factor",
             "max_position_embeddings")
     fragment: dict[str, Any] = {k: fixed_text[k] for k in keys if k in fixed_text}
     for key in reversed(where.split(".") if where else []):
         fragment = {key: fragment}
-    return Audit(trained, checkpoint_label, findings, fixed, fragment, numbers)
+    return fragment
 
 
 def _spectrum_difference(have: tuple[Any, float, int | None], want: tuple[Any, float, int | None]) -> dict[str, Any]:
-    import numpy as np
-
-
-    h, w = have[0].astype(np.float64), want[0].astype(np.float64)
+    h, w = have[0], want[0]
     if h.shape == w.shape:
-        rel = np.abs(h - w) / w
+        rel = relative_difference(w, h)
         # two routes to the same numbers may differ by float32 rounding: those pairs do not count as differing
         out: dict[str, Any] = {"pairs": int(w.size), "pairs_differing": int((rel > SAME_RTOL).sum()),
                                "max_relative_difference": float(rel.max())}
@@ -427,8 +444,6 @@ def _key_findings(exported: Mapping[str, Any], group: str, name: str | None, own
     """Name each key whose exported value changes the numbers: put the trained value into the exported dict, one key
     at a time, and keep the keys that move the spectrum (a dropped key whose default is the trained value is no
     finding)."""
-    from posenc_cli.models.convert import with_rope
-
     def numbers_with(params: Mapping[str, Any]) -> Any:
         return _numbers(with_rope(exported, group, dict(params), window, form), seq_len, name)
 
