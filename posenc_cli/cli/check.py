@@ -12,6 +12,7 @@ import typer
 from posenc_cli.cli.inspect import RevisionOpt, SourceArg, note_newer_transformers
 from posenc_cli.cli.options import LENGTHS
 from posenc_cli.cli.output import print_json
+from posenc_cli.engines.check import check as run_check
 from posenc_cli.engines.registry import ENGINE, TRAINER, names
 from posenc_cli.engines.runs import NOT_MODELLED, SAME_RTOL
 from posenc_cli.errors import PosencError
@@ -39,8 +40,6 @@ def check(
     else 3 when one was not compared (not modelled: leave it out with --engines or --trainers). A model without
     RoPE is exit 0 (nothing can differ).
     """
-    from posenc_cli.engines.check import check as run_check  # numpy, when the engines run
-
     asked = [e.strip() for e in engines.split(",") if e.strip()]
     if not asked:
         raise PosencError(f"--engines is empty; use some of: {', '.join(names(ENGINE))}")

@@ -1,16 +1,15 @@
 """The registry of engines and training frameworks: one module each, named here and loaded by name when needed.
 
 Each module exports one :class:`Target` (``TARGET``): its name, the package and version its numbers are proven
-against, ``render`` (the text ``posenc scale`` prints, and caveats), ``run`` (what
-it computes for a model, an :class:`~posenc_cli.engines.runs.EngineRun`), what it cannot express and, for a
-trainer, how ``posenc audit`` reads its settings back. ``posenc scale --format``, ``posenc check``,
-``posenc pick --trainer``, ``posenc audit`` and the docs' tables iterate over :data:`ENTRIES`.
+against, ``render`` (the text ``posenc scale`` prints, and caveats), ``run`` (what it computes for a model, an
+:class:`~posenc_cli.engines.runs.EngineRun`), what it cannot express and, for a trainer, how ``posenc audit`` reads
+its settings back. ``posenc scale --format``, ``posenc check``, ``posenc pick --trainer``, ``posenc audit`` and the
+docs' tables iterate over :data:`ENTRIES`.
 
-The entries carry what start-up needs without loading a module: its name, module and the ``--format`` names it
-renders (listed only here, so that ``posenc scale`` loads the one module its
-``--format`` names, ``tests/test_imports.py``). :func:`load` is the only place these modules are
-imported lazily, by name (``importlib``): the trainers sit a stage above the engines, and the engines reach them
-only through here.
+An entry carries what start-up needs without loading a module: the name, the module and the ``--format`` names it
+renders (listed only here, so that ``posenc scale`` loads the one module its ``--format`` names:
+``tests/test_imports.py``). :func:`load` is the only place these modules are imported lazily, by name
+(``importlib``): the trainers sit a stage above the engines, and the engines reach them only through here.
 """
 
 from __future__ import annotations
