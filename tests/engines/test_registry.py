@@ -49,7 +49,10 @@ def test_every_framework_audit_reads_is_a_trainer_record() -> None:
 
 @pytest.fixture
 def toy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The toy engine registered: one entry, pointing at tests/harness/toy_engine.py."""
+    """The toy engine registered: one entry, pointing at tests/harness/toy_engine.py. The command modules load
+    first, as they would in a real run (check's --engines default is every engine registered when it loads)."""
+    importlib.import_module("posenc_cli.cli.check")
+    importlib.import_module("posenc_cli.cli.scale")
     monkeypatch.setattr(registry, "ENTRIES", (*registry.ENTRIES, Entry("toy", "toy_engine", ("toy", "toy-server"))))
 
 
