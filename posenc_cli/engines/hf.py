@@ -12,12 +12,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.engines.registry import Rendering, Target, entry
-from posenc_cli.engines.runs import EngineRun
 from posenc_cli.errors import PosencError
 from posenc_cli.files import dumps_config, dumps_json
 from posenc_cli.rope.scaling import ScaleRequest, max_position_embeddings, rope_parameters
 
 if TYPE_CHECKING:
+    from posenc_cli.engines.runs import EngineRun
     from posenc_cli.models.positions import ModelFacts, ModelPositions
 
 NAME = "hf"
@@ -107,17 +107,16 @@ def render(r: Rendering) -> tuple[str, list[str]]:
 def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
     """What transformers computes serving ``max_model_len`` for a sequence of ``seq_len`` tokens (default: that
     long): dynamic NTK and LongRoPE change with the sequence length (:func:`short_run`: at the original length)."""
-    from posenc_cli.engines.transformers import groups_at, past_window  # numpy: only when a model is run
+    from posenc_cli.engines.transformers import reference_run  # numpy: only when a model is run
 
-    return EngineRun(NAME, VERSION, max_model_len, groups_at(model, seq_len or max_model_len), ["config.json as it is"],
-                     accepts=None, warnings=past_window(model, max_model_len))
+    return reference_run(NAME, VERSION, model, max_model_len, seq_len or max_model_len, past_window=True)
 
 
 def short_run(model: ModelPositions, cfg: dict[str, Any], seq_len: int) -> EngineRun:
     """What transformers computes for a sequence of ``seq_len`` tokens (length-dependent rope's short length)."""
-    from posenc_cli.engines.transformers import groups_at  # numpy: only when a model is run
+    from posenc_cli.engines.transformers import reference_run  # numpy: only when a model is run
 
-    return EngineRun(NAME, VERSION, seq_len, groups_at(model, seq_len), ["config.json as it is"])
+    return reference_run(NAME, VERSION, model, seq_len, seq_len)
 
 
 TARGET = Target(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from posenc_cli.errors import PosencError
 
@@ -30,8 +30,7 @@ ENGINE = "engine"
 TRAINER = "trainer"
 
 
-@dataclass(frozen=True)
-class Rendering:
+class Rendering(NamedTuple):  # a named tuple, not a dataclass: `posenc scale` builds the class at start-up
     """What ``posenc scale --format`` renders: the request, the format, the model's name (or GGUF path) for command
     lines, and with ``--config`` the model's config dict and facts (``gguf``: the model was given as its GGUF)."""
 
@@ -71,8 +70,7 @@ class Target:
     reads_back: Any = None  # a posenc_cli.trainers.settings.Reader (a stage above: not typed here)
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):  # as Rendering
     """What the registry knows of a target without loading its module."""
 
     name: str

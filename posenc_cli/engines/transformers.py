@@ -4,7 +4,7 @@ loads this module when a model is run)."""
 
 from __future__ import annotations
 
-from posenc_cli.engines.runs import GroupRun
+from posenc_cli.engines.runs import EngineRun, GroupRun
 from posenc_cli.models.inspection import spec_for
 from posenc_cli.models.positions import ModelPositions
 from posenc_cli.rope.frequencies import compute
@@ -19,7 +19,16 @@ def groups_at(model: ModelPositions, seq_len: int | None) -> list[GroupRun]:
     return out
 
 
-def past_window(model: ModelPositions, max_model_len: int) -> list[str]:
+def reference_run(name: str, version: str, model: ModelPositions, max_model_len: int, seq_len: int, *,
+                  past_window: bool = False) -> EngineRun:
+    """transformers' run of the model (the config as it is) serving ``max_model_len``, at ``seq_len``, as the
+    reference engine ``name`` ``version`` reports it; ``past_window``: warn when that is past the native window."""
+    warnings = _past_window(model, max_model_len) if past_window else []
+    return EngineRun(name, version, max_model_len, groups_at(model, seq_len), ["config.json as it is"], accepts=None,
+                     warnings=warnings)
+
+
+def _past_window(model: ModelPositions, max_model_len: int) -> list[str]:
     """A warning when ``max_model_len`` is past the model's native window (transformers computes it all the same)."""
     first = model.layers[0]
     window = window_for(first.params, model.max_position_embeddings or max_model_len,
