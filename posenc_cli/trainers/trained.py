@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.engines.registry import Rendering
+from posenc_cli.engines.registry import Rendering, Runner
 from posenc_cli.engines.runs import (
     CANNOT_EXPRESS,
     NOT_MODELLED,
@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 
 
 class Refusal(PosencError):
-    """A framework cannot train this rope: ``verdict`` is one of :data:`CANNOT_EXPRESS`, :data:`WILL_NOT_START`,
-    :data:`NOT_MODELLED` (``posenc scale`` prints it as one error line, ``posenc check`` as the verdict)."""
+    """A framework cannot train this rope: ``verdict`` is one of :mod:`posenc_cli.engines.runs`' ``CANNOT_EXPRESS``,
+    ``WILL_NOT_START``, ``NOT_MODELLED`` (``posenc scale`` prints it as one error line, ``posenc check`` as the
+    verdict)."""
 
     def __init__(self, verdict: str, message: str) -> None:
         super().__init__(message)
@@ -175,8 +176,6 @@ def request_group(r: Rendering, who: str) -> dict[str, Any]:
 
 # --- what a framework trains, for posenc check --trainers ---------------------------------------------------------
 
-#: ``(model, config, training length, seq_len) -> EngineRun``
-Runner = Callable[["ModelPositions", "dict[str, Any]", int, "int | None"], EngineRun]
 #: a framework's setup for one rope group: (its settings, one line each; what it trains; caveats), or a Refusal
 Setup = Callable[[Rope], "tuple[list[str], Trained, list[str]]"]
 
