@@ -39,7 +39,7 @@ def test_scale_needs_neither_numpy_nor_matplotlib(extra: list[str]) -> None:
 
 
 ENGINE_MODULES = {"vllm": "posenc_cli.engines.vllm", "sglang": "posenc_cli.engines.sglang",
-                  "llama.cpp": "posenc_cli.engines.llamacpp", "axolotl": "posenc_cli.trainers.hf"}
+                  "llama.cpp": "posenc_cli.engines.llamacpp", "axolotl": "posenc_cli.trainers.axolotl"}
 
 
 @pytest.mark.parametrize("fmt", ["hf", "vllm", "sglang", "llama.cpp", "axolotl"])

@@ -7,6 +7,9 @@ is the circle. ``python tests/test_layout.py`` prints the figures the targets ar
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "posenc_cli"
@@ -78,8 +81,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_function_level_imports() -> None:
     graph = import_graph()
-    # engines.render imports its engines at module level; frequencies reads scaling inside for_request
-    assert "posenc_cli.engines.vllm" in graph["posenc_cli.engines.render"]
+    # vllm imports render's helpers at module level; frequencies reads scaling inside for_request
+    assert "posenc_cli.engines.render" in graph["posenc_cli.engines.vllm"]
     assert "posenc_cli.rope.scaling" in graph["posenc_cli.rope.frequencies"]
     assert len(graph) > 50
 
@@ -120,10 +123,14 @@ def test_engines_never_reach_up_to_the_request_or_policy_layers() -> None:
 STAGES = ("posenc_cli.errors posenc_cli.units posenc_cli.files posenc_cli.folderlock posenc_cli.__init__",
           "posenc_cli.rope", "posenc_cli.models", "posenc_cli.engines", "posenc_cli.trainers", "posenc_cli.pick",
           "posenc_cli.plots", "posenc_cli.evaluation", "posenc_cli.experiment", "posenc_cli.cli posenc_cli.__main__")
-#: Third-party packages whose import costs start-up time: a function-level import of a posenc module is allowed only
-#: when that module loads one of these at import time (or when the importer is the registry's loader).
+#: Third-party packages whose import costs start-up time: a function-level import of a posenc module is deliberate
+#: when that module loads one of these at import time, or when the commands that must stay light (:data:`LIGHT_RUNS`)
+#: never load it (the model reader, deferred until a model is given); the registry's loader imports by name.
 HEAVY = ("numpy", "matplotlib", "torch", "transformers", "huggingface_hub", "gguf", "ml_dtypes", "yaml",
          "jsonschema", "rich", "httpx")
+#: Commands whose start-up is guarded (tests/test_imports.py): a bare request reads no model.
+LIGHT_RUNS = (["scale", "yarn", "--original-max", "32k", "--target", "128k", "--head-dim", "128"],
+              ["pick", "--ctx", "128k"], ["--version"])
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80
 MAX_TOP_LEVEL_MODULES = 6
@@ -231,10 +238,27 @@ def test_an_upward_import_would_be_found() -> None:
     assert stage_of("posenc_cli.cli.scale") == len(STAGES) - 1
 
 
+def loaded_by_light_runs() -> set[str]:
+    """The posenc modules a fresh interpreter has loaded after any of :data:`LIGHT_RUNS`."""
+    code = ("import json, sys\nfrom posenc_cli.cli import app\n"
+            "for argv in json.loads(sys.argv[1]):\n"
+            "    try:\n        app(argv, standalone_mode=False)\n    except SystemExit:\n        pass\n"
+            "posenc = sorted(m for m in sys.modules if m.startswith('posenc_cli'))\n"
+            "sys.__stderr__.write('POSENC ' + json.dumps(posenc))\n")
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps(LIGHT_RUNS)], capture_output=True, text=True,
+                          timeout=120, cwd=PACKAGE.parent)
+    line = [x for x in proc.stderr.splitlines() if x.startswith("POSENC ")]
+    assert line, proc.stderr
+    return set(json.loads(line[-1][len("POSENC "):]))
+
+
 def test_function_level_imports_are_only_the_deliberately_lazy() -> None:
     graph = _module_level_imports()
     light = [(a, b, line) for a, b, line in function_level_imports() if not loads_heavy(b, graph)]
-    assert light == [], "import these at the top of the module: nothing heavy is deferred by importing them late"
+    loaded = loaded_by_light_runs()
+    assert "posenc_cli.rope.scaling" in loaded and "posenc_cli.pick.picker" in loaded  # the probe ran them
+    pointless = [(a, b, line) for a, b, line in light if b in loaded]
+    assert pointless == [], "import these at the top of the module: every light command loads them anyway"
 
 
 def test_heavy_is_told_apart() -> None:
@@ -257,5 +281,6 @@ if __name__ == "__main__":  # the figures: python tests/test_layout.py
     print("longest function bodies:", ", ".join(f"{m} {n}" for n, m in sorted(
         long_functions() or [(0, "none over the limit")], reverse=True)[:5]))
     graph = _module_level_imports()
-    print(f"function-level imports of the package: {len(lazy)} "
-          f"({sum(1 for _, b, _ in lazy if not loads_heavy(b, graph))} of a module that loads nothing heavy)")
+    deferred = [b for _, b, _ in lazy if not loads_heavy(b, graph)]
+    print(f"function-level imports of the package: {len(lazy)} ({len(deferred)} of a light module the light "
+          f"commands never load: {', '.join(sorted(set(deferred)))})")

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
+from posenc_cli.cli.output import note, print_json
 from posenc_cli.errors import ExitCode, PosencError
-from posenc_cli.files import dumps_config
-
-if TYPE_CHECKING:
-    from posenc_cli.trainers.audit import Audit
+from posenc_cli.files import dumps_config, write_output_text
+from posenc_cli.models.sources import read_source
+from posenc_cli.trainers.audit import Audit, base_model, takes_base, trained_rope
+from posenc_cli.trainers.audit import audit as run_audit
 
 
 def audit(
@@ -42,10 +43,6 @@ def audit(
 
     Exit 0 when none is found, 1 when one is, 2 on bad input.
     """
-    from posenc_cli.cli.output import note, print_json
-    from posenc_cli.trainers.audit import audit as run_audit
-    from posenc_cli.trainers.audit import load_settings, trained_rope
-
     if to is not None and to not in ("v4", "v5"):
         raise PosencError(f"--to {to!r} is not known; use v4 or v5")
     if not Path(trained_with).exists():
@@ -54,13 +51,10 @@ def audit(
     base_cfg = None
     if base is not None:
         base_cfg = _read_config(base)
-    elif framework in (None, "llama-factory"):
-        fmt, data = load_settings(trained_with)
-        local = data.get("model_name_or_path") if fmt == "yaml" and isinstance(data, dict) else None
-        if isinstance(local, str) and Path(local).exists():
-            base_cfg = _read_config(local)
+    elif (local := base_model(trained_with, framework)) is not None:
+        base_cfg = _read_config(local)
     trained = trained_rope(trained_with, exported, framework, base_cfg)
-    if base is not None and trained.framework != "llama-factory":
+    if base is not None and not takes_base(trained.framework):
         raise PosencError(f"--base is for LLaMA-Factory settings; {trained_with} is {trained.framework}'s, which "
                           "name their rope themselves")
     result = run_audit(label, exported, trained, to)
@@ -69,8 +63,6 @@ def audit(
                           "without --write into the model's config")
     shown = None
     if write is not None and result.fixed is not None:  # before any output: a failed write is the one error line
-        from posenc_cli.files import write_output_text
-
         shown = write_output_text(write, dumps_config(result.fixed) + "\n")
     if as_json:
         print_json(result.as_dict())
@@ -93,8 +85,6 @@ def _read_checkpoint(checkpoint: str) -> tuple[dict[str, Any] | None, str]:
         if not any(path.iterdir()):
             raise PosencError(f"{checkpoint} is an empty folder, not a checkpoint")
         return None, str(path)
-    from posenc_cli.models.sources import read_source
-
     src = read_source(checkpoint)
     if src.gguf is not None:
         raise PosencError(f"{src.label} is a GGUF file; audit reads the transformers config.json an export writes")
@@ -102,8 +92,6 @@ def _read_checkpoint(checkpoint: str) -> tuple[dict[str, Any] | None, str]:
 
 
 def _read_config(source: str) -> dict[str, Any]:
-    from posenc_cli.models.sources import read_source
-
     return read_source(source).config
 
 

@@ -1,4 +1,5 @@
-"""``posenc check``: what transformers, vLLM, SGLang and llama.cpp each compute for a model's positions."""
+"""``posenc check``: what transformers and every registered engine (and with ``--trainers``, every training
+framework) compute for a model's positions."""
 
 from __future__ import annotations
 
@@ -10,19 +11,25 @@ import typer
 
 from posenc_cli.cli.inspect import RevisionOpt, SourceArg, note_newer_transformers
 from posenc_cli.cli.options import LENGTHS
+from posenc_cli.cli.output import print_json
+from posenc_cli.engines.check import check as run_check
+from posenc_cli.engines.registry import ENGINE, TRAINER, names
+from posenc_cli.engines.runs import NOT_MODELLED, SAME_RTOL
 from posenc_cli.errors import PosencError
+from posenc_cli.models.facts import window_of
+from posenc_cli.models.sources import describe_source, read_source, served_name
+from posenc_cli.units import parse_length
 
 
 def check(
     source: SourceArg,
-    engines: Annotated[str, typer.Option(help="Comma-separated: hf, vllm, sglang, llama.cpp.")] =
-    "hf,vllm,sglang,llama.cpp",
+    engines: Annotated[str, typer.Option(help=f"Comma-separated: {', '.join(names(ENGINE))}.")] =
+    ",".join(names(ENGINE)),
     max_model_len: Annotated[str | None, typer.Option(
         help=f"Serving length (4k, 128k); {LENGTHS}.", show_default="the model's native window")] = None,
     trainers: Annotated[str | None, typer.Option(
-        help="Comma-separated training frameworks, or all: megatron, megatron-bridge, torchtitan, torchtune, "
-             "llamafactory, axolotl, unsloth, trl. Each is compared with transformers and with every engine "
-             "(trained at --max-model-len).", show_default="none")] = None,
+        help=f"Comma-separated training frameworks, or all: {', '.join(names(TRAINER))}. Each is compared with "
+             "transformers and with every engine (trained at --max-model-len).", show_default="none")] = None,
     revision: RevisionOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -33,15 +40,9 @@ def check(
     else 3 when one was not compared (not modelled: leave it out with --engines or --trainers). A model without
     RoPE is exit 0 (nothing can differ).
     """
-    from posenc_cli.cli.output import print_json
-    from posenc_cli.engines.check import check as run_check
-    from posenc_cli.models.facts import window_of
-    from posenc_cli.models.sources import describe_source, read_source, served_name
-    from posenc_cli.units import parse_length
-
-    names = [e.strip() for e in engines.split(",") if e.strip()]
-    if not names:
-        raise PosencError("--engines is empty; use some of: hf, vllm, sglang, llama.cpp")
+    asked = [e.strip() for e in engines.split(",") if e.strip()]
+    if not asked:
+        raise PosencError(f"--engines is empty; use some of: {', '.join(names(ENGINE))}")
     trainer_names = _trainer_names(trainers)
     src = read_source(source, revision=revision)
     model = describe_source(src)
@@ -54,7 +55,7 @@ def check(
         length = max(served.native for layer in model.layers if (served := window_of(model, layer)))
     else:
         raise PosencError(f"{src.label} names no max_position_embeddings: pass --max-model-len")
-    report = run_check(model, src.config, names, length, served_name(src), trainer_names)
+    report = run_check(model, src.config, asked, length, served_name(src), trainer_names)
     if as_json:
         print_json(report.as_dict())
     else:
@@ -66,23 +67,20 @@ def _trainer_names(option: str | None) -> list[str] | None:
     """The trainers asked for (None: the option was not given)."""
     if option is None:
         return None
-    from posenc_cli.trainers.runs import TRAINER_NAMES
-
-    names = [t.strip() for t in option.split(",") if t.strip()]
-    if names == ["all"]:
-        return list(TRAINER_NAMES)
-    if not names:
-        raise PosencError(f"--trainers is empty; use all or some of: {', '.join(TRAINER_NAMES)}")
-    if "all" in names:
+    known = names(TRAINER)
+    asked = [t.strip() for t in option.split(",") if t.strip()]
+    if asked == ["all"]:
+        return list(known)
+    if not asked:
+        raise PosencError(f"--trainers is empty; use all or some of: {', '.join(known)}")
+    if "all" in asked:
         raise PosencError(f"--trainers {option!r}: all stands alone (it is every trainer); or name some of: "
-                          f"{', '.join(TRAINER_NAMES)}")
-    return names
+                          f"{', '.join(known)}")
+    return asked
 
 
 def _diff(value: float, pair: int | None) -> str:
     """A relative inv_freq difference and the pair where it is largest; 0 when they agree to float32."""
-    from posenc_cli.engines.runs import SAME_RTOL
-
     if value <= SAME_RTOL:
         return "0" if value == 0 else f"{value:.1e} (float32)"
     return f"{value:.3g} (pair {pair})"
@@ -131,8 +129,6 @@ def _runs(verdicts: list[Any], trainer: bool) -> list[str]:
 
 def _off(value: float, pair: int | None) -> str:
     """'the same', or how far one inv_freq is off (relative to transformers', in percent) at its worst pair."""
-    from posenc_cli.engines.runs import SAME_RTOL
-
     if value <= SAME_RTOL:
         return "the same"
     percent = 100 * value
@@ -174,8 +170,6 @@ def _pair_lines(pairs: list[Any], several: bool, lengths: tuple[int, int | None]
 
 
 def _render(report: Any, label: str) -> None:
-    from posenc_cli.engines.runs import NOT_MODELLED
-
     if report.no_rope is not None:
         sys.stdout.write(f"posenc check: {label} (model_type {report.model_type})\n{report.summary()}\n")
         return

@@ -1,31 +1,29 @@
-"""``posenc check``: every engine's run of a model next to transformers', per rope group.
+"""``posenc check``: every engine's run of a model next to transformers', per rope group, and with ``--trainers``
+every training framework's, and each trained-with/served-with pair.
 
-The engine models are registered here (:func:`registry`), in report order; each lives in its own module and knows
-nothing of the others or of the request layer.
+The engines and trainers are the registry's (:mod:`posenc_cli.engines.registry`), in report order; each lives in its
+own module and knows nothing of the others or of the request layer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from posenc_cli.engines import llamacpp, sglang, transformers, vllm
-from posenc_cli.engines.runs import TRAINER_VERDICTS, VERDICTS, EngineRun, EngineVerdict, GroupVerdict, compare
+from posenc_cli.engines import hf, registry
+from posenc_cli.engines.registry import ENGINE, TRAINER, Runner
+from posenc_cli.engines.runs import (
+    TRAINER_VERDICTS,
+    VERDICTS,
+    EngineRun,
+    EngineVerdict,
+    GroupVerdict,
+    compare,
+    group_verdict,
+)
 from posenc_cli.errors import ExitCode, PosencError
 from posenc_cli.models import remote_code
 from posenc_cli.models.model_positions import ModelPositions
-
-Runner = Callable[[ModelPositions, dict[str, Any], int, "int | None"], EngineRun]
-
-
-def registry() -> dict[str, Runner]:
-    """Engine name -> runner ``(model, config, max_model_len, seq_len) -> EngineRun``, in report order: what the
-    engine computes serving ``max_model_len`` for a sequence of ``seq_len`` tokens (None: ``max_model_len``)."""
-    return {"hf": transformers.run, "vllm": vllm.run, "sglang": sglang.run, "llama.cpp": llamacpp.run}
-
-
-ENGINE_NAMES = ("hf", "vllm", "sglang", "llama.cpp")
 
 
 @dataclass
@@ -156,70 +154,86 @@ def _length_dependent(model: ModelPositions) -> int | None:
     return None
 
 
-def check(model: ModelPositions, cfg: dict[str, Any], engines: list[str], max_model_len: int,
-          model_name: str = "MODEL", trainers: list[str] | None = None) -> CheckReport:
-    """Run every engine in ``engines`` on ``model`` at ``max_model_len`` and compare each with transformers.
-
-    Dynamic NTK and LongRoPE are also compared at the original length, where transformers changes its frequencies
-    and a static engine does not. ``model_name``: what the engines' command lines call the model (the engine
-    models write ``MODEL``). ``trainers`` (None: none): training frameworks (``trainer_runs.TRAINER_NAMES``), each
-    compared with transformers and with every engine that ran (trained at ``max_model_len``).
-    """
-    known = registry()
-    unknown = [e for e in engines if e not in known]
+def _known(names: list[str], kind: str) -> None:
+    """Refuse a name the registry does not list for ``kind``."""
+    known = registry.names(kind)
+    unknown = [n for n in names if n not in known]
+    if unknown and kind == ENGINE:
+        raise PosencError(f"engine {unknown[0]!r} is not known; use some of: {', '.join(known)}")
     if unknown:
-        raise PosencError(f"engine {unknown[0]!r} is not known; use some of: {', '.join(ENGINE_NAMES)}")
-    trainer_runners: dict[str, Runner] = {}
-    if trainers is not None:
-        from posenc_cli.trainers import runs as trainer_runs
+        raise PosencError(f"trainer {unknown[0]!r} is not known; use all or some of: {', '.join(known)}")
 
-        trainer_runners = trainer_runs.registry()
-        bad = [t for t in trainers if t not in trainer_runners]
-        if bad:
-            raise PosencError(f"trainer {bad[0]!r} is not known; use all or some of: "
-                              f"{', '.join(trainer_runs.TRAINER_NAMES)}")
-    if model.family != "rope" or not model.layers:
-        return CheckReport(model.model_type, max_model_len, None, [], no_rope=model.family,
-                           trainers=None if trainers is None else [])
-    if model.engine is not None and model.engine.remote_code:
-        return _without_reference(model, engines, max_model_len, trainers)
-    reference = transformers.run(model, cfg, max_model_len)
-    short = _length_dependent(model)
-    short = short if short is not None and short < max_model_len else None
-    short_reference = transformers.short_run(model, cfg, short) if short is not None else None
 
-    def judged(name: str, runner: Runner) -> tuple[EngineVerdict, EngineRun | None]:
-        """``name``'s verdict against transformers, and its run at the short length (None: none)."""
+@dataclass
+class _Judge:
+    """Runs one engine or trainer on the model and compares it with transformers (at the short length too, where
+    the rope depends on the length)."""
+
+    model: ModelPositions
+    cfg: dict[str, Any]
+    max_model_len: int
+    model_name: str
+    reference: EngineRun
+    short_reference: EngineRun | None
+
+    def __call__(self, runner: Runner) -> tuple[EngineVerdict, EngineRun | None]:
+        """The verdict against transformers, and the run at the short length (None: none)."""
+        model, cfg, max_model_len = self.model, self.cfg, self.max_model_len
         run = runner(model, cfg, max_model_len, None)
-        named = {"MODEL": model_name}
-        if model_name.endswith(".gguf"):  # llama.cpp's command names the GGUF itself
-            named["MODEL.gguf"] = model_name
+        named = {"MODEL": self.model_name}
+        if self.model_name.endswith(".gguf"):  # llama.cpp's command names the GGUF itself
+            named["MODEL.gguf"] = self.model_name
         run.invocation = [named.get(arg, arg) for arg in run.invocation]
-        verdict = compare(reference, run)
-        if short_reference is None or run.refusal:
+        verdict = compare(self.reference, run)
+        if self.short_reference is None or run.refusal:
             return verdict, None
         # the same server, a sequence of `short` tokens: static engines keep their tables, per-batch ones switch
-        at = runner(model, cfg, max_model_len, short_reference.max_model_len)
-        served_short = EngineRun(run.engine, run.version, short_reference.max_model_len, at.groups, run.invocation)
-        at_short = compare(short_reference, served_short)
+        at = runner(model, cfg, max_model_len, self.short_reference.max_model_len)
+        served_short = EngineRun(run.engine, run.version, self.short_reference.max_model_len, at.groups,
+                                 run.invocation)
+        at_short = compare(self.short_reference, served_short)
         for long_v, short_v in zip(verdict.groups, at_short.groups, strict=True):
             long_v.short_diff = short_v.inv_freq_rel_diff
             long_v.short_worst_pair = short_v.worst_pair
             long_v.same = long_v.same and short_v.same
         return verdict, served_short
 
+
+def check(model: ModelPositions, cfg: dict[str, Any], engines: list[str], max_model_len: int,
+          model_name: str = "MODEL", trainers: list[str] | None = None) -> CheckReport:
+    """Run every engine in ``engines`` on ``model`` at ``max_model_len`` and compare each with transformers.
+
+    Dynamic NTK and LongRoPE are also compared at the original length, where transformers changes its frequencies
+    and a static engine does not. ``model_name``: what the engines' command lines call the model (the engine
+    models write ``MODEL``). ``trainers`` (None: none): training frameworks (the registry's), each compared with
+    transformers and with every engine that ran (trained at ``max_model_len``).
+    """
+    _known(engines, ENGINE)
+    _known(trainers or [], TRAINER)
+    if model.family != "rope" or not model.layers:
+        return CheckReport(model.model_type, max_model_len, None, [], no_rope=model.family,
+                           trainers=None if trainers is None else [])
+    if model.engine is not None and model.engine.remote_code:
+        return _without_reference(model, engines, max_model_len, trainers)
+    reference = hf.run(model, cfg, max_model_len)
+    short = _length_dependent(model)
+    short = short if short is not None and short < max_model_len else None
+    short_reference = hf.short_run(model, cfg, short) if short is not None else None
+    judged = _Judge(model, cfg, max_model_len, model_name, reference, short_reference)
     verdicts = []
+    # the reference is the first engine (transformers): served as it is, not compared with itself
+    reference_name = registry.names(ENGINE)[0]
     served: list[tuple[EngineRun, EngineRun | None]] = []
-    if "hf" in engines:
+    if reference_name in engines:
         served.append((reference, short_reference))
     for name in engines:
-        if name == "hf":
+        if name == reference_name:
             continue
         refusal = remote_code.check_refusal(model.engine, name) if model.engine is not None else None
         if refusal is not None:  # an engine-only mechanism the engine model does not cover, or will not serve
-            verdicts.append(EngineVerdict(EngineRun(name, _VERSIONS[name], max_model_len, [], [], refusal=refusal), []))
+            verdicts.append(EngineVerdict(_refused(name, max_model_len, refusal), []))
             continue
-        verdict, at_short = judged(name, known[name])
+        verdict, at_short = judged(registry.load(name).run)
         verdicts.append(verdict)
         if not verdict.run.refusal:
             served.append((verdict.run, at_short))
@@ -228,18 +242,21 @@ def check(model: ModelPositions, cfg: dict[str, Any], engines: list[str], max_mo
     if trainers is not None:
         trained = []
         for name in trainers:
-            verdict, at_short = judged(name, trainer_runners[name])
+            verdict, at_short = judged(registry.load(name).run)
             trained.append(verdict)
             if not verdict.run.refusal:
                 pairs += [_pair(verdict.run, at_short, engine, engine_short) for engine, engine_short in served]
     return CheckReport(model.model_type, max_model_len, reference, verdicts, short, trainers=trained, pairs=pairs)
 
 
+def _refused(name: str, max_model_len: int, refusal: str) -> EngineRun:
+    """``name``'s run that did not happen, and why."""
+    return EngineRun(name, registry.load(name).version, max_model_len, [], [], refusal=refusal)
+
+
 def _pair(trainer: EngineRun, trainer_short: EngineRun | None, engine: EngineRun,
           engine_short: EngineRun | None) -> PairVerdict:
     """The trainer's numbers against the engine's, group by group (the engine in the reference's place)."""
-    from posenc_cli.engines.runs import group_verdict
-
     position = max(trainer.max_model_len - 1, 0)
     by_name = {g.name: g for g in engine.groups}
     groups = [group_verdict(by_name[g.name], g, position) for g in trainer.groups]
@@ -252,26 +269,16 @@ def _pair(trainer: EngineRun, trainer_short: EngineRun | None, engine: EngineRun
     return PairVerdict(trainer.engine, engine.engine, groups)
 
 
-_VERSIONS = {"vllm": vllm.VERSION, "sglang": sglang.VERSION, "llama.cpp": llamacpp.VERSION}
-
-
 def _without_reference(model: ModelPositions, engines: list[str], max_model_len: int,
                        trainers: list[str] | None = None) -> CheckReport:
     """A remote-code family: transformers runs the model's own code, which posenc does not, so there is no reference
     and no engine is compared (each says why; ``posenc inspect`` has the engine's own numbers)."""
     assert model.engine is not None
-    verdicts = [EngineVerdict(EngineRun(name, _VERSIONS[name], max_model_len, [], [],
-                                        refusal=remote_code.check_refusal(model.engine, name)), [])
-                for name in engines if name != "hf"]
+    reference_name = registry.names(ENGINE)[0]
+    verdicts = [EngineVerdict(_refused(name, max_model_len, remote_code.check_refusal(model.engine, name) or ""), [])
+                for name in engines if name != reference_name]
     why = (f"transformers needs trust_remote_code for {model.engine.family}; posenc does not run the model's own "
            "code, so it has no transformers numbers to compare with")
     trained = None if trainers is None else [
-        EngineVerdict(EngineRun(name, _trainer_version(name), max_model_len, [], [],
-                                refusal=f"not modelled: {why}"), []) for name in trainers]
+        EngineVerdict(_refused(name, max_model_len, f"not modelled: {why}"), []) for name in trainers]
     return CheckReport(model.model_type, max_model_len, None, verdicts, no_reference=why, trainers=trained)
-
-
-def _trainer_version(name: str) -> str:
-    from posenc_cli.trainers.runs import VERSIONS
-
-    return VERSIONS[name]

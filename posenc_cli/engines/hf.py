@@ -11,13 +11,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from posenc_cli.engines.registry import Rendering, Target, entry
 from posenc_cli.errors import PosencError
+from posenc_cli.files import dumps_config, dumps_json
 from posenc_cli.rope.scaling import ScaleRequest, max_position_embeddings, rope_parameters
 
 if TYPE_CHECKING:
+    from posenc_cli.engines.runs import EngineRun
     from posenc_cli.models.facts import ModelFacts
+    from posenc_cli.models.model_positions import ModelPositions
 
-FORMATS = ("hf", "hf-v5")
+NAME = "hf"
+#: the transformers release posenc's frequency code is proven equal to (the reference of every comparison)
+VERSION = "5.25"
+FORMATS = entry(NAME).formats
 
 
 def format_hf(req: ScaleRequest) -> dict[str, Any]:
@@ -88,3 +95,32 @@ def fragment(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str = "
     for key in reversed(where.removesuffix(ABSENT).split(".") if where else []):
         out = {key: out}  # in the file's nesting (text_config, thinker_config.text_config)
     return out
+
+
+def render(r: Rendering) -> tuple[str, list[str]]:
+    """``--format hf`` (v4 keys) or ``hf-v5``: for a model the keys to merge into its config (in its nesting, only
+    the extended layer group changed), else the request's keys."""
+    if r.config is not None and r.facts is not None:
+        return dumps_config(fragment(r.config, r.req, r.fmt, r.facts.group)), []
+    return dumps_json(format_hf(r.req) if r.fmt == "hf" else format_hf_v5(r.req)), []
+
+
+def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
+    """What transformers computes serving ``max_model_len`` for a sequence of ``seq_len`` tokens (default: that
+    long): dynamic NTK and LongRoPE change with the sequence length (:func:`short_run`: at the original length)."""
+    from posenc_cli.engines.transformers import reference_run  # numpy: only when a model is run
+
+    return reference_run(NAME, VERSION, model, max_model_len, seq_len or max_model_len, past_window=True)
+
+
+def short_run(model: ModelPositions, cfg: dict[str, Any], seq_len: int) -> EngineRun:
+    """What transformers computes for a sequence of ``seq_len`` tokens (length-dependent rope's short length)."""
+    from posenc_cli.engines.transformers import reference_run  # numpy: only when a model is run
+
+    return reference_run(NAME, VERSION, model, seq_len, seq_len)
+
+
+TARGET = Target(
+    NAME, "transformers", "transformers", VERSION, render, run,
+    targets="{version} (the reference; `convert --to v4` and `inspect --lint` also know 4.x)",
+    proven_by="its own rotary classes (parity tests)")

@@ -25,19 +25,24 @@ posenc gives (``common/arg.cpp``, ``src/llama-context.cpp``, ``ggml`` ``rope_yar
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from posenc_cli.engines.registry import Rendering, Target
+from posenc_cli.engines.render import served_rope
 from posenc_cli.engines.runs import EngineRun, GroupRun, static_longrope
 from posenc_cli.errors import PosencError
 from posenc_cli.models.gguf.header import shortest_float32
 from posenc_cli.rope.attention_factors import yarn_attention_factor, yarn_mscale
+from posenc_cli.rope.scaling import rope_parameters
 from posenc_cli.units import format_number
 
 if TYPE_CHECKING:  # the reader loads only when an engine runs a model
     from posenc_cli.models.model_positions import ModelPositions
 
+NAME = "llama.cpp"
 VERSION = "llama-cpp-python 0.3.36"
 # llama.cpp's GGUF architecture names for transformers model types, where they differ
 GGUF_ARCH = {"gpt_oss": "gpt-oss", "qwen2_5_vl_text": "qwen2vl", "deepseek_v3": "deepseek2", "deepseek_v2": "deepseek2",
@@ -218,14 +223,14 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
 
     if len(model.layers) != 1:
         names = ", ".join(layer.name for layer in model.layers)
-        return EngineRun("llama.cpp", VERSION, max_model_len, [], [], refusal=(
+        return EngineRun(NAME, VERSION, max_model_len, [], [], refusal=(
             f"not modelled: {len(model.layers)} rope groups ({names}); llama.cpp sets per-layer bases from the GGUF "
             "(rope.freq_base_swa), which posenc does not model yet"))
     layer = model.layers[0]
     spec = spec_for(model, layer)
     p = dict(layer.params)
     if p.get("rope_type", "default") in ("linear", "dynamic", "yarn", "llama3") and p.get("factor") is None:
-        return EngineRun("llama.cpp", VERSION, max_model_len, [], [], refusal=(
+        return EngineRun(NAME, VERSION, max_model_len, [], [], refusal=(
             f"not modelled: the {p.get('rope_type')} rope dict names no factor (transformers derives one from the "
             "lengths); posenc has no model of what llama.cpp's GGUF converter writes then"))
     # transformers reads truncate from the outer dict: per-layer-type configs always round
@@ -251,7 +256,7 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
     if rope_type in ("linear", "yarn") and arch_name(model.text_model_type) == "llama":
         warnings.append("a Llama 3.x GGUF's rope_freqs tensor applies on top of these flags: check the GGUF with "
                         "`posenc inspect MODEL.gguf`")
-    return EngineRun("llama.cpp", VERSION, max_model_len, [group], ["llama-server", "-m", "MODEL.gguf", *f.argv],
+    return EngineRun(NAME, VERSION, max_model_len, [group], ["llama-server", "-m", "MODEL.gguf", *f.argv],
                      accepts=None, warnings=warnings)
 
 
@@ -286,3 +291,32 @@ def python_server_argv(argv: list[str], model: str = "MODEL") -> list[str]:
     # the server's list settings are one argparse option with nargs="*": a second --kv_overrides would replace the
     # first, so every override follows one flag
     return out + (["--kv_overrides", *overrides] if overrides else [])
+
+
+def render(r: Rendering) -> tuple[str, list[str]]:
+    """``--format llama.cpp`` (llama-server) or ``llama-cpp-python``: the flags for the request's rope, refused where
+    they would stack on what the model's GGUF already carries."""
+    group = rope_parameters(r.req)
+    facts = r.facts
+    arch = arch_name(facts.model_type) if facts is not None and facts.model_type else "ARCH"
+    native = facts.params if facts is not None else {}
+    stacked = stacking(native, group, gguf=r.gguf)
+    if stacked is not None and r.gguf:
+        raise NoEquivalent(stacked)
+    f = flags(group, max_model_len=r.req.target, arch=arch, in_gguf=False)
+    argv = f.argv if r.fmt == NAME else python_server_argv(f.argv, r.model)
+    caveats = list(f.warnings) + ([stacked] if stacked else [])
+    if any(isinstance(v, dict) for v in served_rope(r).values()):  # one dict per layer type (Gemma 3)
+        caveats.append("llama.cpp takes one set of rope flags for every layer and reads per-layer bases from "
+                       "the GGUF (rope.freq_base_swa), which posenc does not model: these flags are the extended "
+                       "group's; run posenc check on the GGUF")
+    return shlex.join(argv), caveats
+
+
+TARGET = Target(
+    NAME, "llama.cpp", "llama-cpp-python", VERSION, render, run,
+    targets="the llama.cpp in {version} (commit 0c1e570)",
+    proven_by="logits of tiny GGUFs, and GGUFs converted by its own `convert_hf_to_gguf.py`",
+    cannot_express="dynamic NTK (none); YaRN with `truncate: false` (the correction range is always rounded); llama3 "
+                   "and LongRoPE only from tensors written at conversion (no flag); several rope groups (Gemma 3, "
+                   "OLMo 3: not modelled yet)")

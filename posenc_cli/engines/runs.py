@@ -21,16 +21,19 @@ if TYPE_CHECKING:  # the reader loads only when an engine runs a model
     from posenc_cli.models.model_positions import LayerRope
     from posenc_cli.rope.frequencies import RopeSpec
 
-#: float32 rounding of one inverse frequency computed in a different operation order (a few ulps).
+#: float32 rounding of one inverse frequency computed in a different operation order (a few ulps): within it two
+#: inverse frequencies (and two attention factors, for a trainer's settings) are the same.
 SAME_RTOL = 1e-6
 #: How a refusal starts when posenc has no model of the engine for this case (reported as not compared).
 NOT_MODELLED = "not modelled"
 #: How a trainer's refusal starts when the framework has no setting for the model's rope.
 CANNOT_EXPRESS = "cannot express"
+#: How a refusal starts when the engine or framework stops before serving or training.
+WILL_NOT_START = "will not start"
 #: Every verdict an engine can get, in report order.
-VERDICTS = ("same", "differs", "will not start", "not modelled")
+VERDICTS = ("same", "differs", WILL_NOT_START, NOT_MODELLED)
 #: Every verdict a trainer can get, in report order.
-TRAINER_VERDICTS = ("same", "differs", "will not start", CANNOT_EXPRESS, "not modelled")
+TRAINER_VERDICTS = ("same", "differs", WILL_NOT_START, CANNOT_EXPRESS, NOT_MODELLED)
 
 
 @dataclass
@@ -104,6 +107,19 @@ class EngineVerdict:
                 **({"layout": r.layout} if r.layout is not None else {})}
 
 
+def relative_difference(reference: npt.NDArray[Any], other: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+    """Per pair, how far ``other``'s inverse frequencies are from ``reference``'s, relative to the reference's
+    (``|other - reference|`` where the reference is 0), in float64: every comparison of inverse frequencies
+    (engines, trainers, audit) measures with this one, and counts a pair as the same within :data:`SAME_RTOL`.
+    The two must have the same shape."""
+    import numpy as np
+
+    a, b = reference.astype(np.float64), other.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel: npt.NDArray[np.float64] = np.where(a > 0, np.abs(b - a) / a, np.abs(b - a))
+    return rel
+
+
 def group_verdict(ref: GroupRun, other: GroupRun, position: int) -> GroupVerdict:
     import numpy as np
 
@@ -115,8 +131,7 @@ def group_verdict(ref: GroupRun, other: GroupRun, position: int) -> GroupVerdict
     b = other.inv_freq.astype(np.float64)
     if a.shape != b.shape:
         raise PosencError(f"{ref.name}: engines disagree on the rotary dim ({a.size * 2} vs {b.size * 2})")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.where(a > 0, np.abs(b - a) / a, np.abs(b - a))
+    rel = relative_difference(a, b)
     worst = int(rel.argmax()) if rel.size else None
     p = float(position)
     # angles in float64 here: the difference measured is the engine's, not this comparison's rounding

@@ -17,9 +17,12 @@ transformers'; ``--context-length`` longer than the model's window needs
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.engines import vllm
+from posenc_cli.engines.registry import Rendering, Target
+from posenc_cli.engines.render import in_text_config, served_rope
 from posenc_cli.engines.runs import EngineRun, GroupRun
 from posenc_cli.files import dumps_json
 from posenc_cli.rope.attention_factors import yarn_mscale
@@ -27,6 +30,7 @@ from posenc_cli.rope.attention_factors import yarn_mscale
 if TYPE_CHECKING:  # the reader loads only when an engine runs a model
     from posenc_cli.models.model_positions import LayerRope, ModelPositions
 
+NAME = "sglang"
 VERSION = "0.5.23"
 ENV_LONG = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
 
@@ -66,7 +70,7 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
     argv = ["python", "-m", "sglang.launch_server", "--model-path", "MODEL", "--context-length", str(max_model_len)]
     if needs:
         argv = ["env", *needs, *argv]
-    return EngineRun("sglang", VERSION, max_model_len, groups, argv, accepts=accepts, needs=needs,
+    return EngineRun(NAME, VERSION, max_model_len, groups, argv, accepts=accepts, needs=needs,
                      warnings=list(dict.fromkeys(warnings)))
 
 
@@ -95,3 +99,19 @@ def request_invocation(rope: dict[str, Any], *, serve_len: int, trained_len: int
     if serve_len > window:
         argv = ["env", ENV_LONG, *argv]
     return argv, caveats
+
+
+def render(r: Rendering) -> tuple[str, list[str]]:
+    """``--format sglang``: ``sglang.launch_server`` with the model's whole rope dict after the request."""
+    argv, caveats = request_invocation(served_rope(r, replaces_dicts=True), serve_len=r.req.target,
+                                       trained_len=r.req.original_max, text_config=in_text_config(r),
+                                       model_name=r.model)
+    return shlex.join(argv), caveats
+
+
+TARGET = Target(
+    NAME, "SGLang", "sglang", VERSION, render, run,
+    proven_by="its rotary classes (skipped in CI: they need triton)",
+    cannot_express="dynamic NTK (one table, transformers' base at `max_position_embeddings x factor`); LongRoPE "
+                   "(switches one position later); YaRN's `attention_factor` (ignored); dual-chunk attention (not "
+                   "modelled)")

@@ -1,18 +1,14 @@
-"""transformers 5.x: the reference every other engine is compared with (posenc's frequency code is proven equal to
-it by the parity tests). Dynamic NTK and LongRoPE change with the sequence length: ``run`` reports them at the
-serving length, :func:`short_run` at the original length."""
+"""transformers 5.x's numbers: the reference every other engine is compared with (posenc's frequency code is proven
+equal to it by the parity tests), per rope group at a sequence length (numpy at import: :mod:`.hf`, the record,
+loads this module when a model is run)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from posenc_cli.engines.runs import EngineRun, GroupRun
 from posenc_cli.models.inspection import spec_for
 from posenc_cli.models.model_positions import ModelPositions
 from posenc_cli.rope.frequencies import compute
 from posenc_cli.rope.windows import window as window_for
-
-VERSION = "5.25"
 
 
 def groups_at(model: ModelPositions, seq_len: int | None) -> list[GroupRun]:
@@ -23,17 +19,21 @@ def groups_at(model: ModelPositions, seq_len: int | None) -> list[GroupRun]:
     return out
 
 
-def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
+def reference_run(name: str, version: str, model: ModelPositions, max_model_len: int, seq_len: int, *,
+                  past_window: bool = False) -> EngineRun:
+    """transformers' run of the model (the config as it is) serving ``max_model_len``, at ``seq_len``, as the
+    reference engine ``name`` ``version`` reports it; ``past_window``: warn when that is past the native window."""
+    warnings = _past_window(model, max_model_len) if past_window else []
+    return EngineRun(name, version, max_model_len, groups_at(model, seq_len), ["config.json as it is"], accepts=None,
+                     warnings=warnings)
+
+
+def _past_window(model: ModelPositions, max_model_len: int) -> list[str]:
+    """A warning when ``max_model_len`` is past the model's native window (transformers computes it all the same)."""
     first = model.layers[0]
     window = window_for(first.params, model.max_position_embeddings or max_model_len,
                         model.text_model_type or model.model_type).served
-    warnings = []
     if window is not None and max_model_len > window:
-        warnings.append(f"max_model_len {max_model_len:,} is past the model's native window {window:,}: transformers "
-                        "computes it, but the model was not trained there")
-    return EngineRun("hf", VERSION, max_model_len, groups_at(model, seq_len or max_model_len), ["config.json as it is"],
-                     accepts=None, warnings=warnings)
-
-
-def short_run(model: ModelPositions, cfg: dict[str, Any], seq_len: int) -> EngineRun:
-    return EngineRun("hf", VERSION, seq_len, groups_at(model, seq_len), ["config.json as it is"])
+        return [f"max_model_len {max_model_len:,} is past the model's native window {window:,}: transformers "
+                "computes it, but the model was not trained there"]
+    return []

@@ -25,13 +25,17 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from posenc_cli.engines.registry import Rendering, Target
+from posenc_cli.engines.render import in_text_config, served_rope
 from posenc_cli.engines.runs import EngineRun, GroupRun, static_longrope
 from posenc_cli.files import dumps_json
 from posenc_cli.rope.attention_factors import yarn_mscale
+from posenc_cli.rope.scaling import rope_parameters
 
 if TYPE_CHECKING:  # the reader loads only when an engine runs a model
     from posenc_cli.models.model_positions import LayerRope, ModelPositions
 
+NAME = "vllm"
 VERSION = "0.33.0"
 ENV_LONG = "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
 _NOT_MULTIPLIED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
@@ -154,9 +158,30 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
     argv = invocation("MODEL", over, max_model_len)
     if needs:
         argv = ["env", *needs, *argv]
-    return EngineRun("vllm", VERSION, max_model_len, groups, argv, accepts=accepts, needs=needs,
+    return EngineRun(NAME, VERSION, max_model_len, groups, argv, accepts=accepts, needs=needs,
                      warnings=warnings)
 
 
 def command_line(run_: EngineRun) -> str:
     return shlex.join(run_.invocation)
+
+
+def render(r: Rendering) -> tuple[str, list[str]]:
+    """``--format vllm``: ``vllm serve`` with the model's whole rope dict after the request as ``--hf-overrides``."""
+    req = r.req
+    caveats = []
+    if rope_parameters(req).get("rope_type") == "dynamic":
+        caveats.append("vLLM's dynamic NTK is static: max_trained_positions makes its base equal transformers' "
+                       f"at {req.target} positions; shorter sequences keep that base, where transformers grows "
+                       "its base from rope_theta")
+    over = rope_overrides(served_rope(r, replaces_dicts=True), serve_len=req.target, trained_len=req.original_max,
+                          text_config=in_text_config(r))
+    return shlex.join(invocation(r.model, over, req.target)), caveats
+
+
+TARGET = Target(
+    NAME, "vLLM", "vllm", VERSION, render, run,
+    proven_by="its config path and rotary classes, CPU wheel",
+    cannot_express="dynamic NTK (one static base; posenc's override makes it equal at the serving length); LongRoPE "
+                   "(long factors for every sequence once `--max-model-len` passes the original length); dual-chunk "
+                   "attention (no backend left: will not start)")

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from posenc_cli.engines import hf
-from posenc_cli.engines.render import FORMATS, TRAINING_FORMATS, render_request
+from posenc_cli.engines.registry import formats, training_formats
+from posenc_cli.engines.render import render_request
 from posenc_cli.errors import PosencError
 from posenc_cli.files import parse_factor_list
 from posenc_cli.models.extension import extend
@@ -127,9 +128,9 @@ def scale(method: str, options: ScaleOptions, ask: ScaleAsk, *, theta: float | N
     req = scale_request(method, options, theta=theta, head_dim=head_dim, fine_tuned=fine_tuned, model=facts,
                         notes=notes)
     if ask.seq_len is not None:
-        if fmt not in TRAINING_FORMATS:
+        if fmt not in training_formats():
             raise PosencError(f"--seq-len sets the length a training run trains at; --format {fmt} serves the whole "
-                              f"target (use it with one of: {', '.join(TRAINING_FORMATS)})")
+                              f"target (use it with one of: {', '.join(training_formats())})")
         req = scaling.at_length(req, parse_length(ask.seq_len, name="--seq-len"))
     destination = None
     caveats: list[str] = []
@@ -145,8 +146,8 @@ def scale(method: str, options: ScaleOptions, ask: ScaleAsk, *, theta: float | N
 
 
 def _check_ask(ask: ScaleAsk) -> None:
-    if ask.fmt is not None and ask.fmt not in FORMATS:
-        raise PosencError(f"--format {ask.fmt!r} is not known; use one of: {', '.join(FORMATS)}")
+    if ask.fmt is not None and ask.fmt not in formats():
+        raise PosencError(f"--format {ask.fmt!r} is not known; use one of: {', '.join(formats())}")
     if (ask.output or ask.in_place) and ask.config is None:
         raise PosencError("--output and --in-place patch a model config: pass --config FILE")
     if ask.output and ask.in_place:

@@ -26,6 +26,7 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.engines import hf
+from posenc_cli.engines.registry import ENGINE, TRAINER, entries, formats
 from posenc_cli.engines.render import render_request
 from posenc_cli.errors import PosencError
 from posenc_cli.rope.scaling import at_length, max_position_embeddings, rope_parameters
@@ -35,10 +36,11 @@ if TYPE_CHECKING:
     from posenc_cli.pick.picker import PickResult
     from posenc_cli.rope.scaling import ScaleRequest
 
-#: The trainer formats of ``posenc scale --format`` (a test holds them equal to render.py's lists).
-TRAINERS = ("megatron", "megatron-bridge", "torchtitan", "torchtune", "llamafactory", "axolotl", "unsloth", "trl")
-#: The engines whose ``posenc scale`` command the serving part names.
-ENGINES = ("vllm", "sglang", "llama.cpp")
+#: The trainer formats of ``posenc scale --format`` (the registry's).
+TRAINERS = formats(TRAINER)
+#: The engines whose ``posenc scale`` command the serving part names: each serving engine's first format (the
+#: first engine, transformers, is the config keys themselves).
+ENGINES = tuple(e.formats[0] for e in entries(ENGINE)[1:])
 
 
 def _train_samples(n: int) -> str:

@@ -12,16 +12,8 @@ import pytest
 import yaml
 from clihelpers import assert_usage_error, ok, run
 
-from posenc_cli.engines.render import FORMATS, HF_TRAINER_FORMATS
-from posenc_cli.trainers import hf as hf_trainers
-
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 BARE = ["scale", "yarn", "--original-max", "32k", "--target", "128k", "--theta", "1e6", "--head-dim", "128"]
-
-
-def test_the_registry_is_the_formats_render_names() -> None:
-    assert hf_trainers.FORMATS == HF_TRAINER_FORMATS
-    assert set(HF_TRAINER_FORMATS) <= set(FORMATS)
 
 
 @pytest.mark.parametrize("fmt", ["axolotl", "trl"])

@@ -21,7 +21,7 @@ from clihelpers import assert_usage_error, ok, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from posenc_cli.engines.render import HF_TRAINER_FORMATS, TRAINER_FORMATS
+from posenc_cli.engines.registry import TRAINER, formats
 from posenc_cli.pick.trainer_plan import ENGINES, SAMPLES, TRAINERS
 from posenc_cli.rope.frequencies import RopeSpec, compute
 from posenc_cli.trainers.audit import trained_rope
@@ -85,7 +85,7 @@ def v5_of(command: str) -> dict[str, Any]:
 
 
 def test_the_trainer_names_are_scales_trainer_formats() -> None:
-    assert TRAINERS == (*TRAINER_FORMATS, *HF_TRAINER_FORMATS)
+    assert TRAINERS == formats(TRAINER)
     assert set(SAMPLES) <= set(TRAINERS)
 
 

@@ -399,14 +399,6 @@ def test_torchtitan(name: str, args: list[str]) -> None:
 
 # ------------------------------------------------------------------------------------------------------------ shared
 
-def test_trainer_format_names_agree() -> None:
-    from posenc_cli.engines import render
-    from posenc_cli.trainers import frameworks as trainers
-
-    assert render.TRAINER_FORMATS == trainers.FORMATS
-    assert set(trainers.FORMATS) <= set(render.FORMATS)
-
-
 def test_a_refusal_names_nothing_on_stdout() -> None:
     """A trainer that cannot express the request: one error line, exit 2 (no flags a user could paste)."""
     assert_usage_error(run("scale", "dynamic", "--factor", "2", "--original-max", "4k", "--format", "torchtune"),
@@ -436,8 +428,8 @@ def test_megatron_refuses_a_fractional_base(monkeypatch: pytest.MonkeyPatch) -> 
 
 @pytest.mark.parametrize("fmt", ["hf", "vllm", "megatron"])
 def test_only_a_trainer_format_loads_the_trainer_module(fmt: str) -> None:
-    """``posenc scale`` without a trainer format never imports posenc_cli.trainers.frameworks; with one, no framework
-    (nor torch) is imported either."""
+    """``posenc scale`` without a trainer format never imports a trainer module; with one, only its own, and no
+    framework (nor torch) is imported either."""
     import subprocess
     import sys
 
@@ -448,7 +440,10 @@ def test_only_a_trainer_format_loads_the_trainer_module(fmt: str) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     line = next(x for x in proc.stderr.splitlines() if x.startswith("LOADED "))
     loaded = set(line.split()[1:])
-    assert ("posenc_cli.trainers.frameworks" in loaded) == (fmt == "megatron")
+    from posenc_cli.engines.registry import TRAINER, entries
+
+    frameworks = {e.module for e in entries(TRAINER)}
+    assert loaded & frameworks == ({"posenc_cli.trainers.megatron"} if fmt == "megatron" else set())
     assert not loaded & {"torch", "megatron", "torchtitan", "torchtune", "transformers"}
 
 
@@ -604,14 +599,16 @@ def test_megatron_mla_plain_rope(monkeypatch: pytest.MonkeyPatch) -> None:
     --no-rope-fusion MLATransformerConfig needs for it (its __post_init__ refuses the CLI's default fusion)."""
     cfg = json.loads((CORPUS / "deepseek-v3.json").read_text())
     cfg = {k: v for k, v in cfg.items() if k != "rope_scaling"} | {"max_position_embeddings": 4096}
+    from posenc_cli.engines.registry import Rendering
     from posenc_cli.models.facts import model_facts
     from posenc_cli.models.model_positions import describe
     from posenc_cli.rope.scaling import ScaleRequest
-    from posenc_cli.trainers import frameworks as trainers
+    from posenc_cli.trainers import megatron
 
     facts = model_facts(describe(cfg), "plain")
     req = ScaleRequest("none", 4096, 4096, 1.0, theta=facts.theta, head_dim=64)
-    text, _ = trainers.render(req, "megatron", facts, {"rope_type": "default", "rope_theta": 10000.0})
+    assert facts.theta == 10000.0
+    text, _ = megatron.render(Rendering(req, "megatron", facts=facts))
     assert "--no-rope-fusion" in text
     config = mla_cli_config(text)
     with pytest.raises(ValueError, match="apply_rope_fusion"):

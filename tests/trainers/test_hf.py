@@ -191,7 +191,7 @@ def test_llamafactory_scalable_types_are_transformers4s() -> None:
     import sys
 
     from posenc_cli.models.config_keys import text_config
-    from posenc_cli.trainers.hf import LLAMAFACTORY_SCALABLE
+    from posenc_cli.trainers.llamafactory import LLAMAFACTORY_SCALABLE
 
     corpus_types = {text_config(corpus(p.stem))[1] for p in CORPUS.glob("*.json") if p.stem != "SOURCES"}
     asked = sorted((corpus_types | LLAMAFACTORY_SCALABLE) - {""})
@@ -217,7 +217,7 @@ def _lf_sweep() -> list[tuple[str, dict[str, Any], int, str, int]]:
     of its types, and cutoff lengths around both lengths it could scale from (the rope dict's original, the
     config's): half, equal, one past, four times, and two and a half times plus 7 (not a multiple)."""
     from posenc_cli.models.model_positions import describe
-    from posenc_cli.trainers.hf import LLAMAFACTORY_SCALABLE, LLAMAFACTORY_TYPES
+    from posenc_cli.trainers.llamafactory import LLAMAFACTORY_SCALABLE, LLAMAFACTORY_TYPES
 
     out = []
     for path in sorted(CORPUS.glob("*.json")):
@@ -243,7 +243,7 @@ def test_llamafactory_configure_is_configure_rope() -> None:
     partial_rotary_factor, which configure_rope leaves alone, aside), its max_position_embeddings the length (a
     float) and its rope_theta the dict's. A config type transformers 4.57.6 has no class for cannot be loaded by
     LLaMA-Factory either (without remote code) and is left out."""
-    from posenc_cli.trainers.hf import llamafactory_configure
+    from posenc_cli.trainers.llamafactory import llamafactory_configure
 
     sweep = _lf_sweep()
     results = th.run_llamafactory([{"config": corpus(name), "rope_scaling": rope_scaling, "cutoff_len": cutoff,

@@ -32,11 +32,11 @@ pytest.importorskip("transformers")
 import core_trainers_harness as th  # noqa: E402
 import test_frameworks as tt  # noqa: E402
 
+from posenc_cli.engines import registry  # noqa: E402
 from posenc_cli.engines.runs import EngineRun  # noqa: E402
 from posenc_cli.models.facts import window_of  # noqa: E402
 from posenc_cli.models.model_positions import describe  # noqa: E402
-from posenc_cli.trainers import frameworks as trainers  # noqa: E402
-from posenc_cli.trainers import runs as trainer_runs  # noqa: E402
+from posenc_cli.trainers import megatron_bridge, trained  # noqa: E402
 
 pytestmark = pytest.mark.numeric
 
@@ -112,7 +112,7 @@ IDS = [c[0] for c in CASES]
 
 
 def trainer(name: str, model: Any, length: int, cfg: dict[str, Any] | None = None) -> EngineRun:
-    return trainer_runs.registry()[name](model, cfg or {}, length, None)
+    return registry.load(name).run(model, cfg or {}, length, None)
 
 
 def assert_numbers(got: EngineRun, inv: np.ndarray, attention: float, rel: float = 1e-9) -> None:
@@ -127,8 +127,8 @@ def refusal_verdict(got: EngineRun) -> str:
     return got.refusal.split(":")[0]
 
 
-def rope_of(model: Any, length: int) -> trainers.Rope:
-    return trainer_runs._rope(model, model.layers[0], length)
+def rope_of(model: Any, length: int) -> trained.Rope:
+    return trained.rope_of(model, model.layers[0], length)
 
 
 # ------------------------------------------------------------------------------------------------------- Megatron
@@ -151,7 +151,7 @@ def test_megatron(name: str, model: Any, length: int, monkeypatch: pytest.Monkey
             assert verdict in ("cannot express", "not modelled"), got.refusal
         return
     (line,) = got.invocation
-    if rope_of(model, length).model_type in trainers.MLA_TYPES:  # MLATransformerConfig and the rotary MLA builds
+    if rope_of(model, length).model_type in trained.MLA_TYPES:  # MLATransformerConfig and the rotary MLA builds
         config = tt.mla_cli_config(line)
         inv, attention, softmax = tt.mla_megatron_numbers(config, monkeypatch)
         assert_numbers(got, inv, attention)
@@ -168,12 +168,12 @@ def test_megatron(name: str, model: Any, length: int, monkeypatch: pytest.Monkey
 def test_megatron_bridge(name: str, model: Any, length: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """posenc's model of Bridge's HF import uses Bridge's own YaRN mapping; its fields through Megatron-Core's
     classes give the runner's numbers (or the TypeError the runner says stops it)."""
-    assert trainers.BRIDGE_YARN_MAPPING == tuple(th.bridge_constant("YARN_ROPE_SCALING_MAPPING"))
+    assert megatron_bridge.BRIDGE_YARN_MAPPING == tuple(th.bridge_constant("YARN_ROPE_SCALING_MAPPING"))
     got = trainer("megatron-bridge", model, length)
     rope = rope_of(model, length)
     try:
-        fields, _ = trainers.bridge_import(rope)
-    except trainers.Refusal as refusal:
+        fields, _ = megatron_bridge.bridge_import(rope)
+    except trained.Refusal as refusal:
         assert refusal.verdict == "not modelled"
         assert refusal_verdict(got) in ("not modelled", "cannot express")  # also one rope per model
         return
@@ -415,8 +415,8 @@ def test_without_trainers_the_report_has_none() -> None:
 def test_llama31_every_trainer_is_the_same() -> None:
     code, r = check(str(CORPUS / "llama-3.1-8b-instruct.json"), "--trainers", "all")
     assert code == 0 and r["passed"]
-    assert [t["engine"] for t in r["trainers"]] == list(trainer_runs.TRAINER_NAMES)
-    assert r["trainer_verdicts"]["same"] == list(trainer_runs.TRAINER_NAMES)
+    assert [t["engine"] for t in r["trainers"]] == list(registry.names(registry.TRAINER))
+    assert r["trainer_verdicts"]["same"] == list(registry.names(registry.TRAINER))
     assert len(r["pairs"]) == 8 * 4 and all(p["verdict"] == "same" for p in r["pairs"])
     assert by_name(r["trainers"], "torchtune")["layout"] == "interleaved"
 
