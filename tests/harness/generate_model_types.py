@@ -1,4 +1,5 @@
-"""Write posenc_cli/model_types.json from the installed transformers: what every config class assumes about positions.
+"""Write posenc_cli/models/model_types.json from the installed transformers: what every config class assumes about
+positions.
 
 Run by a developer after upgrading transformers (``python tests/harness/generate_model_types.py``); posenc never imports
 transformers at run time, it reads the JSON. ``tests/models/test_model_types.py`` regenerates the data in memory and

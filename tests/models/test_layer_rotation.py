@@ -48,9 +48,9 @@ ATTENTION_REL = 1e-6
 
 #: Model types (``type:``) and variants (``variant:``) whose per-layer reading differs from the forward pass, with
 #: why. Each is checked to still differ.
-_STALE = ("posenc_cli/model_types.json (generated from transformers 5.25) records no rotary embedding for this type: "
-          "tests/harness/generate_model_types.py does not find where its class builds one, yet the forward pass "
-          "rotates every layer; posenc refuses the config as unknown rather than misreading it")
+_STALE = ("posenc_cli/models/model_types.json (generated from transformers 5.25) records no rotary embedding for "
+          "this type: tests/harness/generate_model_types.py does not find where its class builds one, yet the "
+          "forward pass rotates every layer; posenc refuses the config as unknown rather than misreading it")
 MISMATCHES: dict[str, str] = {
     "type:granite4_vision": _STALE, "type:granite4_vision_text": _STALE, "type:higgs_audio_v2": _STALE,
     "type:roformer": "RoFormer (an encoder) rotates with sinusoidal positions its own attention code computes; posenc "

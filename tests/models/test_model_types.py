@@ -1,6 +1,6 @@
 """Every model type transformers builds a rotary embedding for, read by posenc and by transformers itself.
 
-The sweep: for each model type in ``posenc_cli/model_types.json`` (generated from transformers by
+The sweep: for each model type in ``posenc_cli/models/model_types.json`` (generated from transformers by
 ``tests/harness/generate_model_types.py``), the class's own default config (``ConfigClass().to_dict()``, what
 ``save_pretrained`` of a default config writes) and the same config with each rope type applied to it where the
 class accepts it, must give, per layer group, transformers' inv_freq (rtol 1e-6: both sides compute in float32 in
