@@ -124,8 +124,9 @@ STAGES = ("posenc_cli.errors posenc_cli.units posenc_cli.files posenc_cli.folder
           "posenc_cli.rope", "posenc_cli.models", "posenc_cli.engines", "posenc_cli.trainers", "posenc_cli.pick",
           "posenc_cli.plots", "posenc_cli.evaluation", "posenc_cli.experiment", "posenc_cli.cli posenc_cli.__main__")
 #: Third-party packages whose import costs start-up time: a function-level import of a posenc module is deliberate
-#: when that module loads one of these at import time, or when the commands that must stay light (:data:`LIGHT_RUNS`)
-#: never load it (the model reader, deferred until a model is given); the registry's loader imports by name.
+#: when that module loads one of these at import time, or when one of the commands that must stay light
+#: (:data:`LIGHT_RUNS`) never loads it (the model reader, deferred until a model is given); the registry's loader
+#: imports by name.
 HEAVY = ("numpy", "matplotlib", "torch", "transformers", "huggingface_hub", "gguf", "ml_dtypes", "yaml",
          "jsonschema", "rich", "httpx")
 #: Commands whose start-up is guarded (tests/test_imports.py): a bare request reads no model.
@@ -238,15 +239,14 @@ def test_an_upward_import_would_be_found() -> None:
     assert stage_of("posenc_cli.cli.scale") == len(STAGES) - 1
 
 
-def loaded_by_light_runs() -> set[str]:
-    """The posenc modules a fresh interpreter has loaded after any of :data:`LIGHT_RUNS`."""
+def loaded_by(argv: list[str]) -> set[str]:
+    """The posenc modules a fresh interpreter has loaded after ``posenc ARGV``."""
     code = ("import json, sys\nfrom posenc_cli.cli import app\n"
-            "for argv in json.loads(sys.argv[1]):\n"
-            "    try:\n        app(argv, standalone_mode=False)\n    except SystemExit:\n        pass\n"
+            "try:\n    app(sys.argv[1:], standalone_mode=False)\nexcept SystemExit:\n    pass\n"
             "posenc = sorted(m for m in sys.modules if m.startswith('posenc_cli'))\n"
             "sys.__stderr__.write('POSENC ' + json.dumps(posenc))\n")
-    proc = subprocess.run([sys.executable, "-c", code, json.dumps(LIGHT_RUNS)], capture_output=True, text=True,
-                          timeout=120, cwd=PACKAGE.parent)
+    proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120,
+                          cwd=PACKAGE.parent)
     line = [x for x in proc.stderr.splitlines() if x.startswith("POSENC ")]
     assert line, proc.stderr
     return set(json.loads(line[-1][len("POSENC "):]))
@@ -255,9 +255,10 @@ def loaded_by_light_runs() -> set[str]:
 def test_function_level_imports_are_only_the_deliberately_lazy() -> None:
     graph = _module_level_imports()
     light = [(a, b, line) for a, b, line in function_level_imports() if not loads_heavy(b, graph)]
-    loaded = loaded_by_light_runs()
-    assert "posenc_cli.rope.scaling" in loaded and "posenc_cli.pick.picker" in loaded  # the probe ran them
-    pointless = [(a, b, line) for a, b, line in light if b in loaded]
+    runs = [loaded_by(argv) for argv in LIGHT_RUNS]
+    assert "posenc_cli.rope.scaling" in runs[0] and "posenc_cli.pick.picker" in runs[1]  # the probe ran them
+    loaded_by_all = set.intersection(*runs)
+    pointless = [(a, b, line) for a, b, line in light if b in loaded_by_all]
     assert pointless == [], "import these at the top of the module: every light command loads them anyway"
 
 

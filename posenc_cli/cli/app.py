@@ -22,7 +22,6 @@ import typer.main
 from typer._click.exceptions import ClickException
 from typer.core import TyperGroup
 
-from posenc_cli.cli.documentation import version
 from posenc_cli.cli.output import console, note, print_json
 from posenc_cli.errors import CouldNotRun, ExitCode, PosencError
 
@@ -163,6 +162,9 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
+        # package metadata is read only when asked for: every other command starts without it
+        from posenc_cli.cli.documentation import version
+
         sys.stdout.write(f"posenc {version()}\n")
         raise typer.Exit(ExitCode.OK)
 

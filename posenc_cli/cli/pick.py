@@ -11,7 +11,6 @@ from posenc_cli.cli.options import LENGTHS, THETA_RANGE
 from posenc_cli.cli.output import note, print_json
 from posenc_cli.errors import ExitCode
 from posenc_cli.files import dumps_json
-from posenc_cli.pick.trainer_plan import check_trainer, trainer_plan
 from posenc_cli.rope.scaling import MAX_HEAD_DIM
 from posenc_cli.rope.slopes import MAX_HEADS
 from posenc_cli.units import MAX_TOKENS, format_length, format_tokens, parse_length, parse_tokens
@@ -55,6 +54,9 @@ def pick(
     from posenc_cli.pick.picker import pick as run_pick
 
     if trainer is not None:
+        # the registry and the renderings load only for --trainer: a bare pick needs neither
+        from posenc_cli.pick.trainer_plan import check_trainer, trainer_plan
+
         check_trainer(trainer)  # a bad name fails before any model is read
     inputs = PickInputs(
         ctx=parse_length(ctx, name="--ctx"),

@@ -23,7 +23,6 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.errors import PosencError
-from posenc_cli.models.model_types import accepted_rope_types
 from posenc_cli.rope.scaling import (
     DEFAULT_HEAD_DIM,
     DEFAULT_THETA,
@@ -178,6 +177,9 @@ def _refuse_unreadable(method: str, facts: ModelFacts, own_type: str, label: str
         raise PosencError(f"{label} uses rope_type {own_type!r}, which posenc does not write: replacing it with "
                           f"{method} would change frequencies the model was trained with (serve its own window, or "
                           "extend it with the tools of its authors)")
+    # the per-model-type data loads only when there is a model: a bare `scale` or `pick` never reads it
+    from posenc_cli.models.model_types import accepted_rope_types
+
     accepts = accepted_rope_types(facts.model_type)
     rope_type = METHODS[method]
     if accepts is not None and rope_type != "default" and rope_type not in accepts:
