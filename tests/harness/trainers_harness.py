@@ -135,7 +135,7 @@ def run_llamafactory(cases: list[dict[str, Any]], transformers_path: str | None)
     if transformers_path:
         env["PYTHONPATH"] = os.pathsep.join([transformers_path, env.get("PYTHONPATH", "")])
     proc = subprocess.run([sys.executable, "-c", LF_SCRIPT, str(llamafactory_root()),
-                           str(Path(__file__).resolve().parents[1])],
+                           str(Path(__file__).resolve().parent)],
                           input=json.dumps(cases), capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result: list[dict[str, Any]] = json.loads(proc.stdout.strip().splitlines()[-1])

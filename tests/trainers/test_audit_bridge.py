@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -56,7 +55,6 @@ def test_fixture_is_bridges_output(tmp_path: Path) -> None:
     transformers = pytest.importorskip("transformers")
     if int(transformers.__version__.split(".")[0]) < 5:
         pytest.skip("the drop happens under transformers 5 (its to_dict has no rope_scaling or rope_theta)")
-    sys.path.insert(0, str(HERE))
     from bridge_export import export
 
     fresh = json.loads(export(GIT, tmp_path).read_text())

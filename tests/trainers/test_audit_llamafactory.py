@@ -53,9 +53,7 @@ def test_fixtures_are_llamafactorys_output(tmp_path: Path) -> None:
     transformers = pytest.importorskip("transformers")
     if int(transformers.__version__.split(".")[0]) >= 5:
         pytest.skip("LLaMA-Factory 0.9.5's configure_rope fails under transformers 5 (a float max_position_embeddings)")
-    import sys
 
-    sys.path.insert(0, str(HERE))
     from llamafactory_export import export
 
     for name, path in export(tmp_path).items():

@@ -606,7 +606,8 @@ def test_megatron_mla_plain_rope(monkeypatch: pytest.MonkeyPatch) -> None:
     from posenc_cli.trainers import megatron
 
     facts = model_facts(describe(cfg), "plain")
-    req = ScaleRequest("none", 4096, 4096, 1.0, theta=facts.theta, head_dim=64)
+    # plain RoPE as posenc requests it (pick's plain_request: ntk x1 is rope_theta and no scaling)
+    req = ScaleRequest("ntk", 4096, 4096, 1.0, theta=facts.theta, head_dim=64)
     assert facts.theta == 10000.0
     text, _ = megatron.render(Rendering(req, "megatron", facts=facts))
     assert "--no-rope-fusion" in text
