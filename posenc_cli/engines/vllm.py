@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.engines.registry import Rendering, Target
@@ -62,7 +63,7 @@ def derived_max_len(model: ModelPositions) -> int:
 
 def group(model: ModelPositions, g: RopeGroup, max_model_len: int, notes: list[str]) -> GroupRun:
     """What vLLM computes for the rope group ``g`` of ``model`` (from the rope record) serving ``max_model_len``."""
-    from posenc_cli.rope.frequencies import RopeSpec, compute, default_inv_freq, dynamic_base
+    from posenc_cli.rope.frequencies import compute, default_inv_freq, dynamic_base
 
     spec, p = g.spec, g.spec.params
     rope_type = p.get("rope_type", "default")
@@ -72,8 +73,7 @@ def group(model: ModelPositions, g: RopeGroup, max_model_len: int, notes: list[s
         params = {k: v for k, v in p.items() if k not in ("truncate", "attention_factor")}
         params["attention_factor"] = yarn_mscale(s, float(p.get("mscale") or 1.0)) / yarn_mscale(
             s, float(p.get("mscale_all_dim") or 0.0))
-        freqs = compute(RopeSpec({**params, "rope_type": "yarn"}, spec.head_dim, spec.max_position_embeddings,
-                                 spec.default_partial), max_model_len)
+        freqs = compute(replace(spec, params={**params, "rope_type": "yarn"}), max_model_len)
         if p.get("truncate") is False or p.get("attention_factor") is not None:
             notes.append("DeepSeek models run deepseek_yarn, which ignores truncate and attention_factor")
         return GroupRun(g.name, freqs.inv_freq, freqs.attention_factor, model.softmax_scale)
