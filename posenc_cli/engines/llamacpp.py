@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.engines.registry import Rendering, Target
@@ -218,17 +218,16 @@ STACKED_LOGIT_DIFF = "0.35-0.55"
 
 def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
     """What the engine computes serving ``max_model_len``, for a sequence of ``seq_len`` tokens (default: that long)."""
-    from posenc_cli.models.inspection import spec_for
-    from posenc_cli.rope.frequencies import RopeSpec, compute
+    from posenc_cli.models.record import rope_groups
+    from posenc_cli.rope.frequencies import compute
 
     if len(model.layers) != 1:
         names = ", ".join(layer.name for layer in model.layers)
         return EngineRun(NAME, VERSION, max_model_len, [], [], refusal=(
             f"not modelled: {len(model.layers)} rope groups ({names}); llama.cpp sets per-layer bases from the GGUF "
             "(rope.freq_base_swa), which posenc does not model yet"))
-    layer = model.layers[0]
-    spec = spec_for(model, layer)
-    p = dict(layer.params)
+    g = rope_groups(model)[0]
+    spec, p = g.spec, g.params
     if p.get("rope_type", "default") in ("linear", "dynamic", "yarn", "llama3") and p.get("factor") is None:
         return EngineRun(NAME, VERSION, max_model_len, [], [], refusal=(
             f"not modelled: the {p.get('rope_type')} rope dict names no factor (transformers derives one from the "
@@ -239,18 +238,16 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
     rope_type = p.get("rope_type", "default")
     if rope_type == "yarn":
         # ggml rounds the correction range whatever the config says
-        freqs = compute(RopeSpec({**p, "truncate": True}, spec.head_dim, spec.max_position_embeddings,
-                                 spec.default_partial), max_model_len)
-        group = GroupRun(layer.name, freqs.inv_freq, f.attention_factor or freqs.attention_factor)
+        freqs = compute(replace(spec, params={**p, "truncate": True}), max_model_len)
+        group = GroupRun(g.name, freqs.inv_freq, f.attention_factor or freqs.attention_factor)
     elif rope_type == "longrope":
-        group = static_longrope(spec, layer, max_model_len, spec.max_position_embeddings)
+        group = static_longrope(g, max_model_len)
     elif rope_type == "dynamic":
-        freqs = compute(RopeSpec({**p, "rope_type": "default"}, spec.head_dim, spec.max_position_embeddings,
-                                 spec.default_partial), None)
-        group = GroupRun(layer.name, freqs.inv_freq, 1.0)
+        freqs = compute(replace(spec, params={**p, "rope_type": "default"}), None)
+        group = GroupRun(g.name, freqs.inv_freq, 1.0)
     else:
         freqs = compute(spec, max_model_len, top_level=model.top_level)
-        group = GroupRun(layer.name, freqs.inv_freq, freqs.attention_factor)
+        group = GroupRun(g.name, freqs.inv_freq, freqs.attention_factor)
     group.softmax_scale = f.softmax_scale if f.softmax_scale is not None else model.softmax_scale
     warnings = list(f.warnings)
     if rope_type in ("linear", "yarn") and arch_name(model.text_model_type) == "llama":

@@ -27,13 +27,12 @@ def served_rope(r: Rendering, *, replaces_dicts: bool = False) -> dict[str, Any]
     if r.config is None or r.facts is None:
         return rope_parameters(r.req)
     from posenc_cli.models.config_keys import ABSENT, text_config
-    from posenc_cli.models.model_positions import describe
     from posenc_cli.models.remote_code import v5_refusal
     from posenc_cli.models.rope_dicts import rope_dicts
 
     config, req, group = r.config, r.req, r.facts.group
     # where the language model's config sits as the reader found it (a remote-code family: where its engine reads it)
-    where = describe(config).text_source.removesuffix(ABSENT)
+    where = r.facts.text_source.removesuffix(ABSENT)
     if replaces_dicts and where not in ("", "text_config"):
         # an override of `thinker_config` would replace the thinker's whole config, not its text model's rope dict
         raise PosencError(f"this model keeps its text model in {where}; {r.fmt}'s --hf-overrides would replace "

@@ -18,8 +18,7 @@ if TYPE_CHECKING:  # the reader loads only when an engine runs a model
     import numpy as np
     import numpy.typing as npt
 
-    from posenc_cli.models.model_positions import LayerRope
-    from posenc_cli.rope.frequencies import RopeSpec
+    from posenc_cli.models.record import RopeGroup
 
 #: float32 rounding of one inverse frequency computed in a different operation order (a few ulps): within it two
 #: inverse frequencies (and two attention factors, for a trainer's settings) are the same.
@@ -155,13 +154,13 @@ def compare(reference: EngineRun, other: EngineRun) -> EngineVerdict:
     return EngineVerdict(other, [group_verdict(g, by_name[g.name], position) for g in reference.groups])
 
 
-def static_longrope(spec: RopeSpec, layer: LayerRope, max_model_len: int, max_position_embeddings: int) -> GroupRun:
+def static_longrope(g: RopeGroup, max_model_len: int) -> GroupRun:
     """LongRoPE chosen once per server (vLLM, SGLang, llama.cpp): the long factors for every sequence when the serving
     length passes the original length; the magnitude from ``max_position_embeddings / original`` (what vLLM computes
     and what llama.cpp's converter stores), or an explicit ``short_mscale``/``long_mscale``."""
     from posenc_cli.rope.frequencies import compute
 
-    p = layer.params
+    spec, p, max_position_embeddings = g.spec, g.spec.params, g.spec.max_position_embeddings
     original = int(p["original_max_position_embeddings"])
     long = max_model_len > original
     freqs = compute(spec, original + 1 if long else original)
@@ -169,6 +168,6 @@ def static_longrope(spec: RopeSpec, layer: LayerRope, max_model_len: int, max_po
     key = "long_mscale" if long else "short_mscale"
     magnitude = float(p[key]) if key in p else (
         1.0 if scale <= 1 else math.sqrt(1 + math.log(scale) / math.log(original)))
-    return GroupRun(layer.name, freqs.inv_freq, magnitude)
+    return GroupRun(g.name, freqs.inv_freq, magnitude)
 
 

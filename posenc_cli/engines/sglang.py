@@ -28,33 +28,32 @@ from posenc_cli.files import dumps_json
 from posenc_cli.rope.attention_factors import yarn_mscale
 
 if TYPE_CHECKING:  # the reader loads only when an engine runs a model
-    from posenc_cli.models.model_positions import LayerRope, ModelPositions
+    from posenc_cli.models.model_positions import ModelPositions
+    from posenc_cli.models.record import RopeGroup
 
 NAME = "sglang"
 VERSION = "0.5.23"
 ENV_LONG = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
 
 
-def _group(model: ModelPositions, layer: LayerRope, max_model_len: int, seq_len: int,
+def _group(model: ModelPositions, g: RopeGroup, max_model_len: int, seq_len: int,
            warnings: list[str]) -> GroupRun:
-    from posenc_cli.models.inspection import spec_for
     from posenc_cli.rope.frequencies import compute
 
-    spec = spec_for(model, layer)
-    p = layer.params
+    spec, p = g.spec, g.spec.params
     rope_type = p.get("rope_type", "default")
     if rope_type == "dynamic":
         longest = int(spec.max_position_embeddings * float(p["factor"]))
         freqs = compute(spec, longest)
-        return GroupRun(layer.name, freqs.inv_freq, 1.0, model.softmax_scale)
+        return GroupRun(g.name, freqs.inv_freq, 1.0, model.softmax_scale)
     if rope_type == "longrope":
         original = int(p["original_max_position_embeddings"])
         warnings.append(f"SGLang switches to the long factors one position later than transformers: a sequence of "
                         f"exactly {original + 1:,} tokens keeps the short ones")
         # per batch, like transformers, but long only from original + 2 tokens
         freqs = compute(spec, seq_len if seq_len > original + 1 else min(seq_len, original))
-        return GroupRun(layer.name, freqs.inv_freq, freqs.attention_factor, model.softmax_scale)
-    group = vllm.group(model, layer, max_model_len, [])
+        return GroupRun(g.name, freqs.inv_freq, freqs.attention_factor, model.softmax_scale)
+    group = vllm.group(model, g, max_model_len, [])
     if rope_type == "yarn" and p.get("attention_factor") is not None and model.text_model_type not in vllm.DEEPSEEK:
         warnings.append("SGLang's YaRN ignores attention_factor (it takes an attn_factor multiplier)")
         group.attention_factor = yarn_mscale(float(p.get("factor") or 1.0))
@@ -64,7 +63,9 @@ def _group(model: ModelPositions, layer: LayerRope, max_model_len: int, seq_len:
 def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
     """What the engine computes serving ``max_model_len``, for a sequence of ``seq_len`` tokens (default: that long)."""
     warnings: list[str] = []
-    groups = [_group(model, layer, max_model_len, seq_len or max_model_len, warnings) for layer in model.layers]
+    from posenc_cli.models.record import rope_groups  # numpy: only when a model is run
+
+    groups = [_group(model, g, max_model_len, seq_len or max_model_len, warnings) for g in rope_groups(model)]
     accepts = model.max_position_embeddings or max_model_len
     needs = [ENV_LONG] if max_model_len > accepts else []
     argv = ["python", "-m", "sglang.launch_server", "--model-path", "MODEL", "--context-length", str(max_model_len)]

@@ -5,17 +5,17 @@ loads this module when a model is run)."""
 from __future__ import annotations
 
 from posenc_cli.engines.runs import EngineRun, GroupRun
-from posenc_cli.models.inspection import spec_for
 from posenc_cli.models.model_positions import ModelPositions
+from posenc_cli.models.record import rope_groups
 from posenc_cli.rope.frequencies import compute
 from posenc_cli.rope.windows import window as window_for
 
 
 def groups_at(model: ModelPositions, seq_len: int | None) -> list[GroupRun]:
     out = []
-    for layer in model.layers:
-        freqs = compute(spec_for(model, layer), seq_len, top_level=model.top_level)
-        out.append(GroupRun(layer.name, freqs.inv_freq, freqs.attention_factor, model.softmax_scale))
+    for g in rope_groups(model):
+        freqs = compute(g.spec, seq_len, top_level=g.top_level)
+        out.append(GroupRun(g.name, freqs.inv_freq, freqs.attention_factor, g.softmax_scale))
     return out
 
 

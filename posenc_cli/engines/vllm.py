@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.engines.registry import Rendering, Target
@@ -33,7 +34,8 @@ from posenc_cli.rope.attention_factors import yarn_mscale
 from posenc_cli.rope.scaling import rope_parameters
 
 if TYPE_CHECKING:  # the reader loads only when an engine runs a model
-    from posenc_cli.models.model_positions import LayerRope, ModelPositions
+    from posenc_cli.models.model_positions import ModelPositions
+    from posenc_cli.models.record import RopeGroup
 
 NAME = "vllm"
 VERSION = "0.33.0"
@@ -59,12 +61,11 @@ def derived_max_len(model: ModelPositions) -> int:
     return int(base * factor)
 
 
-def group(model: ModelPositions, layer: LayerRope, max_model_len: int, notes: list[str]) -> GroupRun:
-    from posenc_cli.models.inspection import spec_for
-    from posenc_cli.rope.frequencies import RopeSpec, compute, default_inv_freq, dynamic_base
+def group(model: ModelPositions, g: RopeGroup, max_model_len: int, notes: list[str]) -> GroupRun:
+    """What vLLM computes for the rope group ``g`` of ``model`` (from the rope record) serving ``max_model_len``."""
+    from posenc_cli.rope.frequencies import compute, default_inv_freq, dynamic_base
 
-    spec = spec_for(model, layer)
-    p = layer.params
+    spec, p = g.spec, g.spec.params
     rope_type = p.get("rope_type", "default")
     if model.text_model_type in DEEPSEEK and rope_type != "default":
         # deepseek_yarn: truncate ignored (always rounded), attention_factor ignored
@@ -72,22 +73,21 @@ def group(model: ModelPositions, layer: LayerRope, max_model_len: int, notes: li
         params = {k: v for k, v in p.items() if k not in ("truncate", "attention_factor")}
         params["attention_factor"] = yarn_mscale(s, float(p.get("mscale") or 1.0)) / yarn_mscale(
             s, float(p.get("mscale_all_dim") or 0.0))
-        freqs = compute(RopeSpec({**params, "rope_type": "yarn"}, spec.head_dim, spec.max_position_embeddings,
-                                 spec.default_partial), max_model_len)
+        freqs = compute(replace(spec, params={**params, "rope_type": "yarn"}), max_model_len)
         if p.get("truncate") is False or p.get("attention_factor") is not None:
             notes.append("DeepSeek models run deepseek_yarn, which ignores truncate and attention_factor")
-        return GroupRun(layer.name, freqs.inv_freq, freqs.attention_factor, model.softmax_scale)
+        return GroupRun(g.name, freqs.inv_freq, freqs.attention_factor, model.softmax_scale)
     if rope_type == "dynamic":
         d = spec.rotary_dim
         trained = int(p.get("max_trained_positions", spec.max_position_embeddings))
         base = dynamic_base(spec.theta, float(p["factor"]), spec.max_position_embeddings, trained, d)
-        return GroupRun(layer.name, default_inv_freq(base, d), 1.0, model.softmax_scale)
+        return GroupRun(g.name, default_inv_freq(base, d), 1.0, model.softmax_scale)
     if rope_type == "longrope":
-        group = static_longrope(spec, layer, max_model_len, spec.max_position_embeddings)
+        group = static_longrope(g, max_model_len)
         group.softmax_scale = model.softmax_scale
         return group
     freqs = compute(spec, max_model_len, top_level=model.top_level)
-    return GroupRun(layer.name, freqs.inv_freq, freqs.attention_factor, model.softmax_scale)
+    return GroupRun(g.name, freqs.inv_freq, freqs.attention_factor, model.softmax_scale)
 
 
 def rope_overrides(rope: dict[str, Any], *, serve_len: int, trained_len: int, text_config: bool) -> dict[str, Any]:
@@ -131,7 +131,13 @@ def invocation(model_name: str, over: dict[str, Any] | None, max_model_len: int)
 
 
 def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
-    """What the engine computes serving ``max_model_len``, for a sequence of ``seq_len`` tokens (default: that long)."""
+    """What the engine computes serving ``max_model_len``, for a sequence of ``seq_len`` tokens (default: that long).
+
+    ``cfg``, the raw config, is read here because vLLM reads it: it merges ``--hf-overrides`` into the raw config
+    and reads the result again (modelled by describing the merged config); the groups then come from the rope
+    record of what it serves."""
+    from posenc_cli.models.record import rope_groups  # numpy: only when a model is run
+
     notes: list[str] = []
     over = overrides(model, cfg, max_model_len)
     served = model
@@ -146,7 +152,7 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
         if "text_config" in over:
             merged["text_config"] = target
         served = describe(merged)
-    groups = [group(served, layer, max_model_len, notes) for layer in served.layers]
+    groups = [group(served, g, max_model_len, notes) for g in rope_groups(served)]
     accepts = derived_max_len(served)
     needs = [ENV_LONG] if max_model_len > accepts else []
     warnings = list(dict.fromkeys(notes))

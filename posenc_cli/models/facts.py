@@ -49,7 +49,10 @@ class ModelFacts:
     scale_from: int | None  # the length a different method scales from: the original length, or the window
     params: dict[str, Any]
     notes: tuple[str, ...] = ()
-    text_config: bool = False  # the rope settings live in text_config (multimodal)
+    # where the text model's config sits as the reader found it (ModelPositions.text_source: "" at the top level,
+    # "text_config" (multimodal), a deeper path, or a remote-code family's, ending in config_keys.ABSENT when the file
+    # leaves that sub-config out)
+    text_source: str = ""
     rope_parameters: bool = False  # the file writes transformers 5's rope_parameters (and no rope_scaling)
     groups: tuple[str, ...] = ()  # every rope group of the model, when there are several
     group: str = ""  # the rope group an extension changes (the scaled one, else full attention), when several
@@ -59,6 +62,11 @@ class ModelFacts:
     default_partial: bool = True  # the class applies partial_rotary_factor to plain RoPE (ModelPositions')
     original: int | None = None  # the length its scaling refers to (posenc_cli.rope.windows.Window.original)
     window_note: str | None = None  # why the window is not max_position_embeddings, when a documented fact says so
+
+    @property
+    def text_config(self) -> bool:
+        """The rope settings live in ``text_config`` (multimodal)."""
+        return self.text_source == "text_config"
 
     def inherited(self, method: str) -> dict[str, Any]:
         """Parameters of the model's rope dict that ``method`` reads, when the model already uses that method."""
@@ -115,7 +123,7 @@ def model_facts(model: ModelPositions, label: str, group: str | None = None,
                   "their settings",)
     return ModelFacts(float(params["rope_theta"]), layer.head_dim or model.head_dim,
                       float(prf) if prf is not None else None, served.scale_from if served else None, params, notes,
-                      model.text_source == "text_config", v5, names, layer.name if names else "",
+                      model.text_source, v5, names, layer.name if names else "",
                       served.native if served else None, label,
                       model.text_model_type or model.model_type or "", model.default_partial,
                       served.original if served else None,

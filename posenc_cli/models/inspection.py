@@ -5,56 +5,42 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from posenc_cli.errors import PosencError
 from posenc_cli.models import remote_code
-from posenc_cli.models.model_positions import LayerRope, ModelPositions
+from posenc_cli.models.model_positions import ModelPositions
+from posenc_cli.models.record import RopeGroup, rope_groups
 from posenc_cli.rope.encodings import alibi_slopes
-from posenc_cli.rope.frequencies import RopeSpec, compute
+from posenc_cli.rope.frequencies import compute
 from posenc_cli.rope.windows import window
 
 _PARAM_SKIP = {"rope_type", "rope_theta", "partial_rotary_factor", "short_factor", "long_factor"}
 
 
-def spec_for(model: ModelPositions, layer: LayerRope) -> RopeSpec:
-    """The :class:`RopeSpec` transformers would build for one layer group of ``model``."""
-    head_dim = layer.head_dim or model.head_dim
-    if head_dim is None:
-        raise PosencError("the config has neither head_dim nor hidden_size and num_attention_heads; "
-                          "cannot tell the rotary dimension")
-    rope_type = layer.params.get("rope_type", "default")
-    if model.max_position_embeddings is None and rope_type not in _WINDOW_FREE:
-        raise PosencError(f"the config has no max_position_embeddings, which rope_type {rope_type!r} scales from")
-    return RopeSpec(layer.params, head_dim, model.max_position_embeddings or 0, default_partial=model.default_partial)
-
-
-#: rope types whose frequencies do not depend on the window (Recurrent Gemma's config names none)
-_WINDOW_FREE = frozenset({"default", "linear", "proportional"})
-
-
-def layer_report(model: ModelPositions, layer: LayerRope, seq_len: int | None) -> dict[str, Any]:
-    """Numbers for one rope group, at sequence length ``seq_len`` (None: as the model starts). A remote-code family
-    or engine-only mechanism (``model.engine``) gets the numbers of the engine that serves it."""
-    spec = spec_for(model, layer)
+def layer_report(model: ModelPositions, group: RopeGroup, seq_len: int | None) -> dict[str, Any]:
+    """Numbers for one rope group (from the rope record), at sequence length ``seq_len`` (None: as the model
+    starts). A remote-code family or engine-only mechanism (``model.engine``) gets the numbers of the engine that
+    serves it."""
+    spec, params = group.spec, group.params
     if model.engine is not None:
-        freqs = remote_code.engine_frequencies(model.engine, layer.params, seq_len)
+        freqs = remote_code.engine_frequencies(model.engine, params, seq_len)
     else:
-        freqs = compute(spec, seq_len, top_level=model.top_level)
+        freqs = compute(spec, seq_len, top_level=group.top_level)
     wl = freqs.wavelengths
-    served = window(layer.params, spec.max_position_embeddings, model.text_model_type or model.model_type)
+    # the record's window; a config without max_position_embeddings is reported at length 0, as it always was
+    served = group.window or window(params, 0, model.text_model_type or model.model_type)
     native, original, basis = served.served, served.original, served.basis
     if model.engine is not None and spec.rope_type == "dynamic":  # vLLM's dynamic NTK is static: a fixed table
         native, basis = spec.max_position_embeddings, "the engine's static table has max_position rows"
     reference = original or native or spec.max_position_embeddings
     out: dict[str, Any] = {
-        "layer": layer.name,
-        "layers": layer.layers,
+        "layer": group.name,
+        "layers": list(group.layers) if group.layers is not None else None,
         "rope_type": spec.rope_type,
         "rope_theta": spec.theta,
         "head_dim": spec.head_dim,
         "partial_rotary_factor": spec.partial_rotary_factor,
         "rotary_dim": spec.rotary_dim,
         "rotating_pairs": int(wl.size),
-        "parameters": {k: v for k, v in layer.params.items() if k not in _PARAM_SKIP},
+        "parameters": {k: v for k, v in params.items() if k not in _PARAM_SKIP},
         "native_window": native,
         "original_length": original,
         "window_basis": basis,
@@ -92,7 +78,7 @@ def report(model: ModelPositions, seq_len: int | None = None) -> dict[str, Any]:
     if model.engine is not None:
         base["engine_reading"] = remote_code.engine_section(model.engine)
     if model.family == "rope":
-        layers = [layer_report(model, layer, seq_len) for layer in model.layers]
+        layers = [layer_report(model, g, seq_len) for g in rope_groups(model)]
         if not layers:
             return {**base, "family": "none", "layers": [],
                     "summary": "no layer applies RoPE: " + "; ".join(g.reason for g in model.no_rope)}

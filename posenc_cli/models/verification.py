@@ -14,9 +14,8 @@ from typing import Any
 import numpy as np
 
 from posenc_cli.errors import PosencError
-from posenc_cli.models.facts import window_of
-from posenc_cli.models.inspection import spec_for
 from posenc_cli.models.model_positions import ModelPositions
+from posenc_cli.models.record import rope_groups
 from posenc_cli.rope.frequencies import compute
 from posenc_cli.rope.precision import DTYPE_NAMES, default_tolerance
 from posenc_cli.rope.verify import Precision, precision_section
@@ -89,15 +88,14 @@ def run_model(model: ModelPositions, *, dtype: str, dtype_source: str, max_posit
     if not model.layers:
         raise PosencError(f"--config: model_type {model.model_type!r} applies RoPE in no layer; nothing to verify")
     groups = []
-    for layer in model.layers:
-        spec = spec_for(model, layer)
-        served = window_of(model, layer)
+    for group in rope_groups(model):
+        spec, served = group.spec, group.window
         # dynamic NTK: as far as its factor was meant to reach
         window = max_position or (served.native if served else spec.max_position_embeddings)
-        freqs = compute(spec, window, top_level=model.top_level)
+        freqs = compute(spec, window, top_level=group.top_level)
         rng = np.random.default_rng(seed)
         section = precision_section(freqs.inv_freq, dtype, max_position=window, tolerance=tol, trials=trials,
                                     rng=rng, attention_factor=freqs.attention_factor)
-        groups.append(GroupPrecision(layer.name, spec.rope_type, spec.theta, spec.rotary_dim, spec.head_dim,
+        groups.append(GroupPrecision(group.name, spec.rope_type, spec.theta, spec.rotary_dim, spec.head_dim,
                                      freqs.attention_factor, window, section))
     return ModelVerifyReport(model.model_type, dtype, dtype_source, tol, groups)

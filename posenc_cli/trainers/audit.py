@@ -257,14 +257,15 @@ class Audit:
 def _numbers(cfg: Mapping[str, Any], seq_len: int | None, group: str | None = None) -> tuple[Any, float, int | None]:
     """(inv_freq, attention factor, window) transformers 5 builds from ``cfg`` for the rope group named ``group``
     (default: the first), at ``seq_len``."""
-    from posenc_cli.models.inspection import spec_for  # numpy
+    from posenc_cli.models.record import rope_groups  # numpy
     from posenc_cli.rope.frequencies import compute
 
     model = describe(cfg)
     if model.family != "rope" or not model.layers:
         raise PosencError(f"the exported config is not a RoPE model (posenc reads it as {model.family})")
-    layer = next((g for g in model.layers if g.name == group), model.layers[0])
-    freqs = compute(spec_for(model, layer), seq_len, top_level=model.top_level)
+    groups = rope_groups(model)
+    chosen = next((g for g in groups if g.name == group), groups[0])
+    freqs = compute(chosen.spec, seq_len, top_level=chosen.top_level)
     return freqs.inv_freq, freqs.attention_factor, model.max_position_embeddings
 
 

@@ -223,7 +223,7 @@ def _note_on_rope_scaling(model: ModelPositions, cfg: dict[str, Any], max_model_
     configured = llamafactory_configure(own, model.max_position_embeddings, max_model_len, rope_type, cfg or None)
     if configured is None:
         return None
-    rope = rope_of(model, model.layers[0], max_model_len)
+    rope = rope_of(model, max_model_len)
     lf, window = configured  # LLaMA-Factory also sets max_position_embeddings, which dynamic reads
     theirs, ours = replace(rope, max_pos=window).freqs(lf), rope.freqs()
     off = Difference(inv_freq_off(theirs, ours), (theirs.attention_factor, ours.attention_factor))

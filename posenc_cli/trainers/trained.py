@@ -27,7 +27,7 @@ from posenc_cli.rope.scaling import ScaleRequest, max_position_embeddings, rope_
 
 if TYPE_CHECKING:
     from posenc_cli.models.facts import ModelFacts
-    from posenc_cli.models.model_positions import LayerRope, ModelPositions
+    from posenc_cli.models.model_positions import ModelPositions
     from posenc_cli.rope.frequencies import Frequencies
 
 
@@ -181,13 +181,14 @@ def request_group(r: Rendering, who: str) -> dict[str, Any]:
 Setup = Callable[[Rope], "tuple[list[str], Trained, list[str]]"]
 
 
-def rope_of(model: ModelPositions, layer: LayerRope, max_model_len: int) -> Rope:
-    """``layer`` of ``model`` as a framework is given it, trained at ``max_model_len``."""
-    from posenc_cli.models.inspection import spec_for  # numpy: only when a model is run
+def rope_of(model: ModelPositions, max_model_len: int) -> Rope:
+    """The first rope group of ``model`` (its rope record: a framework builds one rotary embedding per model) as a
+    framework is given it, trained at ``max_model_len``."""
+    from posenc_cli.models.record import rope_groups  # numpy: only when a model is run
 
-    spec = spec_for(model, layer)
-    return Rope(dict(layer.params), spec.head_dim, spec.max_position_embeddings, max_model_len,
-                model.default_partial, model.text_model_type or model.model_type or "")
+    g = rope_groups(model)[0]
+    return Rope(g.params, g.spec.head_dim, g.spec.max_position_embeddings, max_model_len, g.spec.default_partial,
+                model.text_model_type or model.model_type or "")
 
 
 def refused(name: str, version: str, max_model_len: int, verdict: str, why: str) -> EngineRun:
@@ -223,8 +224,7 @@ def one_rotary_runner(name: str, version: str, setup: Setup, attention_types: fr
                 return refused(name, version, max_model_len, NOT_MODELLED, f"{several_groups}; {groups}")
             return refused(name, version, max_model_len, CANNOT_EXPRESS,
                            f"{name} builds one rotary embedding per model; {groups}")
-        layer = model.layers[0]
-        rope = rope_of(model, layer, max_model_len)
+        rope = rope_of(model, max_model_len)
         unmodelled = _unmodelled_attention(name, model, rope, attention_types)
         if unmodelled is not None:
             return refused(name, version, max_model_len, NOT_MODELLED, unmodelled)
@@ -234,7 +234,7 @@ def one_rotary_runner(name: str, version: str, setup: Setup, attention_types: fr
             return refused(name, version, max_model_len, refusal.verdict, str(refusal))
         freqs = trained.freqs(rope, seq_len or max_model_len)
         softmax = trained.softmax_scale if trained.own_attention else model.softmax_scale * trained.softmax_scale
-        group = GroupRun(layer.name, freqs.inv_freq, freqs.attention_factor, softmax)
+        group = GroupRun(model.layers[0].name, freqs.inv_freq, freqs.attention_factor, softmax)
         return EngineRun(name, version, max_model_len, [group], invocation,
                          warnings=list(dict.fromkeys(trained.notes)), layout=trained.layout)
 

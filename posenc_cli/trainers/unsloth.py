@@ -94,9 +94,8 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
         return refused(name, VERSION, max_model_len, NOT_MODELLED,
                         f"posenc models Unsloth's Llama rotary, one rope per model; this model has {len(model.layers)}"
                         " rope groups")
-    layer = model.layers[0]
-    rope = rope_of(model, layer, max_model_len)
-    own_type = layer.params.get("rope_type", "default")
+    rope = rope_of(model, max_model_len)
+    own_type = rope.params.get("rope_type", "default")
     if own_type not in ("default", "linear", "dynamic", "yarn", "llama3"):
         return refused(name, VERSION, max_model_len, NOT_MODELLED,
                         f"Unsloth computes {own_type} with its own rotary class, which posenc does not model")
@@ -104,9 +103,9 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
         return refused(name, VERSION, max_model_len, NOT_MODELLED,
                         "Unsloth's plain rotary ignores partial_rotary_factor; posenc does not model partial rotary "
                         "for it")
-    trained, notes = unsloth_rope(layer.params, rope.max_pos, max_model_len, model.text_model_type)
+    trained, notes = unsloth_rope(rope.params, rope.max_pos, max_model_len, model.text_model_type)
     freqs = rope.freqs(trained, seq_len=seq_len or max_model_len)
-    group = GroupRun(layer.name, freqs.inv_freq, freqs.attention_factor, model.softmax_scale)
+    group = GroupRun(model.layers[0].name, freqs.inv_freq, freqs.attention_factor, model.softmax_scale)
     return EngineRun(name, VERSION, max_model_len, [group],
                      [f"FastLanguageModel.from_pretrained(MODEL, max_seq_length={max_model_len})"], warnings=notes,
                      layout="rotate-half")

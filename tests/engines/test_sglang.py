@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from posenc_cli.engines import sglang
-from posenc_cli.models.inspection import spec_for
 from posenc_cli.models.model_positions import describe
+from posenc_cli.models.record import spec_for
 
 pytestmark = pytest.mark.numeric
 

@@ -38,10 +38,10 @@ from posenc_cli.models.config_keys import ABSENT, text_config
 from posenc_cli.models.convert import V5_ONLY
 from posenc_cli.models.extension import extend
 from posenc_cli.models.facts import ModelFacts, model_facts
-from posenc_cli.models.inspection import spec_for
 from posenc_cli.models.lint import lint_config
 from posenc_cli.models.model_positions import describe
 from posenc_cli.models.model_types import accepted_rope_types
+from posenc_cli.models.record import spec_for
 from posenc_cli.models.sources import read_source
 from posenc_cli.rope import scaling
 from posenc_cli.rope.frequencies import compute, for_request

@@ -13,8 +13,8 @@ from clihelpers import assert_usage_error, ok, run, write_json
 from posenc_cli.errors import PosencError
 from posenc_cli.models.config_keys import text_config
 from posenc_cli.models.convert import convert
-from posenc_cli.models.inspection import spec_for
 from posenc_cli.models.model_positions import describe
+from posenc_cli.models.record import spec_for
 from posenc_cli.models.remote_code import v5_refusal
 from posenc_cli.rope.frequencies import compute
 

@@ -32,8 +32,8 @@ import numpy as np
 import pytest
 
 from posenc_cli.errors import PosencError
-from posenc_cli.models.inspection import spec_for
 from posenc_cli.models.model_positions import describe
+from posenc_cli.models.record import spec_for
 from posenc_cli.rope.frequencies import compute
 
 pytestmark = pytest.mark.numeric

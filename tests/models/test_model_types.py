@@ -31,9 +31,9 @@ import numpy as np
 import pytest
 
 from posenc_cli.errors import PosencError
-from posenc_cli.models.inspection import spec_for
 from posenc_cli.models.model_positions import POSITION_TYPE_GATED, describe
 from posenc_cli.models.model_types import generated
+from posenc_cli.models.record import spec_for
 from posenc_cli.rope.frequencies import compute
 
 pytestmark = pytest.mark.numeric

@@ -9,8 +9,8 @@ import pytest
 
 from posenc_cli.errors import PosencError
 from posenc_cli.models.facts import window_of
-from posenc_cli.models.inspection import spec_for
 from posenc_cli.models.model_positions import describe
+from posenc_cli.models.record import spec_for
 from posenc_cli.models.verification import run_model
 from posenc_cli.rope.frequencies import compute
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from clihelpers import assert_usage_error, ok, run, write_json
 
-from posenc_cli.models.inspection import spec_for
 from posenc_cli.models.model_positions import describe
+from posenc_cli.models.record import spec_for
 from posenc_cli.rope.frequencies import compute
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -128,7 +128,7 @@ def refusal_verdict(got: EngineRun) -> str:
 
 
 def rope_of(model: Any, length: int) -> trained.Rope:
-    return trained.rope_of(model, model.layers[0], length)
+    return trained.rope_of(model, length)
 
 
 # ------------------------------------------------------------------------------------------------------- Megatron
