@@ -11,7 +11,6 @@ from posenc_cli.cli.options import LENGTHS
 from posenc_cli.cli.output import note, print_json
 from posenc_cli.errors import ExitCode, PosencError
 from posenc_cli.models.gguf.metadata import llama_cpp_meaning
-from posenc_cli.models.lint import IMPOSSIBLE, lint_config, oldest_reader, unreadable
 from posenc_cli.models.model_types import newer_transformers_notice
 from posenc_cli.models.sources import describe_source, read_source
 from posenc_cli.units import parse_length
@@ -38,6 +37,8 @@ def inspect(
     length = parse_length(seq_len, name="--seq-len") if seq_len is not None else None
     src = read_source(source, revision=revision)
     problems: list[dict[str, str]] = []
+    if lint:  # the lint rules and transformers' version table load only for --lint
+        from posenc_cli.models.lint import IMPOSSIBLE, lint_config, oldest_reader, unreadable
     note_newer_transformers()
     try:
         model = describe_source(src)
@@ -46,7 +47,6 @@ def inspect(
         if not lint:
             raise
         # --lint asks what is wrong with the config: an unreadable one is a finding, not a usage error
-
         findings = lint_config(src.config, None)
         if not any(p.code == IMPOSSIBLE for p in findings):  # else the findings already name the value refused
             findings.append(unreadable(str(exc)))
