@@ -35,6 +35,7 @@ from posenc_cli.engines.render import served_rope
 from posenc_cli.engines.runs import EngineRun, GroupRun, static_longrope
 from posenc_cli.errors import PosencError
 from posenc_cli.models.gguf.header import shortest_float32
+from posenc_cli.models.gguf.metadata import DEEPSEEK_ARCHS
 from posenc_cli.rope.attention_factors import yarn_attention_factor, yarn_mscale
 from posenc_cli.rope.scaling import rope_parameters
 from posenc_cli.units import format_number
@@ -60,9 +61,6 @@ class Flags:
     attention_factor: float | None = None  # the cos/sin magnitude these flags give (YaRN)
     softmax_scale: float | None = None  # the softmax multiplier these flags give (deepseek2 YaRN), else the model's
 
-
-#: GGUF architectures whose llama.cpp code rebuilds YaRN's mscale pair from rope.scaling.yarn_log_multiplier
-DEEPSEEK_ARCHS = ("deepseek2",)
 
 
 def deepseek2_yarn(factor: float, attn_factor: float, mscale_all_dim: float | None) -> tuple[float, float]:
