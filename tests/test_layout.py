@@ -207,17 +207,19 @@ def loads_heavy(module: str, graph: dict[str, set[str]] | None = None) -> bool:
     return False
 
 
-def long_functions() -> list[tuple[int, str]]:
-    """(body lines, module:function) over :data:`MAX_FUNCTION_LINES`; the docstring does not count."""
+def function_lengths() -> list[tuple[int, str]]:
+    """(body lines, module:function) of every function, longest first; the docstring does not count."""
     out = []
     for name, tree in _trees().items():
         for fn in ast.walk(tree):
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 body = fn.body[1:] if ast.get_docstring(fn) and len(fn.body) > 1 else fn.body
-                lines = (fn.end_lineno or 0) - body[0].lineno + 1
-                if lines > MAX_FUNCTION_LINES:
-                    out.append((lines, f"{name}:{fn.name}"))
+                out.append(((fn.end_lineno or 0) - body[0].lineno + 1, f"{name}:{fn.name}"))
     return sorted(out, reverse=True)
+
+
+def long_functions() -> list[tuple[int, str]]:
+    return [(n, f) for n, f in function_lengths() if n > MAX_FUNCTION_LINES]
 
 
 def long_modules() -> list[tuple[int, str]]:
@@ -279,8 +281,7 @@ if __name__ == "__main__":  # the figures: python tests/test_layout.py
     print(f"modules at the top level: {len(top_level_modules())} ({', '.join(top_level_modules())})")
     print("largest modules:", ", ".join(f"{m} {n}" for n, m in sorted(
         ((len(p.read_text(encoding='utf-8').splitlines()), n) for n, p in _modules().items()), reverse=True)[:3]))
-    print("longest function bodies:", ", ".join(f"{m} {n}" for n, m in sorted(
-        long_functions() or [(0, "none over the limit")], reverse=True)[:5]))
+    print("longest function bodies:", ", ".join(f"{m} {n}" for n, m in function_lengths()[:3]))
     graph = _module_level_imports()
     deferred = [b for _, b, _ in lazy if not loads_heavy(b, graph)]
     print(f"function-level imports of the package: {len(lazy)} ({len(deferred)} of a light module the light "
