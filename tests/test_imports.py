@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import typer
-from startup import HEAVY, OPTIONAL, PROBE, loaded_modules, run_cli_body
+from startup import HEAVY, OPTIONAL, PROBE, loaded_modules, posenc_modules, run_cli_body
 
 from posenc_cli.cli import app
 
@@ -45,13 +45,7 @@ ENGINE_MODULES = {"vllm": "posenc_cli.engines.vllm", "sglang": "posenc_cli.engin
 @pytest.mark.parametrize("fmt", ["hf", "vllm", "sglang", "llama.cpp", "axolotl"])
 def test_a_bare_scale_loads_one_engine_and_no_model_reader(fmt: str) -> None:
     """Start-up grows with what is asked: no --config, no reader; one --format, one engine module."""
-    probe = run_cli_body([*SCALE, "--format", fmt]) + (
-        "\nposenc = sorted(m for m in sys.modules if m.startswith('posenc_cli.'))\n"
-        "sys.__stderr__.write('POSENC ' + json.dumps(posenc) + '\\n')\n")
-    code = PROBE.format(body=probe, heavy=HEAVY, optional=OPTIONAL)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    line = next(x for x in proc.stderr.splitlines() if x.startswith("POSENC "))
-    loaded = set(json.loads(line[len("POSENC "):]))
+    loaded = posenc_modules([*SCALE, "--format", fmt])
     reader = loaded & {"posenc_cli.models.model_positions", "posenc_cli.models.sources", "posenc_cli.models.convert"}
     assert not reader, reader
     engines = {m for m in ENGINE_MODULES.values() if m in loaded}

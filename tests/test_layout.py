@@ -7,10 +7,9 @@ is the circle. ``python tests/test_layout.py`` prints the figures the targets ar
 from __future__ import annotations
 
 import ast
-import json
-import subprocess
-import sys
 from pathlib import Path
+
+from startup import posenc_modules
 
 PACKAGE = Path(__file__).resolve().parent.parent / "posenc_cli"
 
@@ -241,23 +240,10 @@ def test_an_upward_import_would_be_found() -> None:
     assert stage_of("posenc_cli.cli.scale") == len(STAGES) - 1
 
 
-def loaded_by(argv: list[str]) -> set[str]:
-    """The posenc modules a fresh interpreter has loaded after ``posenc ARGV``."""
-    code = ("import json, sys\nfrom posenc_cli.cli import app\n"
-            "try:\n    app(sys.argv[1:], standalone_mode=False)\nexcept SystemExit:\n    pass\n"
-            "posenc = sorted(m for m in sys.modules if m.startswith('posenc_cli'))\n"
-            "sys.__stderr__.write('POSENC ' + json.dumps(posenc))\n")
-    proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120,
-                          cwd=PACKAGE.parent)
-    line = [x for x in proc.stderr.splitlines() if x.startswith("POSENC ")]
-    assert line, proc.stderr
-    return set(json.loads(line[-1][len("POSENC "):]))
-
-
 def test_function_level_imports_are_only_the_deliberately_lazy() -> None:
     graph = _module_level_imports()
     light = [(a, b, line) for a, b, line in function_level_imports() if not loads_heavy(b, graph)]
-    runs = [loaded_by(argv) for argv in LIGHT_RUNS]
+    runs = [posenc_modules(argv) for argv in LIGHT_RUNS]
     assert "posenc_cli.rope.scaling" in runs[0] and "posenc_cli.pick.picker" in runs[1]  # the probe ran them
     loaded_by_all = set.intersection(*runs)
     pointless = [(a, b, line) for a, b, line in light if b in loaded_by_all]

@@ -33,3 +33,17 @@ def run_cli_body(argv: list[str]) -> str:
         f"code = app({argv!r}, standalone_mode=False)\n"
         "assert code == 0, code\n"
     )
+
+
+def posenc_modules(argv: list[str]) -> set[str]:
+    """The posenc modules a fresh interpreter has loaded after ``posenc ARGV`` (run in-process there)."""
+    body = ("from posenc_cli.cli import app\n"
+            "try:\n    app(" + repr(list(argv)) + ", standalone_mode=False)\nexcept SystemExit:\n    pass\n"
+            "posenc = sorted(m for m in sys.modules if m.startswith('posenc_cli'))\n"
+            "sys.__stderr__.write('POSENC ' + json.dumps(posenc) + '\\n')\n")
+    code = PROBE.format(body=body, heavy=HEAVY, optional=OPTIONAL)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    line = [x for x in proc.stderr.splitlines() if x.startswith("POSENC ")]
+    assert line, (proc.returncode, proc.stderr)
+    return set(json.loads(line[-1][len("POSENC "):]))
