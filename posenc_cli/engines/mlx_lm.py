@@ -58,7 +58,7 @@ MODEL_FILES = frozenset("""
 Klear afm7 afmoe apertus baichuan_m1 bailing_hybrid bailing_moe bailing_moe_linear bailing_moe_v3 bitnet cohere
 cohere2 dbrx deepseek deepseek_v2 deepseek_v3 deepseek_v32 deepseek_v41 dots1 ernie4_5 ernie4_5_moe exaone exaone4
 exaone_moe falcon_h1 gemma gemma2 gemma3 gemma3_text gemma3n gemma4 gemma4_text glm glm4 glm4_moe glm4_moe_lite
-glm_moe_dsa gpt2 gpt_bigcode gpt_neox gpt_oss gptj granite granitemoe granitemoehybrid helium hunyuan
+gear glm_moe_dsa gpt2 gpt_bigcode gpt_neox gpt_oss gptj granite granitemoe granitemoehybrid helium hunyuan
 hunyuan_v1_dense internlm2 internlm3 iquestloopcoder jamba kimi_k25 kimi_k3 kimi_linear kimi_vl laguna lfm2-vl lfm2
 lfm2_moe lille-130m llama llama4 llama4_text longcat_flash longcat_flash_ngram mamba mamba2 mellum mimo mimo_v2_flash
 minicpm minicpm3 minimax minimax_m3_vl ministral3 mistral3 mistral4 mixtral muse_glimmer muse_spark nanbeige nanochat
@@ -357,7 +357,7 @@ def divergences(name: str, cfg: dict[str, Any], rope: MlxRope | None, seq_len: i
                        "mscale(s, mscale_all_dim))")
         if "original_max_position_embeddings" not in s:
             out.append("this YaRN dict names no original_max_position_embeddings: mlx-lm uses 4096")
-    if rope is not None and rope.cls == "SuScaledRoPE" and rope.original is not None and seq_len <= rope.original:
+    if rope is not None and rope.cls == "SuScaledRoPE" and rope.original is not None:
         out.append(f"mlx-lm uses LongRoPE's long factors at every length (transformers: the short ones up to "
                    f"{rope.original:,} tokens)")
     return out

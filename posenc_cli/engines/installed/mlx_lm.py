@@ -5,7 +5,8 @@ lazily by mlx: no weight is materialised), each layer's rope module called on a 
 Per layer: the rope module is called on a ``(1, 1, 1, dims)`` array of ones at ``offset = seq_len - 1`` (so a
 ``DynamicNTKScalingRoPE`` takes its base for a sequence of ``seq_len`` tokens) while ``mx.fast.rope`` is wrapped;
 its arguments give the layout (``traditional``: pairs ``2i, 2i+1``), the cos/sin magnitude (the factor the module
-multiplied its input by: YaRN's mscale, SuScaledRoPE's scale) and the inverse frequencies: ``scale / freqs`` when
+multiplied its input by: YaRN's mscale, SuScaledRoPE's scale, as the module's Python float once the float32 probe
+shows it applied) and the inverse frequencies: ``scale / freqs`` when
 the module passes frequencies (what the kernel computes, float32), else ``scale / base ** (2i / dims)`` as
 transformers computes it from the base the module passed (the kernel's own ``exp`` rounds it differently, by up to
 1.5e-6 relative on the CPU backend: the tests measure it). The softmax multiplier is the attention module's
@@ -110,6 +111,18 @@ def inverse_frequencies(call: dict[str, Any]) -> npt.NDArray[np.float32]:
     return (default_inv_freq(float(call["base"]), int(call["dims"])) * scale).astype(np.float32)
 
 
+def magnitude_of(rope: Any, call: dict[str, Any]) -> float:
+    """The factor the module multiplied its input by: its own Python float (YarnRoPE ``mscale``, SuScaledRoPE
+    ``_scale``) when the float32 probe shows exactly that factor applied, else the probe's float32 ratio."""
+    import numpy as np
+
+    applied = float(call["x"].reshape(-1)[0])
+    own = getattr(rope, "mscale", None) or getattr(rope, "_scale", None)
+    if isinstance(own, float | int) and np.float32(own) == np.float32(applied):
+        return float(own)
+    return applied
+
+
 def _softmax(attn: Any, cfg: dict[str, Any], model: ModelPositions) -> float:
     import math
 
@@ -133,7 +146,8 @@ def _group(model: ModelPositions, cfg: dict[str, Any], g: Any, ropes: dict[int, 
     if not indices:
         return f"{NOT_MODELLED}: mlx-lm builds no rope for transformers' {g.name} layers"
     calls = [probe(ropes[i][1], seq) for i in indices]
-    runs = [(inverse_frequencies(c), float(c["x"].reshape(-1)[0]), bool(c["traditional"])) for c in calls]
+    runs = [(inverse_frequencies(c), magnitude_of(ropes[i][1], c), bool(c["traditional"]))
+            for i, c in zip(indices, calls, strict=True)]
     first = runs[0]
     if any(r[2] != first[2] or r[0].shape != first[0].shape or not np.array_equal(r[0], first[0])
            or r[1] != first[1] for r in runs[1:]):

@@ -1,0 +1,234 @@
+"""posenc's model of MLX-LM 0.32.2 (posenc_cli/engines/mlx_lm.py) against mlx-lm's own code on mlx 0.32.4's CPU
+backend (posenc_cli/engines/installed/mlx_lm.py: its _get_classes, ModelArgs.from_dict, Model and rope modules).
+
+Tolerances: inverse frequencies rtol 1e-6 between the modelled and the installed run (both float32: measured at most
+2.7e-7 on the corpus, the rounding of mlx's float32 ``base ** x`` and ``1 / freqs`` against numpy's); magnitudes and
+softmax multipliers rel 1e-6 (Python floats on both sides, but SuScaledRoPE's and YarnRoPE's scale is applied as a
+float32 multiply of the probe). The kernel itself: the angle it applies at position 1 equals the reported inverse
+frequency within 2e-6 where the module passes a base (mlx's own float32 ``exp`` polynomial: measured up to 1.5e-6
+for bases 1e4..1e8 and dims 32..256) and 3e-7 where it passes frequencies (the atan2 read-back of float32 cos/sin).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from posenc_cli.engines import hf
+from posenc_cli.engines import mlx_lm as modelled
+from posenc_cli.engines.runs import SAME_RTOL, compare
+from posenc_cli.models.model_positions import describe
+
+pytestmark = pytest.mark.numeric
+
+mh = pytest.importorskip("mlx_harness")
+if not mh.available():
+    pytest.skip("mlx and mlx-lm do not import here (see tests/harness/mlx_harness.py)", allow_module_level=True)
+
+from posenc_cli.engines.installed import mlx_lm as installed  # noqa: E402 - after the skip
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "tests" / "corpus"
+
+
+def load(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((CORPUS / name).read_text(encoding="utf-8"))
+    return data
+
+
+def _same_runs(a: Any, b: Any) -> None:
+    """The modelled run ``a`` and the installed run ``b`` say the same."""
+    assert (a.refusal is None) == (b.refusal is None), (a.refusal, b.refusal)
+    if a.refusal:
+        assert a.refusal.split(":")[0] == b.refusal.split(":")[0], (a.refusal, b.refusal)
+        return
+    for ga, gb in zip(a.groups, b.groups, strict=True):
+        assert (ga.inv_freq is None) == (gb.inv_freq is None)
+        if ga.inv_freq is not None:
+            np.testing.assert_allclose(ga.inv_freq.astype(np.float64), gb.inv_freq.astype(np.float64), rtol=1e-6,
+                                       atol=0)
+            assert ga.attention_factor == pytest.approx(gb.attention_factor, rel=1e-6)
+        assert ga.softmax_scale == pytest.approx(gb.softmax_scale, rel=1e-6)
+
+
+def test_the_model_files_and_remapping_are_the_installed_ones() -> None:
+    import mlx_lm
+    from mlx_lm.utils import MODEL_REMAPPING
+
+    assert mlx_lm.__version__ == modelled.VERSION == mh.MLX_LM_VERSION
+    assert installed.version() == modelled.VERSION
+    assert set(modelled.MODEL_FILES) == mh.model_files()
+    assert modelled.REMAPPING == MODEL_REMAPPING
+
+
+CORPUS_NAMES = sorted(p.name for p in CORPUS.glob("*.json") if p.name != "SOURCES.json")
+
+
+@pytest.mark.parametrize("name", CORPUS_NAMES)
+def test_posencs_model_is_what_mlx_lm_builds_for_the_corpus(name: str) -> None:
+    """Every corpus config with RoPE: the modelled run equals the installed run (or both refuse alike) at the
+    native window and, for length-dependent rope, at 4k; not modelled files only where mlx-lm has the file."""
+    cfg = load(name)
+    model = describe(cfg)
+    if model.family != "rope" or not model.layers:
+        pytest.skip("no RoPE")
+    window = model.max_position_embeddings or 4096
+    for seq in (window, 4096):
+        a = modelled.run(model, cfg, window, seq)
+        if a.refusal and a.refusal.startswith("not modelled"):
+            assert modelled.model_file(cfg) in modelled.MODEL_FILES
+            return
+        _same_runs(a, installed.run(model, cfg, window, seq))
+
+
+def _rendered(*args: str) -> tuple[dict[str, Any], list[str]]:
+    """``posenc scale ARGS --format mlx-lm``: the config.json and its caveats."""
+    from clihelpers import ok, run
+
+    result = ok(run("scale", *args, "--format", "mlx-lm"))
+    caveats = [line for line in result.stderr.splitlines() if line.startswith("caveat:")]
+    return json.loads(result.stdout), caveats
+
+
+RENDER_CASES = [
+    ("llama-3.1-8b-instruct.json", "yarn", "--target", "256k"),
+    ("llama-3.1-8b-instruct.json", "llama3", "--target", "256k"),
+    ("llama-3.1-8b-instruct.json", "linear", "--target", "256k"),
+    ("llama-2-7b-chat-hf.json", "dynamic", "--factor", "4"),
+    ("llama-2-7b-chat-hf.json", "yarn", "--factor", "4", "--attention-factor", "1.2"),
+    ("mistral-7b-v0.1.json", "linear", "--factor", "2"),
+    ("qwen2.5-7b-instruct.json", "yarn", "--factor", "4"),
+    ("qwen2.5-7b-instruct.json", "dynamic", "--factor", "4"),
+    ("qwen3-8b.json", "yarn", "--factor", "4"),
+    ("gpt-oss-20b.json", "yarn", "--target", "256k", "--fine-tuned"),
+    ("deepseek-v3.json", "yarn", "--target", "320k", "--fine-tuned"),
+    ("gemma-3-1b-it.json", "linear", "--target", "64k"),
+    ("gemma-3-27b-it.json", "linear", "--target", "256k"),
+    ("olmo-3.1-32b-instruct.json", "yarn", "--target", "128k", "--fine-tuned"),
+    ("phi-3-mini-128k-instruct.json", "yarn", "--target", "128k", "--fine-tuned"),
+]
+
+
+@pytest.mark.parametrize("case", RENDER_CASES, ids=[f"{c[0].removesuffix('.json')}-{c[1]}" for c in RENDER_CASES])
+def test_rendered_config_gives_transformers_numbers_or_the_stated_difference(
+        case: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key proof: ``--format mlx-lm`` fed to mlx-lm's own classes gives what transformers computes for the same
+    file (posenc's transformers run, itself proven against transformers' rotary classes) where posenc says same,
+    and the difference the caveat states where it says it differs."""
+    monkeypatch.chdir(ROOT)
+    name, *args = case
+    cfg, caveats = _rendered(args[0], "--config", f"tests/corpus/{name}", *args[1:])
+    model = describe(cfg)
+    window = model.max_position_embeddings or 4096
+    mine = modelled.run(model, cfg, window)
+    theirs = installed.run(model, cfg, window)
+    _same_runs(mine, theirs)
+    reference = hf.run(model, cfg, window)
+    verdict = compare(reference, theirs)
+    if not caveats:
+        assert verdict.verdict == "same", [g.as_dict() for g in verdict.groups]
+        return
+    if any("long factors" in c for c in caveats):  # LongRoPE: the difference is below the original length
+        original = int(cfg["original_max_position_embeddings"])
+        verdict = compare(hf.short_run(model, cfg, original), installed.run(model, cfg, window, original))
+    assert verdict.verdict == "differs"
+    stated = [float(c.split("by up to ")[1].split()[0]) for c in caveats if "by up to" in c]
+    measured = max(g.inv_freq_rel_diff for g in verdict.groups)
+    assert stated and stated[0] == pytest.approx(measured, rel=2e-3)  # printed with 3 digits
+
+
+def test_gpt_oss_at_256k_is_off_by_0976() -> None:
+    """The issue's number, measured: gpt-oss's truncate: false at 256k."""
+    from posenc_cli.engines.installed.mlx_lm import run
+
+    cfg, caveats = _rendered("yarn", "--config", str(CORPUS / "gpt-oss-20b.json"), "--target", "256k", "--fine-tuned")
+    model = describe(cfg)
+    verdict = compare(hf.run(model, cfg, 262144), run(model, cfg, 262144))
+    assert round(max(g.inv_freq_rel_diff for g in verdict.groups), 3) == 0.976
+    assert any("0.976" in c for c in caveats)
+
+
+@pytest.mark.parametrize("name", ["phi-3-mini-128k-instruct.json", "phi-3.5-moe-instruct.json"])
+def test_longrope_uses_the_long_factors_below_the_original_length(name: str) -> None:
+    cfg = load(name)
+    model = describe(cfg)
+    theirs = installed.run(model, cfg, 131072, 4096)
+    short = hf.short_run(model, cfg, 4096)
+    diff = compare(short, theirs).groups[0].inv_freq_rel_diff
+    s = cfg["rope_scaling"]
+    assert diff == pytest.approx(max(abs(a / b - 1) for a, b in zip(s["short_factor"], s["long_factor"], strict=True)),
+                                 rel=1e-5)
+    assert any("long factors at every length" in w for w in modelled.run(model, cfg, 131072, 4096).warnings)
+
+
+def test_a_transformers_5_file_runs_default_theta_without_scaling() -> None:
+    """llama's ModelArgs reads only rope_theta/rope_scaling: a file with only rope_parameters runs theta 1e4, no
+    llama3 scaling (measured), and posenc says so."""
+    from posenc_cli.models.convert import convert
+
+    cfg = convert(load("llama-3.1-8b-instruct.json"), "v5")
+    assert "rope_scaling" not in cfg and "rope_theta" not in cfg
+    model = describe(cfg)
+    theirs = installed.run(model, cfg, 131072)
+    from posenc_cli.rope.frequencies import default_inv_freq
+
+    np.testing.assert_allclose(theirs.groups[0].inv_freq, default_inv_freq(1e4, 128), rtol=1e-6)
+    assert compare(hf.run(model, cfg, 131072), theirs).verdict == "differs"
+    assert any("theta 10000 with no scaling" in w for w in modelled.run(model, cfg, 131072).warnings)
+
+
+def test_mixtral_never_reads_rope_scaling_and_the_rendering_refuses() -> None:
+    from clihelpers import run
+
+    cfg = load("mixtral-8x7b-v0.1.json")
+    cfg["rope_scaling"] = {"rope_type": "linear", "factor": 2.0}
+    model = describe(cfg)
+    theirs = installed.run(model, cfg, 65536)
+    np.testing.assert_allclose(theirs.groups[0].inv_freq, modelled.run(model, cfg, 65536).groups[0].inv_freq,
+                               rtol=1e-6)
+    assert compare(hf.run(model, cfg, 65536), theirs).verdict == "differs"
+    result = run("scale", "linear", "--config", str(CORPUS / "mixtral-8x7b-v0.1.json"), "--factor", "2",
+                 "--format", "mlx-lm")
+    assert result.exit_code != 0 and "never reads rope_scaling" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-8b-instruct.json", "gpt-oss-20b.json", "deepseek-v3.json",
+                                  "phi-3-mini-128k-instruct.json", "gemma-3-1b-it.json", "qwen2.5-7b-instruct.json"])
+def test_the_kernel_applies_the_reported_frequencies(name: str) -> None:
+    """mx.fast.rope itself, with the arguments each model's rope module passes: its angle at position 1 and its
+    pairing are what the installed run reports (tolerances in the module docstring)."""
+    cfg = load(name)
+    net = installed._build(cfg)
+    for _, (_, rope) in sorted(installed.layer_rope_modules(net).items())[:8]:
+        call = installed.probe(rope, 8192)
+        angles, layout = mh.kernel_angles(call)
+        reported = installed.inverse_frequencies(call).astype(np.float64)
+        np.testing.assert_allclose(angles, reported, rtol=2e-6 if call["freqs"] is None else 3e-7, atol=0)
+        assert layout == ("interleaved" if name == "deepseek-v3.json" else "half")
+
+
+def test_the_same_rtol_is_what_check_uses() -> None:
+    assert SAME_RTOL == 1e-6
+
+
+def test_transformers_ignores_the_mscale_written_for_mlx_lm() -> None:
+    """An explicit YaRN attention_factor is written for mlx-lm as ``mscale`` (mlx-lm ignores attention_factor);
+    transformers' own YaRN function, on the same file, still takes attention_factor."""
+    from hf_rope import hf_messages, quiet_frequencies
+    from transformers import AutoConfig
+
+    cfg, caveats = _rendered("yarn", "--config", str(CORPUS / "llama-2-7b-chat-hf.json"), "--factor", "4",
+                             "--attention-factor", "1.2")
+    assert cfg["rope_scaling"]["mscale"] == pytest.approx(2 / np.log(4))  # (1.2 - 1) / (0.1 ln 4)
+    assert caveats == []
+    with hf_messages():
+        config = AutoConfig.for_model(**cfg)
+    inv, attention = quiet_frequencies(config, 16384)
+    assert attention == pytest.approx(1.2, rel=1e-12)
+    theirs = installed.run(describe(cfg), cfg, 16384)
+    assert theirs.groups[0].attention_factor == pytest.approx(1.2, rel=1e-12)
+    np.testing.assert_allclose(theirs.groups[0].inv_freq, inv, rtol=1e-6)
