@@ -232,3 +232,68 @@ def test_transformers_ignores_the_mscale_written_for_mlx_lm() -> None:
     theirs = installed.run(describe(cfg), cfg, 16384)
     assert theirs.groups[0].attention_factor == pytest.approx(1.2, rel=1e-12)
     np.testing.assert_allclose(theirs.groups[0].inv_freq, inv, rtol=1e-6)
+
+
+# --- end to end: logits of a tiny random Llama in mlx-lm and in transformers, same weights, the rendered config
+
+TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 128, "intermediate_size": 256,
+        "num_attention_heads": 2, "num_key_value_heads": 1, "num_hidden_layers": 2, "vocab_size": 256,
+        "max_position_embeddings": 1024, "rope_theta": 10000.0, "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
+
+
+def _logits(cfg: dict[str, Any], folder: Path, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(transformers' logits, mlx-lm's logits) for ``ids`` with the same random weights and ``cfg``."""
+    import mlx.core as mx
+    import torch
+    from hf_rope import hf_messages
+    from mlx_lm.utils import load_model
+    from safetensors.torch import save_file
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    with hf_messages():
+        net = AutoModelForCausalLM.from_config(AutoConfig.for_model(**cfg), dtype=torch.float32).eval()
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    save_file({k: v.contiguous() for k, v in net.state_dict().items()}, str(folder / "model.safetensors"))
+    with torch.no_grad():
+        theirs = net(torch.tensor([ids])).logits[0].numpy()
+    mlx_net, _ = load_model(folder)
+    ours = np.array(mlx_net(mx.array([ids]))[0], dtype=np.float32)
+    return theirs, ours
+
+
+def _rel(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a - b).max() / np.abs(a).max())
+
+
+@pytest.mark.parametrize("args", [("yarn", "--factor", "8", "--attention-factor", "1.3"),
+                                  ("llama3", "--factor", "8"), ("linear", "--factor", "4")],
+                         ids=["yarn-attention-factor", "llama3", "linear"])
+def test_a_tiny_llama_gives_transformers_logits_with_the_rendered_config(args: tuple[str, ...],
+                                                                          tmp_path: Path) -> None:
+    """mlx-lm's whole model (its load_model, attention, rope, fast kernels) on the config ``--format mlx-lm`` wrote
+    for a tiny random Llama: transformers' logits on the same weights, 600 tokens (past the ramp's low frequencies
+    at position 0..599). Tolerance 1e-4 of the largest logit: float32 matmuls in two libraries (measured 5.2e-7 to
+    5.8e-7)."""
+    (tmp_path / "tiny.json").write_text(json.dumps(TINY), encoding="utf-8")
+    cfg, caveats = _rendered(args[0], "--config", str(tmp_path / "tiny.json"), *args[1:], "--fine-tuned")
+    assert caveats == []
+    ids = [int(i) for i in np.random.default_rng(0).integers(0, 256, 600)]
+    theirs, ours = _logits(cfg, tmp_path / "m", ids)
+    assert _rel(theirs, ours) < 1e-4
+
+
+def test_a_tiny_llama_with_truncate_false_differs_as_posenc_says(tmp_path: Path) -> None:
+    """YaRN with truncate: false: mlx-lm's logits are not transformers' for that file, but are transformers' for
+    the same file with truncate: true (what posenc says mlx-lm computes)."""
+    (tmp_path / "tiny.json").write_text(json.dumps(TINY), encoding="utf-8")
+    cfg, caveats = _rendered("yarn", "--config", str(tmp_path / "tiny.json"), "--factor", "8", "--no-truncate",
+                             "--fine-tuned")
+    assert any("truncate: false ignored" in c for c in caveats)
+    ids = [int(i) for i in np.random.default_rng(1).integers(0, 256, 600)]
+    theirs, ours = _logits(cfg, tmp_path / "a", ids)
+    rounded = {**cfg, "rope_scaling": {**cfg["rope_scaling"], "truncate": True}}
+    theirs_rounded, _ = _logits(rounded, tmp_path / "b", ids)
+    assert _rel(theirs, ours) > 3e-3  # measured 6.9e-3; the libraries agree to 6e-7
+    assert _rel(theirs_rounded, ours) < 1e-4
