@@ -83,7 +83,10 @@ class Reader:
     default; ``scaling``: reads ``rope_scaling``; ``v5``: takes theta and scaling from ``rope_parameters`` when the
     legacy keys are absent (qwen3); ``traditional``: the layout flag (None: the config's ``rope_traditional``);
     ``kind``: ``initialize`` (``initialize_rope``), ``phi3``, ``phimoe``, ``gemma3`` (local base on sliding layers),
-    ``olmo3`` (plain RoPE on non-full layers), ``deepseek`` (rope dims ``qk_rope_head_dim``, softmax x mscale^2)."""
+    ``olmo3`` (plain RoPE on non-full layers), ``deepseek`` (rope dims ``qk_rope_head_dim``, softmax x mscale^2),
+    ``plain`` (``nn.RoPE`` from the theta key, whatever the scaling says); ``theta_key``: the key theta is read from;
+    ``partial``: the key and default of the rotated fraction (None: the whole head); ``layers_key``: the layer
+    count's key."""
 
     theta: float | None
     head_dim_key: bool = True
@@ -93,6 +96,9 @@ class Reader:
     v5: bool = False
     traditional: bool | None = None
     kind: str = "initialize"
+    theta_key: str = "rope_theta"
+    partial: tuple[str, float | None] | None = None
+    layers_key: str = "num_hidden_layers"
 
 
 READERS: dict[str, Reader] = {
@@ -107,7 +113,20 @@ READERS: dict[str, Reader] = {
     "phimoe": Reader(1e4, head_dim_key=False, mpe=131072, traditional=False, kind="phimoe"),
     "gemma3_text": Reader(1e6, head_dim=256, mpe=32768, traditional=False, kind="gemma3"),
     "olmo3": Reader(None, traditional=False, kind="olmo3"),
+    "exaone": Reader(None, layers_key="num_layers"),
+    "gemma": Reader(1e4, scaling=False, kind="plain"),
+    "gemma2": Reader(1e4, scaling=False, kind="plain"),
+    "cohere": Reader(8e6, head_dim_key=False, scaling=False, traditional=True, kind="plain"),
+    "phi": Reader(1e4, head_dim_key=False, scaling=False, traditional=False, kind="plain",
+                  partial=("partial_rotary_factor", 0.4)),
+    "stablelm": Reader(None, head_dim_key=False, scaling=False, traditional=False, kind="plain",
+                       partial=("partial_rotary_factor", None)),
+    "gpt_neox": Reader(None, head_dim_key=False, scaling=False, traditional=False, kind="plain",
+                       theta_key="rotary_emb_base", partial=("rotary_pct", None)),
+    "starcoder2": Reader(1e5, head_dim_key=False, scaling=False, traditional=False, kind="plain"),
 }
+#: gemma2.py's ``query_pre_attn_scalar`` default (transformers' Gemma2Config: 256)
+GEMMA2_QPAS = 144.0
 
 
 class Refused(PosencError):
@@ -207,17 +226,17 @@ def layer_ropes(cfg: dict[str, Any]) -> tuple[str, list[MlxRope | None], float]:
     reader = READERS.get(name)
     if reader is None:
         raise Refused(f"{NOT_MODELLED}: mlx-lm's {name} model file (posenc models its {', '.join(READERS)} files)")
-    theta = _get(text, "rope_theta", reader.theta)
+    theta = _get(text, reader.theta_key, reader.theta)
     scaling = _get(text, "rope_scaling", None) if reader.scaling else None
     if reader.v5 and isinstance(text.get("rope_parameters"), dict):
         theta = text["rope_parameters"].get("rope_theta") if theta is None else theta
         scaling = text["rope_parameters"] if scaling is None else scaling
     if theta is None:
-        raise Refused(f"{WILL_NOT_START}: mlx-lm's {name} model file requires rope_theta (a transformers 5 file "
-                      "keeps it in rope_parameters, which this file does not read)")
+        raise Refused(f"{WILL_NOT_START}: mlx-lm's {name} model file requires {reader.theta_key} (a transformers 5 "
+                      "file keeps rope_theta in rope_parameters, which this file does not read)")
     theta = float(theta)
     heads = int(_required(text, "num_attention_heads", name))
-    n = int(_required(text, "num_hidden_layers", name))
+    n = int(_required(text, reader.layers_key, name))
     head_dim = _get(text, "head_dim", reader.head_dim) if reader.head_dim_key else None
     head_dim = int(head_dim) if head_dim else int(_required(text, "hidden_size", name)) // heads
     mpe = _get(text, "max_position_embeddings", reader.mpe)
@@ -235,6 +254,18 @@ def layer_ropes(cfg: dict[str, Any]) -> tuple[str, list[MlxRope | None], float]:
         if scaling is not None and m_all and float(scaling["factor"]) > 1:
             softmax = (0.1 * m_all * math.log(float(scaling["factor"])) + 1.0) ** 2
         return name, [rope] * n, softmax
+    if reader.kind == "plain":
+        dims = head_dim
+        if reader.partial is not None:
+            key, default = reader.partial
+            fraction = _get(text, key, default)
+            if fraction is None:
+                raise Refused(f"{WILL_NOT_START}: mlx-lm's {name} ModelArgs requires {key} (TypeError on load)")
+            dims = int(float(fraction) * head_dim)
+        if name == "gemma2":  # the softmax: query_pre_attn_scalar ** -0.5, with gemma2.py's own default
+            softmax = math.sqrt(float(_get(text, "query_pre_attn_scalar", 256.0))
+                                / float(_get(text, "query_pre_attn_scalar", GEMMA2_QPAS)))
+        return name, [MlxRope("RoPE", dims, theta, traditional)] * n, softmax
     full = initialize_rope(head_dim, theta, traditional, scaling, mpe if name != "gpt_oss" else None)
     if reader.kind == "gemma3":
         pattern = int(_get(text, "sliding_window_pattern", 6))
@@ -323,11 +354,12 @@ def frequencies(rope: MlxRope, seq_len: int) -> tuple[npt.NDArray[np.float32], f
 #: ``mlx_lm.server`` serves the model directory as its config.json says: no rope flag, no context-length check
 INVOCATION = ["mlx_lm.server", "--model", "MODEL"]
 #: transformers model types whose attention pairs features 2i, 2i+1 on the checkpoint's weights
-#: (DeepSeek V3's ``rope_interleave``, default true)
-_INTERLEAVED = ("deepseek_v3", "kimi_k2")
+#: (DeepSeek V3's ``rope_interleave``, default true; Cohere's ``rotate_half`` of even and odd features)
+_INTERLEAVED = ("deepseek_v3", "kimi_k2", "cohere")
 
 
 def transformers_layout(model: ModelPositions, cfg: dict[str, Any], layout: str) -> str:
+    """How transformers pairs the rotated features on the checkpoint's weights (``half`` or ``interleaved``)."""
     if model.text_model_type in _INTERLEAVED and cfg.get("rope_interleave", True):
         return "interleaved"
     return layout
@@ -497,8 +529,9 @@ def render(r: Rendering) -> tuple[str, list[str]]:
     for rope in dict.fromkeys(x for x in ropes if x is not None):
         notes += caveats(name, probe, rope, r.req.target)
     if r.config is None:
-        notes.append("mlx-lm reads these keys in the model files posenc models (llama, qwen2, gpt_oss, deepseek_v3, "
-                     "phi3, gemma3, olmo3; qwen3 also rope_parameters); pass --config for the whole file")
+        notes.append("most mlx-lm model files read only these legacy keys (qwen3 also rope_parameters; mixtral, "
+                     "qwen3_moe and the plain-RoPE files never read rope_scaling); pass --config for the model's "
+                     "whole file and its own model file's reading")
     text = dumps_config(body) if r.config is not None else dumps_json(body)
     return text, list(dict.fromkeys(notes))
 
@@ -509,6 +542,6 @@ TARGET = Target(
     proven_by="its model classes and rope_utils on mlx's CPU backend",
     cannot_express="YaRN with `truncate: false` (always rounded); LongRoPE below the original length (the long "
                    "factors at every length); a transformers 5 file with only `rope_parameters` (read as theta "
-                   "default, no scaling: posenc writes v4 keys); mixtral and qwen3_moe never read `rope_scaling`; "
-                   "model files other than llama, qwen2, qwen3, gpt_oss, deepseek_v3, phi3, phimoe, gemma3, olmo3 "
+                   "default, no scaling: posenc writes v4 keys); mixtral, qwen3_moe, gemma, gemma2, cohere, phi, "
+                   "stablelm, gpt_neox and starcoder2 never read `rope_scaling`; model files posenc has not modelled "
                    "(not modelled)")

@@ -255,7 +255,9 @@ def _logits(cfg: dict[str, Any], folder: Path, ids: list[int]) -> tuple[np.ndarr
         net = AutoModelForCausalLM.from_config(AutoConfig.for_model(**cfg), dtype=torch.float32).eval()
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
-    save_file({k: v.contiguous() for k, v in net.state_dict().items()}, str(folder / "model.safetensors"))
+    tied = cfg.get("tie_word_embeddings", True) and "lm_head.weight" in net.state_dict()
+    save_file({k: v.contiguous() for k, v in net.state_dict().items() if not (tied and k == "lm_head.weight")},
+              str(folder / "model.safetensors"))
     with torch.no_grad():
         theirs = net(torch.tensor([ids])).logits[0].numpy()
     mlx_net, _ = load_model(folder)
@@ -297,3 +299,46 @@ def test_a_tiny_llama_with_truncate_false_differs_as_posenc_says(tmp_path: Path)
     theirs_rounded, _ = _logits(rounded, tmp_path / "b", ids)
     assert _rel(theirs, ours) > 3e-3  # measured 6.9e-3; the libraries agree to 6e-7
     assert _rel(theirs_rounded, ours) < 1e-4
+
+
+TINY_COHERE = {"architectures": ["CohereForCausalLM"], "model_type": "cohere", "hidden_size": 128,
+               "intermediate_size": 256, "num_attention_heads": 2, "num_key_value_heads": 1, "num_hidden_layers": 2,
+               "vocab_size": 256, "max_position_embeddings": 1024, "rope_theta": 10000.0, "layer_norm_eps": 1e-5,
+               "logit_scale": 0.5, "use_qk_norm": False, "eos_token_id": 2, "bos_token_id": 1, "pad_token_id": 0}
+TINY_GEMMA3 = {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "hidden_size": 128,
+               "intermediate_size": 256, "num_attention_heads": 2, "num_key_value_heads": 1, "num_hidden_layers": 6,
+               "head_dim": 64, "vocab_size": 256, "max_position_embeddings": 1024, "rope_theta": 1000000.0,
+               "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+               "query_pre_attn_scalar": 64, "sliding_window": 4096, "sliding_window_pattern": 6,
+               "rms_norm_eps": 1e-6, "tie_word_embeddings": True, "eos_token_id": 1, "bos_token_id": 2,
+               "pad_token_id": 0}
+
+
+@pytest.mark.parametrize(("tiny", "args"), [(TINY_COHERE, None), (TINY_GEMMA3, ("linear", "--factor", "2"))],
+                         ids=["cohere-interleaved", "gemma3-local-base-linear"])
+def test_tiny_models_with_their_own_layout_and_bases(tiny: dict[str, Any], args: tuple[str, ...] | None,
+                                                     tmp_path: Path) -> None:
+    """Cohere pairs features 2i, 2i+1 in transformers and mlx-lm (``traditional=True``): the same logits. Gemma 3:
+    the local base on the sliding layers and the linear scaling of the full layers from the rendered config, the
+    softmax from ``query_pre_attn_scalar``: the same logits (tolerance as above)."""
+    cfg = tiny
+    if args is not None:
+        (tmp_path / "tiny.json").write_text(json.dumps(tiny), encoding="utf-8")
+        cfg, caveats = _rendered(args[0], "--config", str(tmp_path / "tiny.json"), *args[1:], "--fine-tuned")
+        assert caveats == []
+    model = describe(cfg)
+    assert compare(hf.run(model, cfg, 1024), modelled.run(model, cfg, 1024)).verdict == "same"
+    ids = [int(i) for i in np.random.default_rng(2).integers(0, 256, 600)]
+    theirs, ours = _logits(cfg, tmp_path / "m", ids)
+    assert _rel(theirs, ours) < 1e-4
+
+
+def test_gemma2_without_query_pre_attn_scalar_gets_mlx_lms_default() -> None:
+    """gemma2.py's query_pre_attn_scalar defaults to 144, transformers' to 256: a file without the key gets a
+    softmax scale sqrt(256 / 144) times transformers' in mlx-lm (measured on its attention module)."""
+    cfg = {k: v for k, v in load("gemma-2-2b.json").items() if k != "query_pre_attn_scalar"}
+    model = describe(cfg)
+    theirs = installed.run(model, cfg, 8192)
+    _same_runs(modelled.run(model, cfg, 8192), theirs)
+    assert theirs.groups[0].softmax_scale == pytest.approx(np.sqrt(256 / 144), rel=1e-6)
+    assert compare(hf.run(model, cfg, 8192), theirs).verdict == "differs"

@@ -10,7 +10,7 @@ shows it applied) and the inverse frequencies: ``scale / freqs`` when
 the module passes frequencies (what the kernel computes, float32), else ``scale / base ** (2i / dims)`` as
 transformers computes it from the base the module passed (the kernel's own ``exp`` rounds it differently, by up to
 1.5e-6 relative on the CPU backend: the tests measure it). The softmax multiplier is the attention module's
-``scale`` over ``1 / sqrt(head_dim)`` (``query_pre_attn_scalar`` where the config has one, as transformers).
+``scale`` over transformers' ``1 / sqrt(head_dim)`` (``query_pre_attn_scalar``, default 256, for Gemma 2 and 3).
 """
 
 from __future__ import annotations
@@ -131,8 +131,9 @@ def _softmax(attn: Any, cfg: dict[str, Any], model: ModelPositions) -> float:
         return 1.0
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
     assert isinstance(text, dict)
-    if text.get("query_pre_attn_scalar"):
-        return float(scale) * math.sqrt(float(text["query_pre_attn_scalar"]))
+    if text.get("query_pre_attn_scalar") or str(text.get("model_type", "")).startswith(("gemma2", "gemma3")):
+        # transformers' scale for Gemma 2 and 3: query_pre_attn_scalar ** -0.5 (its default 256)
+        return float(scale) * math.sqrt(float(text.get("query_pre_attn_scalar") or 256))
     head_dim = getattr(attn, "q_head_dim", None) or getattr(attn, "head_dim", None) or model.head_dim or 1
     return float(scale) * math.sqrt(float(head_dim))
 
