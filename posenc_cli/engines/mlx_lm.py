@@ -124,6 +124,12 @@ READERS: dict[str, Reader] = {
     "gpt_neox": Reader(None, head_dim_key=False, scaling=False, traditional=False, kind="plain",
                        theta_key="rotary_emb_base", partial=("rotary_pct", None)),
     "starcoder2": Reader(1e5, head_dim_key=False, scaling=False, traditional=False, kind="plain"),
+    "glm4_moe": Reader(None, scaling=False, traditional=False, kind="plain", partial=("partial_rotary_factor", None)),
+    "smollm3": Reader(1e4),
+    "qwen3_next": Reader(None, traditional=False, partial=("partial_rotary_factor", None)),
+    "exaone4": Reader(None, traditional=False),
+    "nemotron-nas": Reader(5e5, head_dim_key=False, mpe=131072, traditional=False),
+    "llama4": Reader(None, traditional=True),
 }
 #: gemma2.py's ``query_pre_attn_scalar`` default (transformers' Gemma2Config: 256)
 GEMMA2_QPAS = 144.0
@@ -221,6 +227,10 @@ def layer_ropes(cfg: dict[str, Any]) -> tuple[str, list[MlxRope | None], float]:
         text, name = {"num_attention_heads": 8, **(cfg.get("text_config") or {})}, "gemma3_text"
     else:
         text = cfg
+    if name == "qwen2_vl":  # qwen2_vl.py runs qwen2.py on the text config (or the whole file without one): 1-D rope
+        text, name = dict(cfg.get("text_config") or cfg), "qwen2"
+    if name == "llama4":  # llama4.py builds its TextArgs from text_config
+        text = dict(cfg.get("text_config") or {})
     if name == "gemma3_text":  # gemma3_text's ModelArgs defaults
         text = {"num_attention_heads": 4, "num_hidden_layers": 26, **text}
     reader = READERS.get(name)
@@ -254,19 +264,22 @@ def layer_ropes(cfg: dict[str, Any]) -> tuple[str, list[MlxRope | None], float]:
         if scaling is not None and m_all and float(scaling["factor"]) > 1:
             softmax = (0.1 * m_all * math.log(float(scaling["factor"])) + 1.0) ** 2
         return name, [rope] * n, softmax
+    dims = head_dim
+    if reader.partial is not None:
+        key, default = reader.partial
+        fraction = _get(text, key, default)
+        if fraction is None:
+            raise Refused(f"{WILL_NOT_START}: mlx-lm's {name} ModelArgs requires {key} (TypeError on load)")
+        dims = int(float(fraction) * head_dim)
+    if name == "nemotron-nas" and scaling and ("factor" not in scaling or scaling.get("rope_type") is None):
+        raise Refused(f"{WILL_NOT_START}: mlx-lm's nemotron-nas needs rope_scaling.factor and rope_scaling.rope_type "
+                      "(ValueError)")
     if reader.kind == "plain":
-        dims = head_dim
-        if reader.partial is not None:
-            key, default = reader.partial
-            fraction = _get(text, key, default)
-            if fraction is None:
-                raise Refused(f"{WILL_NOT_START}: mlx-lm's {name} ModelArgs requires {key} (TypeError on load)")
-            dims = int(float(fraction) * head_dim)
         if name == "gemma2":  # the softmax: query_pre_attn_scalar ** -0.5, with gemma2.py's own default
             softmax = math.sqrt(float(_get(text, "query_pre_attn_scalar", 256.0))
                                 / float(_get(text, "query_pre_attn_scalar", GEMMA2_QPAS)))
         return name, [MlxRope("RoPE", dims, theta, traditional)] * n, softmax
-    full = initialize_rope(head_dim, theta, traditional, scaling, mpe if name != "gpt_oss" else None)
+    full = initialize_rope(dims, theta, traditional, scaling, mpe if name != "gpt_oss" else None)
     if reader.kind == "gemma3":
         pattern = int(_get(text, "sliding_window_pattern", 6))
         local = MlxRope("RoPE", head_dim, float(_get(text, "rope_local_base_freq", 10000.0)), False)
@@ -354,8 +367,9 @@ def frequencies(rope: MlxRope, seq_len: int) -> tuple[npt.NDArray[np.float32], f
 #: ``mlx_lm.server`` serves the model directory as its config.json says: no rope flag, no context-length check
 INVOCATION = ["mlx_lm.server", "--model", "MODEL"]
 #: transformers model types whose attention pairs features 2i, 2i+1 on the checkpoint's weights
-#: (DeepSeek V3's ``rope_interleave``, default true; Cohere's ``rotate_half`` of even and odd features)
-_INTERLEAVED = ("deepseek_v3", "kimi_k2", "cohere")
+#: (DeepSeek V3's ``rope_interleave``, default true; Cohere's ``rotate_half`` of even and odd features; Llama 4's
+#: complex rotation of consecutive pairs)
+_INTERLEAVED = ("deepseek_v3", "kimi_k2", "cohere", "llama4_text", "llama4")
 
 
 def transformers_layout(model: ModelPositions, cfg: dict[str, Any], layout: str) -> str:

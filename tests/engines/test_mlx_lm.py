@@ -342,3 +342,43 @@ def test_gemma2_without_query_pre_attn_scalar_gets_mlx_lms_default() -> None:
     _same_runs(modelled.run(model, cfg, 8192), theirs)
     assert theirs.groups[0].softmax_scale == pytest.approx(np.sqrt(256 / 144), rel=1e-6)
     assert compare(hf.run(model, cfg, 8192), theirs).verdict == "differs"
+
+
+def _mlx_rotated(cfg: dict[str, Any], q: np.ndarray) -> np.ndarray:
+    """mlx-lm's own rope module of the model's first rope layer on ``q`` (batch, heads, positions, dims)."""
+    import mlx.core as mx
+
+    net = installed._build(cfg)
+    _, rope = sorted(installed.layer_rope_modules(net).items())[0][1]
+    return np.array(rope(mx.array(q)), dtype=np.float64)
+
+
+@pytest.mark.parametrize("name", ["llama-4-scout-17b-16e-instruct.json", "deepseek-v3.json"])
+def test_interleaved_models_pair_features_as_transformers(name: str) -> None:
+    """Llama 4 (transformers: complex rotation of consecutive pairs) and DeepSeek V3 (rope_interleave): mlx-lm's
+    rope module (``traditional=True``) rotates the same query vector, at positions 0..63, as transformers' own rotary
+    module and apply function. Tolerance 1e-5: float32 cos/sin of the same angles in two libraries."""
+    import importlib
+
+    import torch
+    from hf_rope import hf_messages, rotary_class
+    from transformers import AutoConfig
+
+    cfg = load(name)
+    text = cfg.get("text_config", cfg)
+    with hf_messages():
+        config = AutoConfig.for_model(**text)
+    module = importlib.import_module(type(config).__module__.replace(".configuration_", ".modeling_"))
+    positions = torch.arange(64)[None]
+    dims = int(text.get("qk_rope_head_dim") or text["head_dim"])
+    q = torch.from_numpy(np.random.default_rng(3).standard_normal((1, 1, 64, dims)).astype(np.float32))
+    rotary = rotary_class(config)(config)
+    ours = _mlx_rotated(cfg, q.numpy())
+    if name.startswith("llama-4"):
+        freqs_cis = rotary(q, positions)
+        theirs = module.apply_rotary_emb(q.transpose(1, 2), q.transpose(1, 2), freqs_cis)[0].transpose(1, 2)
+    else:  # DeepSeek de-interleaves q and k the same way before rotating: q.k is unchanged, the order is
+        cos, sin = rotary(q, positions)
+        theirs = module.apply_rotary_pos_emb_interleave(q, q, cos, sin)[0]
+        ours = ours[..., np.r_[0:dims:2, 1:dims:2]]
+    np.testing.assert_allclose(ours, theirs.double().numpy(), atol=1e-5, rtol=0)
