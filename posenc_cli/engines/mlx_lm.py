@@ -176,7 +176,7 @@ def initialize_rope(dims: int, base: float, traditional: bool, scaling: dict[str
                     mpe: int | None) -> MlxRope:
     """``rope_utils.initialize_rope``: the class and arguments it builds for a scaling dict."""
     rope_type = (scaling.get("type") or scaling.get("rope_type", "default")) if scaling is not None else "default"
-    config = json.dumps(scaling or {}, sort_keys=True)
+    config = json.dumps(scaling or {}, sort_keys=True, allow_nan=False)
     if rope_type in ("default", "linear", "mrope"):
         scale = 1.0
         if rope_type == "linear":
@@ -292,6 +292,18 @@ def layer_ropes(cfg: dict[str, Any]) -> tuple[str, list[MlxRope | None], float]:
     return name, [full] * n, softmax
 
 
+def read(cfg: dict[str, Any]) -> tuple[str, list[MlxRope | None], float]:
+    """:func:`layer_ropes`, with a value of the wrong type or range (which mlx-lm's ModelArgs would not check
+    either) refused as not modelled rather than raised."""
+    try:
+        return layer_ropes(cfg)
+    except Refused:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, ZeroDivisionError, OverflowError, IndexError) as exc:
+        raise Refused(f"{NOT_MODELLED}: posenc cannot read this config as mlx-lm's model file would "
+                      f"({type(exc).__name__}: {exc})") from None
+
+
 def _phi3(text: dict[str, Any], theta: float, head_dim: int, traditional: bool, mpe: int | None) -> MlxRope:
     """phi3.py: ``rope_scaling`` must name ``type`` and ``long_factor``; su/longrope builds SuScaledRoPE with the
     top-level original length, linear ``nn.RoPE(scale=1/factor)``, any other type is dropped (a printed warning)."""
@@ -303,7 +315,7 @@ def _phi3(text: dict[str, Any], theta: float, head_dim: int, traditional: bool, 
         raise Refused(f"{WILL_NOT_START}: mlx-lm's phi3 ModelArgs requires rope_scaling to name type and "
                       "long_factor (ValueError)")
     if scaling["type"] in ("longrope", "su"):
-        return MlxRope("SuScaledRoPE", dims, theta, False, config=json.dumps(scaling, sort_keys=True),
+        return MlxRope("SuScaledRoPE", dims, theta, False, config=json.dumps(scaling, sort_keys=True, allow_nan=False),
                        max_position_embeddings=mpe,
                        original=int(_get(text, "original_max_position_embeddings", 4096)))
     if scaling["type"] == "linear":
@@ -318,7 +330,7 @@ def _phimoe(text: dict[str, Any], theta: float, head_dim: int, mpe: int | None) 
     missing = [k for k in ("short_factor", "long_factor", "short_mscale", "long_mscale") if k not in scaling]
     if missing:
         raise Refused(f"{WILL_NOT_START}: mlx-lm's phimoe reads rope_scaling.{missing[0]} (KeyError)")
-    return MlxRope("SuScaledRoPE", head_dim, theta, False, config=json.dumps(scaling, sort_keys=True),
+    return MlxRope("SuScaledRoPE", head_dim, theta, False, config=json.dumps(scaling, sort_keys=True, allow_nan=False),
                    max_position_embeddings=mpe, original=int(_get(text, "original_max_position_embeddings", 4096)),
                    long_mscale=scaling["long_mscale"])
 
@@ -416,7 +428,7 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
 
     seq = seq_len or max_model_len
     try:
-        name, ropes, softmax = layer_ropes(cfg)
+        name, ropes, softmax = read(cfg)
     except Refused as exc:
         return EngineRun(NAME, VERSION, max_model_len, [], list(INVOCATION), refusal=str(exc))
     groups: list[GroupRun] = []
@@ -533,7 +545,7 @@ def render(r: Rendering) -> tuple[str, list[str]]:
     if name in READERS:
         _for_mlx(body, name)
     try:
-        name, ropes, _ = layer_ropes(probe)
+        name, ropes, _ = read(probe)
     except Refused as exc:
         raise PosencError(f"mlx-lm cannot run this: {exc}") from None
     if not READERS[name].scaling and _rope_dict(body):
@@ -557,5 +569,5 @@ TARGET = Target(
     cannot_express="YaRN with `truncate: false` (always rounded); LongRoPE below the original length (the long "
                    "factors at every length); a transformers 5 file with only `rope_parameters` (read as theta "
                    "default, no scaling: posenc writes v4 keys); mixtral, qwen3_moe, gemma, gemma2, cohere, phi, "
-                   "stablelm, gpt_neox and starcoder2 never read `rope_scaling`; model files posenc has not modelled "
-                   "(not modelled)")
+                   "stablelm, gpt_neox, starcoder2 and glm4_moe never read `rope_scaling`; model files posenc has not "
+                   "modelled (not modelled)")

@@ -186,7 +186,7 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
         groups.append(got)
     warnings = [n for g in groups for n in g.notes]
     try:  # the modelled divergences, as prose for the same config
-        name, built, _ = mlx_lm.layer_ropes(cfg)
+        name, built, _ = mlx_lm.read(cfg)
         warnings += [w for rope in dict.fromkeys(r for r in built if r is not None)
                      for w in mlx_lm.divergences(name, cfg, rope, seq)]
     except mlx_lm.Refused:
