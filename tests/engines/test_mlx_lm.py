@@ -382,3 +382,14 @@ def test_interleaved_models_pair_features_as_transformers(name: str) -> None:
         theirs = module.apply_rotary_pos_emb_interleave(q, q, cos, sin)[0]
         ours = ours[..., np.r_[0:dims:2, 1:dims:2]]
     np.testing.assert_allclose(ours, theirs.double().numpy(), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("seq_len", [2048, 4096, 8192, 16384])
+def test_dynamic_ntk_is_transformers_base_per_sequence(seq_len: int) -> None:
+    """DynamicNTKScalingRoPE computes its base from the sequence length on every call, as transformers does per
+    forward: measured through the module at each length, equal to transformers' run for a sequence that long."""
+    cfg = {**load("llama-2-7b-chat-hf.json"), "rope_scaling": {"rope_type": "dynamic", "factor": 4.0}}
+    model = describe(cfg)
+    theirs = installed.run(model, cfg, 16384, seq_len)
+    _same_runs(modelled.run(model, cfg, 16384, seq_len), theirs)
+    assert compare(hf.short_run(model, cfg, seq_len), theirs).verdict == "same"
