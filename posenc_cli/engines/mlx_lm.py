@@ -194,7 +194,7 @@ def initialize_rope(dims: int, base: float, traditional: bool, scaling: dict[str
                           f"{rope_type} (KeyError)")
         if rope_type == "dynamic" and mpe is None:
             raise Refused(f"{WILL_NOT_START}: this mlx-lm model file passes no max_position_embeddings to "
-                          "DynamicNTKScalingRoPE, which divides by it")
+                          "DynamicNTKScalingRoPE, whose first call then raises TypeError")
         cls = {"dynamic": "DynamicNTKScalingRoPE", "llama3": "Llama3RoPE", "longrope": "SuScaledRoPE"}.get(
             rope_type, "YarnRoPE")
         original = int(scaling["original_max_position_embeddings"]) if rope_type == "longrope" else None

@@ -393,3 +393,13 @@ def test_dynamic_ntk_is_transformers_base_per_sequence(seq_len: int) -> None:
     theirs = installed.run(model, cfg, 16384, seq_len)
     _same_runs(modelled.run(model, cfg, 16384, seq_len), theirs)
     assert compare(hf.short_run(model, cfg, seq_len), theirs).verdict == "same"
+
+
+def test_gpt_oss_with_dynamic_ntk_fails_on_its_first_call() -> None:
+    """gpt_oss.py passes no max_position_embeddings to initialize_rope: a DynamicNTKScalingRoPE built so raises on
+    its first call (measured), and posenc says mlx-lm will not start."""
+    cfg = {**load("gpt-oss-20b.json"), "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}
+    model = describe(cfg)
+    mine, theirs = modelled.run(model, cfg, 262144), installed.run(model, cfg, 262144)
+    assert mine.refusal is not None and mine.refusal.startswith("will not start")
+    assert theirs.refusal is not None and "TypeError" in theirs.refusal and theirs.refusal.startswith("will not start")

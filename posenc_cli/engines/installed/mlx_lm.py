@@ -146,7 +146,10 @@ def _group(model: ModelPositions, cfg: dict[str, Any], g: Any, ropes: dict[int, 
     indices = [i for i in (g.layers if g.layers is not None else sorted(ropes)) if i in ropes]
     if not indices:
         return f"{NOT_MODELLED}: mlx-lm builds no rope for transformers' {g.name} layers"
-    calls = [probe(ropes[i][1], seq) for i in indices]
+    try:
+        calls = [probe(ropes[i][1], seq) for i in indices]
+    except Exception as exc:  # noqa: BLE001 - the rope fails on its first call: mlx-lm cannot serve this
+        return f"{WILL_NOT_START}: mlx-lm's {type(ropes[indices[0]][1]).__name__} raises {type(exc).__name__}: {exc}"
     runs = [(inverse_frequencies(c), magnitude_of(ropes[i][1], c), bool(c["traditional"]))
             for i, c in zip(indices, calls, strict=True)]
     first = runs[0]
