@@ -13,6 +13,7 @@ from posenc_cli.cli.inspect import RevisionOpt, SourceArg, note_newer_transforme
 from posenc_cli.cli.options import LENGTHS
 from posenc_cli.cli.output import print_json
 from posenc_cli.engines.check import check as run_check
+from posenc_cli.engines.check import verdict_line
 from posenc_cli.engines.registry import ENGINE, TRAINER, names
 from posenc_cli.engines.runs import NOT_MODELLED, SAME_RTOL
 from posenc_cli.errors import PosencError
@@ -107,21 +108,20 @@ def _table(report: Any, verdicts: list[Any], i: int, who: str) -> list[str]:
     return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
-def _runs(verdicts: list[Any], trainer: bool) -> list[str]:
-    """Each engine's (or trainer's) verdict, invocation and notes."""
+def _runs(verdicts: list[Any], trainer: bool, lengths: tuple[int, int | None]) -> list[str]:
+    """Each engine's (or trainer's) verdict (the line ``posenc scale --format`` prints too), invocation and notes."""
     out = []
     for v in verdicts:
         r = v.run
         if r.refusal:
-            why = r.refusal.removeprefix(v.verdict).lstrip(": ")
-            out.append(f"{r.engine} {r.version}: {v.verdict}: {why}")
+            out.append(verdict_line(v, lengths))
             continue
         if trainer:
-            out.append(f"{r.engine} {r.version}: {v.verdict}; layout {r.layout}")
+            out.append(f"{verdict_line(v, lengths)}; layout {r.layout}")
             out += [f"  setup: {line}" for line in r.invocation]
         else:
             accepts = f"; accepts {r.accepts:,} without flags" if r.accepts else ""
-            out.append(f"{r.engine} {r.version}: {v.verdict}{accepts}")
+            out.append(f"{verdict_line(v, lengths)}{accepts}")
             out.append(f"  run: {shlex.join(r.invocation)}")
         out += [f"  note: {w}" for w in r.warnings]
     return out
@@ -191,15 +191,15 @@ def _render(report: Any, label: str) -> None:
         if report.trainers is not None:
             out += _table(report, report.trainers, i, "trainer")
     out.append("")
-    out += _runs(report.verdicts, trainer=False)
+    lengths = (report.max_model_len, report.short_len)
+    out += _runs(report.verdicts, False, lengths)
     if report.trainers is not None:
         out.append("")
         out.append(f"trainers (training at {report.max_model_len:,} tokens):")
-        out += _runs(report.trainers, trainer=True)
+        out += _runs(report.trainers, True, lengths)
         out.append("")
         out.append("trained with X, served with Y:")
         several = len(report.reference.groups) > 1
-        lengths = (report.max_model_len, report.short_len)
         out += _pair_lines(report.pairs, several, lengths) or ["  no trainer and engine both ran"]
     out.append(report.summary())
     sys.stdout.write("\n".join(out) + "\n")

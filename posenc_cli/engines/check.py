@@ -7,12 +7,14 @@ own module and knows nothing of the others or of the request layer.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from posenc_cli.engines import hf, registry
 from posenc_cli.engines.registry import ENGINE, TRAINER, Runner
 from posenc_cli.engines.runs import (
+    SAME_RTOL,
     TRAINER_VERDICTS,
     VERDICTS,
     EngineRun,
@@ -143,6 +145,72 @@ class CheckReport:
                     "pairs": [p.as_dict() for p in self.pairs]})}
 
 
+@dataclass
+class Judgement:
+    """One engine's (or trainer's) verdict on one model at one length (:func:`judge`), or why there is none
+    (``no_rope``: the model has no RoPE; ``no_reference``: transformers' numbers are missing, remote code)."""
+
+    verdict: EngineVerdict | None
+    max_model_len: int
+    short_len: int | None
+    no_rope: str | None = None
+    no_reference: str | None = None
+
+    def line(self) -> str:
+        """The verdict in one line (:func:`verdict_line`), or why nothing was compared."""
+        if self.no_rope is not None:
+            return f"no RoPE ({self.no_rope}): nothing to compare"
+        assert self.verdict is not None
+        return verdict_line(self.verdict, (self.max_model_len, self.short_len))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"line": self.line(), "max_model_len": self.max_model_len, "short_len": self.short_len,
+                "no_rope": self.no_rope, "no_reference": self.no_reference,
+                "verdict": None if self.verdict is None else self.verdict.as_dict()}
+
+
+def _off(value: float, pair: int | None) -> str:
+    """How far one inverse frequency is from transformers' (relative to it) at its worst pair, or 'the same'
+    (within float32 rounding, :data:`SAME_RTOL`)."""
+    if value <= SAME_RTOL:
+        return "the same"
+    return f"off by {value:.3g} relative (pair {pair})"
+
+
+def _group_words(g: GroupVerdict, lengths: tuple[int, int | None]) -> str:
+    """What differs in one rope group: the inverse frequencies at the serving length (and at the short length), the
+    cos/sin magnitude and the softmax scale, each against transformers'."""
+    long, short = lengths
+    what = [f"inv_freq {_off(g.inv_freq_rel_diff, g.worst_pair)} at {long:,}"]
+    if g.short_diff is not None and short is not None:
+        what[0] += f", {_off(g.short_diff, g.short_worst_pair)} at {short:,}"
+    (a_ref, a), (s_ref, s) = g.attention_factor, g.softmax_scale
+    if not math.isclose(a_ref, a, rel_tol=1e-9):
+        what.append(f"attention factor {a:.6g} (transformers {a_ref:.6g})")
+    if not math.isclose(s_ref, s, rel_tol=1e-9):
+        what.append(f"softmax scale x{s:.6g} (transformers x{s_ref:.6g})")
+    return ", ".join(what)
+
+
+def verdict_line(v: EngineVerdict, lengths: tuple[int, int | None]) -> str:
+    """One engine's (or trainer's) verdict in one line, as ``posenc check`` lists it and ``posenc scale --format``
+    prints it: same (at which lengths) / differs (per rope group: the largest relative inverse-frequency difference,
+    at which pair, at the serving length and the short length of length-dependent rope; the attention factor and
+    softmax scale where they differ) / will not start, cannot express or not modelled, and why."""
+    r = v.run
+    head = f"{r.engine} {r.version}: {v.verdict}"
+    if r.refusal:
+        return f"{head}: {r.refusal.removeprefix(v.verdict).lstrip(': ')}"
+    long, short = lengths
+    at = f"{long:,}" + (f" and {short:,}" if short is not None else "")
+    if v.verdict == "same":
+        return f"{head} as transformers at {at} tokens"
+    several = len(v.groups) > 1
+    parts = [(f"[{g.name}] " if several else "") + ("the same" if g.same else _group_words(g, lengths))
+             for g in v.groups]
+    return f"{head} from transformers: " + "; ".join(parts)
+
+
 def _length_dependent(model: ModelPositions) -> int | None:
     """The short length where dynamic NTK or LongRoPE behave differently from the serving length, if any."""
     for layer in model.layers:
@@ -215,11 +283,8 @@ def check(model: ModelPositions, cfg: dict[str, Any], engines: list[str], max_mo
                            trainers=None if trainers is None else [])
     if model.engine is not None and model.engine.remote_code:
         return _without_reference(model, engines, max_model_len, trainers)
-    reference = hf.run(model, cfg, max_model_len)
-    short = _length_dependent(model)
-    short = short if short is not None and short < max_model_len else None
-    short_reference = hf.short_run(model, cfg, short) if short is not None else None
-    judged = _Judge(model, cfg, max_model_len, model_name, reference, short_reference)
+    judged, short = _judge_for(model, cfg, max_model_len, model_name)
+    reference, short_reference = judged.reference, judged.short_reference
     verdicts = []
     # the reference is the first engine (transformers): served as it is, not compared with itself
     reference_name = registry.names(ENGINE)[0]
@@ -229,11 +294,7 @@ def check(model: ModelPositions, cfg: dict[str, Any], engines: list[str], max_mo
     for name in engines:
         if name == reference_name:
             continue
-        refusal = remote_code.check_refusal(model.engine, name) if model.engine is not None else None
-        if refusal is not None:  # an engine-only mechanism the engine model does not cover, or will not serve
-            verdicts.append(EngineVerdict(_refused(name, max_model_len, refusal), []))
-            continue
-        verdict, at_short = judged(registry.load(name).run)
+        verdict, at_short = _engine_verdict(model, name, judged)
         verdicts.append(verdict)
         if not verdict.run.refusal:
             served.append((verdict.run, at_short))
@@ -247,6 +308,46 @@ def check(model: ModelPositions, cfg: dict[str, Any], engines: list[str], max_mo
             if not verdict.run.refusal:
                 pairs += [_pair(verdict.run, at_short, engine, engine_short) for engine, engine_short in served]
     return CheckReport(model.model_type, max_model_len, reference, verdicts, short, trainers=trained, pairs=pairs)
+
+
+def _engine_verdict(model: ModelPositions, name: str, judged: _Judge) -> tuple[EngineVerdict, EngineRun | None]:
+    """One engine's (or trainer's) verdict against transformers, and its run at the short length (None: none):
+    what ``posenc check`` reports for it and what ``posenc scale --format`` prints (:func:`judge`)."""
+    engine = registry.entry(name).kind == ENGINE
+    refusal = remote_code.check_refusal(model.engine, name) if engine and model.engine is not None else None
+    if refusal is not None:  # an engine-only mechanism the engine model does not cover, or will not serve
+        return EngineVerdict(_refused(name, judged.max_model_len, refusal), []), None
+    return judged(registry.load(name).run)
+
+
+def judge(model: ModelPositions, cfg: dict[str, Any], name: str, max_model_len: int,
+          model_name: str = "MODEL") -> Judgement:
+    """``name``'s verdict (an engine or a trainer of the registry) on ``model`` served (or trained) at
+    ``max_model_len``, against transformers': the same function, and the same numbers, as that engine's row of
+    :func:`check` (which calls it once per engine). ``name`` must not be transformers itself (the reference)."""
+    if name == registry.names(ENGINE)[0]:
+        raise PosencError("transformers is the reference: it has no verdict against itself")
+    registry.entry(name)
+    if model.family != "rope" or not model.layers:
+        return Judgement(None, max_model_len, None, no_rope=model.family)
+    if model.engine is not None and model.engine.remote_code:
+        report = _without_reference(model, [name] if registry.entry(name).kind == ENGINE else [], max_model_len,
+                                    None if registry.entry(name).kind == ENGINE else [name])
+        return Judgement((report.verdicts + (report.trainers or []))[0], max_model_len, None,
+                         no_reference=report.no_reference)
+    judged, short = _judge_for(model, cfg, max_model_len, model_name)
+    return Judgement(_engine_verdict(model, name, judged)[0], max_model_len, short)
+
+
+def _judge_for(model: ModelPositions, cfg: dict[str, Any], max_model_len: int,
+               model_name: str) -> tuple[_Judge, int | None]:
+    """transformers' runs (at the serving length and, for length-dependent rope, at the short length) bound to a
+    judge of any engine, and that short length (None: none)."""
+    reference = hf.run(model, cfg, max_model_len)
+    short = _length_dependent(model)
+    short = short if short is not None and short < max_model_len else None
+    short_reference = hf.short_run(model, cfg, short) if short is not None else None
+    return _Judge(model, cfg, max_model_len, model_name, reference, short_reference), short
 
 
 def _refused(name: str, max_model_len: int, refusal: str) -> EngineRun:

@@ -1,5 +1,6 @@
-"""llama.cpp (as vendored in llama-cpp-python 0.3.36): what a GGUF converted from the model computes with the flags
-posenc gives (``common/arg.cpp``, ``src/llama-context.cpp``, ``ggml`` ``rope_yarn``).
+"""llama.cpp (as vendored in llama-cpp-python :data:`PACKAGE_VERSION`, the one place its version is written;
+pyproject's ``engines`` extra pins the same, a test asserts it): what a GGUF converted from the model computes with
+the flags posenc gives (``common/arg.cpp``, ``src/llama-context.cpp``, ``ggml`` ``rope_yarn``).
 
 * Flags: ``--rope-scaling {none,linear,yarn}``, ``--rope-scale S`` (frequency scale 1/S), ``--rope-freq-base``,
   ``--yarn-orig-ctx``, ``--yarn-beta-fast``/``--yarn-beta-slow`` (always written: the defaults differ per
@@ -44,7 +45,9 @@ if TYPE_CHECKING:  # the reader loads only when an engine runs a model
     from posenc_cli.models.model_positions import ModelPositions
 
 NAME = "llama.cpp"
-VERSION = "llama-cpp-python 0.3.36"
+#: the llama-cpp-python release whose vendored llama.cpp posenc models
+PACKAGE_VERSION = "0.3.36"
+VERSION = f"llama-cpp-python {PACKAGE_VERSION}"
 # llama.cpp's GGUF architecture names for transformers model types, where they differ
 GGUF_ARCH = {"gpt_oss": "gpt-oss", "qwen2_5_vl_text": "qwen2vl", "deepseek_v3": "deepseek2", "deepseek_v2": "deepseek2",
              "mistral": "llama", "mixtral": "llama", "gemma3_text": "gemma3", "llama4_text": "llama4"}

@@ -2,8 +2,8 @@
 
 A plain helper module for the tests, imported as ``from vllm_harness import ...`` (like ``clihelpers``).
 
-vLLM (``pip install --no-deps vllm==0.33.0`` plus the small dependencies in :data:`VLLM_EXTRA_DEPS` and
-:data:`VLLM_EXTRA_DEPS_NO_DEPS`; no CUDA torch, no compiled vLLM op is loaded):
+vLLM (``pip install --no-deps vllm==VERSION``, :data:`posenc_cli.engines.vllm.VERSION`, plus the small dependencies in
+:data:`VLLM_EXTRA_DEPS` and :data:`VLLM_EXTRA_DEPS_NO_DEPS`; no CUDA torch, no compiled vLLM op is loaded):
 
 * :func:`vllm_rope` builds the rotary embedding through ``vllm.model_executor.layers.rotary_embedding.get_rope``
   with the arguments vLLM's own model code passes (``LlamaAttention._init_rotary_emb``, ``Qwen2Attention``,
@@ -22,10 +22,10 @@ rope of ChatGLM, InternLM2, MiniCPM and InternVL chat with the ``get_rope`` argu
 :func:`vllm_dual_chunk_rope` builds Qwen2's ``DualChunkRotaryEmbedding`` on CPU; :func:`capture_inv_freq` records
 the inverse frequencies vLLM's classes compute.
 
-SGLang (``pip install --no-deps sglang==0.5.23``): :func:`sglang_rope` runs ``sglang.srt.layers.rotary_embedding``
-in a subprocess, because SGLang's import chain needs the real ``triton`` package (about 1 GB; a fake module in
-``sys.modules`` breaks ``torch._dynamo``) and IPython, and patches transformers on import. Point
-``POSENC_SGLANG_PYTHONPATH`` at a directory holding them (``pip install --no-deps --target DIR triton==3.9.0`` and
+SGLang (``pip install --no-deps sglang==VERSION``, :data:`posenc_cli.engines.sglang.VERSION`): :func:`sglang_rope` runs
+``sglang.srt.layers.rotary_embedding`` in a subprocess, because SGLang's import chain needs the real ``triton`` package
+(about 1 GB; a fake module in ``sys.modules`` breaks ``torch._dynamo``) and IPython, and patches transformers on import.
+Point ``POSENC_SGLANG_PYTHONPATH`` at a directory holding them (``pip install --no-deps --target DIR triton==3.9.0`` and
 ``pip install --target DIR ipython``); without it, or without sglang, :func:`sglang_available` is False.
 
 Process-wide effects of importing vLLM through :func:`vllm_available`: ``VLLM_TARGET_DEVICE`` is set to ``cpu``
@@ -55,11 +55,14 @@ from typing import Any
 
 import torch
 
-VLLM_VERSION = "0.33.0"
-SGLANG_VERSION = "0.5.23"
+from posenc_cli.engines import sglang as sglang_engine
+from posenc_cli.engines import vllm as vllm_engine
+
+VLLM_VERSION = vllm_engine.VERSION  # one place: the engine module (a bump there reruns every proof here)
+SGLANG_VERSION = sglang_engine.VERSION
 
 #: What ``vllm.model_executor.layers.rotary_embedding`` and ``vllm.config.ModelConfig`` need on top of this
-#: project's venv (found by importing until nothing was missing), versions as vLLM 0.33.0 pins them:
+#: project's venv (found by importing until nothing was missing), versions as vLLM 0.33.0 and 0.34.0 pin them:
 #: ``pip install`` these ...
 VLLM_EXTRA_DEPS = (
     "psutil", "pyzmq", "pydantic>=2.12", "cbor2", "aiohttp>=3.14.4", "openai>=2.25.0", "pybase64", "cachetools",
@@ -144,7 +147,7 @@ def vllm_version() -> str | None:
 
 def _model_rope_call(rope_parameters: dict[str, Any], *, head_dim: int, rotary_dim: int, max_position: int,
                      is_neox_style: bool, dtype: torch.dtype, model_arch: str | None) -> dict[str, Any]:
-    """The ``get_rope`` arguments the model class of ``model_arch`` passes (vLLM 0.33.0)."""
+    """The ``get_rope`` arguments the model class of ``model_arch`` passes (vLLM 0.33.0 and 0.34.0)."""
     params = copy.deepcopy(rope_parameters)
     if rotary_dim != head_dim and "rope_dim" not in params and "partial_rotary_factor" not in params:
         params["partial_rotary_factor"] = rotary_dim / head_dim
