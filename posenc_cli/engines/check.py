@@ -167,11 +167,6 @@ class Judgement:
         assert self.verdict is not None
         return verdict_line(self.verdict, (self.max_model_len, self.short_len))
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"line": self.line(), "max_model_len": self.max_model_len, "short_len": self.short_len,
-                "no_rope": self.no_rope, "no_reference": self.no_reference,
-                "verdict": None if self.verdict is None else self.verdict.as_dict()}
-
 
 def _off(value: float, pair: int | None) -> str:
     """How far one inverse frequency is from transformers' (relative to it) at its worst pair, or 'the same'

@@ -248,8 +248,8 @@ def _per_layer_run(model: ModelPositions, max_model_len: int) -> EngineRun:
     groups = {g.name: g for g in rope_groups(model)}
     if arch not in SWA_PATTERN or sorted(groups) != ["full_attention", "sliding_attention"]:
         return EngineRun(NAME, VERSION, max_model_len, [], [], refusal=(
-            f"not modelled: {len(groups)} rope groups ({', '.join(groups)}) in a {arch} GGUF; posenc models "
-            f"llama.cpp's per-layer bases (rope.freq_base_swa) for {', '.join(SWA_PATTERN)} only"))
+            f"not modelled: {len(groups)} rope groups ({', '.join(groups)}); posenc models llama.cpp's per-layer "
+            f"bases (rope.freq_base_swa) for the {', '.join(SWA_PATTERN)} architecture only, not {arch}"))
     full, sliding = groups["full_attention"], groups["sliding_attention"]
     n = SWA_PATTERN[arch]
     if full.layers is not None and sliding.layers is not None:
@@ -371,5 +371,5 @@ TARGET = Target(
     proven_by="logits of tiny GGUFs, and GGUFs converted by its own `convert_hf_to_gguf.py`",
     cannot_express="dynamic NTK (none); YaRN with `truncate: false` (the correction range is always rounded); llama3 "
                    "and LongRoPE only from tensors written at conversion (no flag); sliding-window layers: Gemma 3's "
-                   "turn with `rope.freq_base_swa` unscaled (as transformers, for a scaling of the global layers), "
-                   "other per-layer rope (OLMo 3) not modelled")
+                   "turn with `rope.freq_base_swa` unscaled (as transformers, for a scaling of the global layers), but "
+                   "a YaRN `attn_factor` override reaches them too; other per-layer rope (OLMo 3) not modelled")

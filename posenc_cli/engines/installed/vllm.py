@@ -8,8 +8,9 @@ No CUDA and no compiled vLLM op is loaded: ``VLLM_TARGET_DEVICE`` is set to ``cp
 triton-cpu. vLLM's Python warnings are silenced (:func:`quiet`).
 
 What is run and what is not: the rope dict vLLM's model reads after its config path, the length it admits, the
-rotary module's inverse frequencies (its own float32 ``_compute_inv_freq`` results, :func:`captured_inv_freq`; else
-read back from the table's row of position 1, exact to 1.1e-7) and the magnitude it folds into
+rotary module's inverse frequencies (its own float32 ``_compute_inv_freq`` results, :func:`captured_inv_freq`, where
+the table was built with them; else, for linear scaling which divides the positions, read back from the table's row
+of position 1, exact to 1.1e-7) and the magnitude it folds into
 the table, and DeepSeek's softmax multiplier (``yarn_get_mscale`` as its MLA class computes it). The softmax scale of
 other models (``query_pre_attn_scalar``...) is applied by vLLM's attention, outside the rope code: that one is
 posenc's modelled value.
@@ -256,12 +257,24 @@ def model_config(hf_config_dict: dict[str, Any], hf_overrides: dict[str, Any] | 
     """A real ``vllm.config.ModelConfig`` for a config.json written to a temporary directory (no weights, no
     tokenizer, no network): ``__post_init__`` runs ``get_config`` (hf_overrides merge, ``patch_rope_parameters``),
     the architecture inspection and ``get_and_verify_max_len``. Raises what vLLM raises."""
-    v = load()
+    with _config_folder(hf_config_dict) as folder:
+        return _model_config_in(folder, hf_overrides, max_model_len, allow_long_max_model_len)
+
+
+@contextlib.contextmanager
+def _config_folder(hf_config_dict: dict[str, Any]) -> Iterator[str]:
+    """A temporary model folder holding only ``config.json``."""
     with tempfile.TemporaryDirectory(prefix="posenc-vllm-") as tmp:
         (Path(tmp) / "config.json").write_text(json.dumps(hf_config_dict))
-        with quiet(), _env("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1" if allow_long_max_model_len else None):
-            return v.ModelConfig(model=tmp, hf_overrides=copy.deepcopy(hf_overrides or {}),
-                                 max_model_len=max_model_len, skip_tokenizer_init=True, dtype="float32")
+        yield tmp
+
+
+def _model_config_in(folder: str, hf_overrides: dict[str, Any] | None, max_model_len: int | str | None,
+                     allow_long_max_model_len: bool = False) -> Any:
+    v = load()
+    with quiet(), _env("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1" if allow_long_max_model_len else None):
+        return v.ModelConfig(model=folder, hf_overrides=copy.deepcopy(hf_overrides or {}),
+                             max_model_len=max_model_len, skip_tokenizer_init=True, dtype="float32")
 
 
 def model_geometry(hf_text_config: Any, arch: str, rope_parameters: dict[str, Any]) -> tuple[int, int, int]:
@@ -275,19 +288,59 @@ def model_geometry(hf_text_config: Any, arch: str, rope_parameters: dict[str, An
     return int(head), rotary, int(getattr(hf_text_config, "max_position_embeddings", default_max))
 
 
-def _settle(cfg: dict[str, Any], over: dict[str, Any] | None, max_model_len: int) -> tuple[Any, list[str]]:
+def _settle(folder: str, over: dict[str, Any] | None, max_model_len: int) -> tuple[Any, list[str]]:
     """vLLM's ModelConfig at ``max_model_len`` and the variable it needed: first without it (vLLM's own length
     check), then with it when vLLM asked for it."""
     try:
-        return model_config(cfg, over, max_model_len), []
+        return _model_config_in(folder, over, max_model_len), []
     except Exception as exc:  # noqa: BLE001 - vLLM's message decides
         message = error_message(exc)
         if "VLLM_ALLOW_LONG_MAX_MODEL_LEN" not in message:
             raise NotRun(message) from exc
     try:
-        return model_config(cfg, over, max_model_len, allow_long_max_model_len=True), [modelled.ENV_LONG]
+        return _model_config_in(folder, over, max_model_len, True), [modelled.ENV_LONG]
     except Exception as exc:  # noqa: BLE001
         raise NotRun(error_message(exc)) from exc
+
+
+def _admits(folder: str, over: dict[str, Any] | None, length: int) -> bool:
+    """Whether vLLM's own length check admits ``length`` without ``VLLM_ALLOW_LONG_MAX_MODEL_LEN``."""
+    try:
+        _model_config_in(folder, over, length)
+    except Exception as exc:  # noqa: BLE001 - vLLM's message decides
+        if "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in error_message(exc):
+            return False
+        raise NotRun(error_message(exc)) from exc
+    return True
+
+
+def _longest_admitted(folder: str, over: dict[str, Any] | None, guess: int) -> int:
+    """The longest ``--max-model-len`` vLLM admits without the variable (its default, with none given, can be
+    shorter: Phi-3's original length): posenc's ``guess`` when vLLM admits it and refuses one more, else vLLM's
+    answer by bisection."""
+    if guess >= 1 and _admits(folder, over, guess) and not _admits(folder, over, guess + 1):
+        return guess
+    low, high = 1, 1 << 26  # admitted, refused (no config admits 64M positions without the variable)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if _admits(folder, over, middle) else (low, middle)
+    return low
+
+
+def _effective(extra: dict[str, Any], seen: list[Any]) -> Any:
+    """The inverse frequencies the table was built with: vLLM's own ``_compute_inv_freq`` result where it is them
+    (LongRoPE: short or long as the module chose), else (linear scaling divides the positions, not the frequencies,
+    in ``_compute_cos_sin_cache``) the table's read-back (exact to 1.1e-7)."""
+    import torch
+
+    read_back = extra["inv_freq"]
+    if len(seen) == 2 and "use_long_rope" in extra:
+        seen = [seen[1] if extra["use_long_rope"] else seen[0]]
+    if len(seen) == 1 and seen[0].shape == read_back.shape:
+        exact = seen[0].double()
+        if bool(torch.all(torch.abs(exact - read_back) <= 1e-6 * exact)):
+            return seen[0]
+    return read_back
 
 
 def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
@@ -302,13 +355,14 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
     v = load()
     over = modelled.overrides(model, cfg, max_model_len)
     served = {k: val for k, val in cfg.items() if k != "quantization_config"}  # validated against the float32 table
-    config, needs = _settle(served, over, max_model_len)
-    try:
-        accepts = int(model_config(served, over, None).max_model_len)
-        with quiet():
-            vllm_config = v.VllmConfig(model_config=config)
-    except Exception as exc:  # noqa: BLE001
-        raise NotRun(error_message(exc)) from exc
+    with _config_folder(served) as folder:
+        config, needs = _settle(folder, over, max_model_len)
+        accepts = _longest_admitted(folder, over, modelled.derived_max_len(model))
+        try:
+            with quiet():
+                vllm_config = v.VllmConfig(model_config=config)
+        except Exception as exc:  # noqa: BLE001
+            raise NotRun(error_message(exc)) from exc
     text, arch = config.hf_text_config, config.architectures[0]
     params = text.rope_parameters or {}
     nested = bool(params) and all(isinstance(p, dict) for p in params.values())  # one dict per layer type
@@ -321,9 +375,7 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
         with captured_inv_freq() as seen:
             built = build_rope(call, vllm_config)
         _, _, extra = describe_rope(built, call)
-        inv = extra["inv_freq"]  # read back from the table: the fallback, exact to 1.1e-7
-        if len(seen) == 1 or (len(seen) == 2 and "use_long_rope" in extra):
-            inv = seen[-1] if extra.get("use_long_rope", False) else seen[0]
+        inv = _effective(extra, seen)
         softmax = float(extra["softmax_scale_multiplier"]) if arch in DEEPSEEK_ARCHS else g.softmax_scale
         groups.append(GroupRun(g.name, inv.numpy().astype("float32"), float(extra["mscale"]), softmax))
     argv = modelled.invocation("MODEL", over, max_model_len)
