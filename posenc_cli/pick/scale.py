@@ -161,12 +161,14 @@ def _verdict(req: ScaleRequest, fmt: str, model: _Model | None) -> str:
 
     if model is not None:
         cfg = hf.patch_config(model.source.config, req, hf.own_format(model.facts), model.facts.group)
+        on = "on the patched config"
     else:
         cfg = request_config(req)
+        on = "on this request's config"
     try:
-        return judge(describe(cfg), cfg, format_owner(fmt), req.target).line()
+        return f"{on}, {judge(describe(cfg), cfg, format_owner(fmt), req.target).line()}"
     except PosencError as exc:  # the rendering stands; what could not be compared is said
-        return f"not compared: {exc}"
+        return f"{on}, not compared: {exc}"
 
 
 def request_config(req: ScaleRequest) -> dict[str, Any]:

@@ -25,8 +25,10 @@ QWEN = str(CORPUS / "qwen2.5-7b-instruct.json")
 
 
 def verdict_of(stderr: str) -> str:
+    """The verdict line's words after what it was judged on ("on the patched config, ...")."""
     (line,) = [line for line in stderr.splitlines() if line.startswith("verdict: ")]
-    return line.removeprefix("verdict: ")
+    line = line.removeprefix("verdict: ")
+    return line.split(", ", 1)[1] if line.startswith("on ") else line
 
 
 def check_line(config: Path, engine: str, length: int) -> str:

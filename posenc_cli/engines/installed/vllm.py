@@ -22,7 +22,6 @@ import contextlib
 import copy
 import functools
 import importlib
-import json
 import os
 import tempfile
 import types
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from posenc_cli.engines import vllm as modelled
 from posenc_cli.engines.runs import EngineRun, GroupRun
+from posenc_cli.files import dumps_json
 
 if TYPE_CHECKING:
     import torch
@@ -265,7 +265,7 @@ def model_config(hf_config_dict: dict[str, Any], hf_overrides: dict[str, Any] | 
 def _config_folder(hf_config_dict: dict[str, Any]) -> Iterator[str]:
     """A temporary model folder holding only ``config.json``."""
     with tempfile.TemporaryDirectory(prefix="posenc-vllm-") as tmp:
-        (Path(tmp) / "config.json").write_text(json.dumps(hf_config_dict))
+        (Path(tmp) / "config.json").write_text(dumps_json(hf_config_dict))
         yield tmp
 
 
