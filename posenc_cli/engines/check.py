@@ -410,7 +410,7 @@ def judge(model: ModelPositions, cfg: dict[str, Any], name: str, max_model_len: 
         return Judgement((report.verdicts + (report.trainers or []))[0], max_model_len, None,
                          no_reference=report.no_reference)
     judged, short = _judge_for(model, cfg, max_model_len, model_name)
-    return Judgement(_engine_verdict(model, name, judged)[0], max_model_len, short)
+    return Judgement(_engine_verdict(model, name, judged, source_of(name, False)[0])[0], max_model_len, short)
 
 
 def _judge_for(model: ModelPositions, cfg: dict[str, Any], max_model_len: int,
