@@ -28,14 +28,20 @@ SCALE = ["scale", "yarn", "--original-max", "32k", "--target", "128k", "--head-d
 
 
 @pytest.mark.parametrize(
-    "extra",
-    [[], ["--format", "hf-v5"], ["--format", "vllm"], ["--format", "sglang"], ["--format", "llama.cpp"],
-     ["--format", "llama-cpp-python"], ["--theta", "1e6"]],
-    ids=["hf", "hf-v5", "vllm", "sglang", "llama.cpp", "llama-cpp-python", "theta"],
+    "extra", [[], ["--format", "hf"], ["--format", "hf-v5"], ["--theta", "1e6"]],
+    ids=["bare", "hf", "hf-v5", "theta"],
 )
 def test_scale_needs_neither_numpy_nor_matplotlib(extra: list[str]) -> None:
     loaded = loaded_modules(run_cli_body([*SCALE, *extra]))
     assert loaded == dict.fromkeys(HEAVY + OPTIONAL, False)
+
+
+@pytest.mark.parametrize("fmt", ["vllm", "sglang", "llama.cpp", "llama-cpp-python", "megatron"])
+def test_scale_for_an_engine_loads_numpy_for_its_verdict(fmt: str) -> None:
+    """``--format ENGINE`` prints the engine's verdict (``posenc check``'s, for the request): that compares inverse
+    frequencies, with numpy; nothing else heavy loads."""
+    loaded = loaded_modules(run_cli_body([*SCALE, "--format", fmt]))
+    assert loaded == {**dict.fromkeys(HEAVY + OPTIONAL, False), "numpy": True}
 
 
 ENGINE_MODULES = {"vllm": "posenc_cli.engines.vllm", "sglang": "posenc_cli.engines.sglang",
@@ -44,10 +50,11 @@ ENGINE_MODULES = {"vllm": "posenc_cli.engines.vllm", "sglang": "posenc_cli.engin
 
 @pytest.mark.parametrize("fmt", ["hf", "vllm", "sglang", "llama.cpp", "axolotl"])
 def test_a_bare_scale_loads_one_engine_and_no_model_reader(fmt: str) -> None:
-    """Start-up grows with what is asked: no --config, no reader; one --format, one engine module."""
+    """Start-up grows with what is asked: no --config, no file reader; one --format, one engine module."""
     loaded = posenc_modules([*SCALE, "--format", fmt])
     reader = loaded & {"posenc_cli.models.model_positions", "posenc_cli.models.sources", "posenc_cli.models.convert"}
-    assert not reader, reader
+    # an engine's verdict describes the request's config (model_positions); the sources and converters never load
+    assert reader == (set() if fmt == "hf" else {"posenc_cli.models.model_positions"}), reader
     engines = {m for m in ENGINE_MODULES.values() if m in loaded}
     expected = {ENGINE_MODULES[fmt]} if fmt in ENGINE_MODULES else set()
     if fmt == "sglang":  # SGLang's rotary classes are a fork of vLLM's, and so is posenc's model of them

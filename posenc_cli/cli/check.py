@@ -11,8 +11,9 @@ import typer
 
 from posenc_cli.cli.inspect import RevisionOpt, SourceArg, note_newer_transformers
 from posenc_cli.cli.options import LENGTHS
-from posenc_cli.cli.output import print_json
+from posenc_cli.cli.output import note, print_json
 from posenc_cli.engines.check import check as run_check
+from posenc_cli.engines.check import verdict_line
 from posenc_cli.engines.registry import ENGINE, TRAINER, names
 from posenc_cli.engines.runs import NOT_MODELLED, SAME_RTOL
 from posenc_cli.errors import PosencError
@@ -31,6 +32,9 @@ def check(
         help=f"Comma-separated training frameworks, or all: {', '.join(names(TRAINER))}. Each is compared with "
              "transformers and with every engine (trained at --max-model-len).", show_default="none")] = None,
     revision: RevisionOpt = None,
+    installed: Annotated[bool, typer.Option(
+        "--installed", help="Run each engine or trainer (and transformers) whose package is importable here with "
+        "its own code, at the installed version, instead of posenc's model; rows say which.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Compare each engine's RoPE with transformers', per layer group (and each trainer's, with --trainers).
@@ -55,7 +59,9 @@ def check(
         length = max(served.native for layer in model.layers if (served := window_of(model, layer)))
     else:
         raise PosencError(f"{src.label} names no max_position_embeddings: pass --max-model-len")
-    report = run_check(model, src.config, asked, length, served_name(src), trainer_names)
+    report = run_check(model, src.config, asked, length, served_name(src), trainer_names, installed=installed)
+    for line in report.notes:
+        note(f"note: {line}")
     if as_json:
         print_json(report.as_dict())
     else:
@@ -89,15 +95,17 @@ def _diff(value: float, pair: int | None) -> str:
 def _table(report: Any, verdicts: list[Any], i: int, who: str) -> list[str]:
     """One rope group's row per engine (or trainer) against transformers."""
     short = f"at {report.short_len:,}" if report.short_len else None
-    header = [who, "verdict", "inv_freq diff at max len", *([f"inv_freq diff {short}"] if short else []),
-              "attention factor", "softmax scale", "cos/sin diff at max len"]
+    header = [who, *(["source"] if report.installed else []), "verdict", "inv_freq diff at max len",
+              *([f"inv_freq diff {short}"] if short else []), "attention factor", "softmax scale",
+              "cos/sin diff at max len"]
     rows = [tuple(header)]
     for v in verdicts:
+        named = [v.run.engine, *([_source_cell(v.run.source)] if report.installed else [])]
         if not v.groups:
-            rows.append((v.run.engine, v.verdict, *["-"] * (len(header) - 2)))
+            rows.append((*named, v.verdict, *["-"] * (len(header) - len(named) - 1)))
             continue
         g = v.groups[i]
-        cells = [v.run.engine, "same" if g.same else ("differs" if v.verdict == "same" else v.verdict),
+        cells = [*named, "same" if g.same else ("differs" if v.verdict == "same" else v.verdict),
                  _diff(g.inv_freq_rel_diff, g.worst_pair)]
         if short:
             cells.append(_diff(g.short_diff or 0.0, g.short_worst_pair))
@@ -107,21 +115,28 @@ def _table(report: Any, verdicts: list[Any], i: int, who: str) -> list[str]:
     return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
-def _runs(verdicts: list[Any], trainer: bool) -> list[str]:
-    """Each engine's (or trainer's) verdict, invocation and notes."""
+def _source_cell(source: str | None) -> str:
+    """A row's source in the table: ``run`` (the installed package's code) or ``modelled``."""
+    return "run" if source and source.startswith("run") else "modelled"
+
+
+def _runs(verdicts: list[Any], trainer: bool, lengths: tuple[int, int | None], installed: bool) -> list[str]:
+    """Each engine's (or trainer's) verdict (the line ``posenc scale --format`` prints too), invocation and notes;
+    with --installed, where its numbers come from."""
     out = []
     for v in verdicts:
         r = v.run
+        if installed and r.source:
+            out.append(f"{r.engine}: {r.source}")
         if r.refusal:
-            why = r.refusal.removeprefix(v.verdict).lstrip(": ")
-            out.append(f"{r.engine} {r.version}: {v.verdict}: {why}")
+            out.append(verdict_line(v, lengths))
             continue
         if trainer:
-            out.append(f"{r.engine} {r.version}: {v.verdict}; layout {r.layout}")
+            out.append(f"{verdict_line(v, lengths)}; layout {r.layout}")
             out += [f"  setup: {line}" for line in r.invocation]
         else:
             accepts = f"; accepts {r.accepts:,} without flags" if r.accepts else ""
-            out.append(f"{r.engine} {r.version}: {v.verdict}{accepts}")
+            out.append(f"{verdict_line(v, lengths)}{accepts}")
             out.append(f"  run: {shlex.join(r.invocation)}")
         out += [f"  note: {w}" for w in r.warnings]
     return out
@@ -183,6 +198,8 @@ def _render(report: Any, label: str) -> None:
     if report.short_len:
         out.append(f"length-dependent rope: also compared at {report.short_len:,} positions")
     out += [f"transformers {report.reference.version}: {w}" for w in report.reference.warnings]
+    if report.installed:
+        out.append(f"transformers (the reference): {report.reference.source}")
     for i, group in enumerate(report.reference.groups):
         out.append("")
         out.append(f"[{group.name}] transformers: attention factor {group.attention_factor:.6g}, softmax scale "
@@ -191,15 +208,15 @@ def _render(report: Any, label: str) -> None:
         if report.trainers is not None:
             out += _table(report, report.trainers, i, "trainer")
     out.append("")
-    out += _runs(report.verdicts, trainer=False)
+    lengths = (report.max_model_len, report.short_len)
+    out += _runs(report.verdicts, False, lengths, report.installed)
     if report.trainers is not None:
         out.append("")
         out.append(f"trainers (training at {report.max_model_len:,} tokens):")
-        out += _runs(report.trainers, trainer=True)
+        out += _runs(report.trainers, True, lengths, report.installed)
         out.append("")
         out.append("trained with X, served with Y:")
         several = len(report.reference.groups) > 1
-        lengths = (report.max_model_len, report.short_len)
         out += _pair_lines(report.pairs, several, lengths) or ["  no trainer and engine both ran"]
     out.append(report.summary())
     sys.stdout.write("\n".join(out) + "\n")

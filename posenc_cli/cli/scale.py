@@ -65,6 +65,8 @@ def _render(scaled: Scaled, explain: bool) -> None:
         return
     for line in scaled.caveats:
         note(f"caveat: {line}")
+    if scaled.verdict is not None:
+        note(f"verdict: {scaled.verdict}")
     sys.stdout.write(scaled.text + "\n")
 
 

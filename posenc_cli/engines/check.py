@@ -7,12 +7,15 @@ own module and knows nothing of the others or of the request layer.
 
 from __future__ import annotations
 
+import importlib
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from posenc_cli.engines import hf, registry
 from posenc_cli.engines.registry import ENGINE, TRAINER, Runner
 from posenc_cli.engines.runs import (
+    SAME_RTOL,
     TRAINER_VERDICTS,
     VERDICTS,
     EngineRun,
@@ -61,6 +64,8 @@ class CheckReport:
     no_reference: str | None = None  # why transformers' numbers are missing (remote code): nothing was compared
     trainers: list[EngineVerdict] | None = None  # None: no trainer asked for
     pairs: list[PairVerdict] = field(default_factory=list)  # every trainer that ran x every engine that ran
+    installed: bool = False  # rows run by the installed packages where posenc can (check --installed)
+    notes: list[str] = field(default_factory=list)  # for stderr: an installed version other than the proven one
 
     @property
     def passed(self) -> bool:
@@ -130,8 +135,9 @@ class CheckReport:
                 "max_model_len": self.max_model_len, "short_len": self.short_len, "no_rope": self.no_rope,
                 "no_reference": self.no_reference,
                 "verdicts": self.by_verdict(),
+                "installed": self.installed, "notes": self.notes,
                 "transformers": None if ref is None else {
-                    "version": ref.version, "warnings": ref.warnings,
+                    "version": ref.version, "warnings": ref.warnings, "source": ref.source,
                     "groups": [{"group": g.name, "attention_factor": g.attention_factor,
                                 "softmax_scale": g.softmax_scale,
                                 "inv_freq": [float(x) for x in (g.inv_freq if g.inv_freq is not None else [])]}
@@ -141,6 +147,67 @@ class CheckReport:
                     "trainer_verdicts": self.by_trainer_verdict(),
                     "trainers": [v.as_dict() for v in self.trainers],
                     "pairs": [p.as_dict() for p in self.pairs]})}
+
+
+@dataclass
+class Judgement:
+    """One engine's (or trainer's) verdict on one model at one length (:func:`judge`), or why there is none
+    (``no_rope``: the model has no RoPE; ``no_reference``: transformers' numbers are missing, remote code)."""
+
+    verdict: EngineVerdict | None
+    max_model_len: int
+    short_len: int | None
+    no_rope: str | None = None
+    no_reference: str | None = None
+
+    def line(self) -> str:
+        """The verdict in one line (:func:`verdict_line`), or why nothing was compared."""
+        if self.no_rope is not None:
+            return f"no RoPE ({self.no_rope}): nothing to compare"
+        assert self.verdict is not None
+        return verdict_line(self.verdict, (self.max_model_len, self.short_len))
+
+
+def _off(value: float, pair: int | None) -> str:
+    """How far one inverse frequency is from transformers' (relative to it) at its worst pair, or 'the same'
+    (within float32 rounding, :data:`SAME_RTOL`)."""
+    if value <= SAME_RTOL:
+        return "the same"
+    return f"off by {value:.3g} relative (pair {pair})"
+
+
+def _group_words(g: GroupVerdict, lengths: tuple[int, int | None]) -> str:
+    """What differs in one rope group: the inverse frequencies at the serving length (and at the short length), the
+    cos/sin magnitude and the softmax scale, each against transformers'."""
+    long, short = lengths
+    what = [f"inv_freq {_off(g.inv_freq_rel_diff, g.worst_pair)} at {long:,}"]
+    if g.short_diff is not None and short is not None:
+        what[0] += f", {_off(g.short_diff, g.short_worst_pair)} at {short:,}"
+    (a_ref, a), (s_ref, s) = g.attention_factor, g.softmax_scale
+    if not math.isclose(a_ref, a, rel_tol=1e-9):
+        what.append(f"attention factor {a:.6g} (transformers {a_ref:.6g})")
+    if not math.isclose(s_ref, s, rel_tol=1e-9):
+        what.append(f"softmax scale x{s:.6g} (transformers x{s_ref:.6g})")
+    return ", ".join(what)
+
+
+def verdict_line(v: EngineVerdict, lengths: tuple[int, int | None]) -> str:
+    """One engine's (or trainer's) verdict in one line, as ``posenc check`` lists it and ``posenc scale --format``
+    prints it: same (at which lengths) / differs (per rope group: the largest relative inverse-frequency difference,
+    at which pair, at the serving length and the short length of length-dependent rope; the attention factor and
+    softmax scale where they differ) / will not start, cannot express or not modelled, and why."""
+    r = v.run
+    head = f"{r.engine} {r.version}: {v.verdict}"
+    if r.refusal:
+        return f"{head}: {r.refusal.removeprefix(v.verdict).lstrip(': ')}"
+    long, short = lengths
+    at = f"{long:,}" + (f" and {short:,}" if short is not None else "")
+    if v.verdict == "same":
+        return f"{head} as transformers at {at} tokens"
+    several = len(v.groups) > 1
+    parts = [(f"[{g.name}] " if several else "") + ("the same" if g.same else _group_words(g, lengths))
+             for g in v.groups]
+    return f"{head} from transformers: " + "; ".join(parts)
 
 
 def _length_dependent(model: ModelPositions) -> int | None:
@@ -162,6 +229,73 @@ def _known(names: list[str], kind: str) -> None:
         raise PosencError(f"engine {unknown[0]!r} is not known; use some of: {', '.join(known)}")
     if unknown:
         raise PosencError(f"trainer {unknown[0]!r} is not known; use all or some of: {', '.join(known)}")
+
+
+#: The package of the modules that run an engine's (or trainer's) installed package: ``<module basename>.py`` with
+#: ``version()`` and ``run()`` (the same signature as the modelled run); a module that does not exist: modelled only.
+INSTALLED = "posenc_cli.engines.installed"
+#: Why an engine without an installed module stays modelled (said in its row).
+NOT_RUN_WHY = {
+    "llama.cpp": "llama.cpp runs a GGUF and exposes logits, not frequencies: its numbers stay modelled (proven on "
+                 "converted GGUFs' logits)",
+    "sglang": "SGLang's rotary classes import triton (about 1 GB, absent from CPU installs)",
+}
+
+
+def installed_module(name: str) -> Any | None:
+    """The module that runs ``name``'s installed package (:data:`INSTALLED`), or None when posenc has none."""
+    basename = registry.entry(name).module.rsplit(".", 1)[1]
+    try:
+        return importlib.import_module(f"{INSTALLED}.{basename}")
+    except ModuleNotFoundError as exc:
+        if exc.name == f"{INSTALLED}.{basename}":
+            return None
+        raise
+
+
+def _proven(name: str) -> tuple[str, str]:
+    """(package, version) a target's numbers are proven against."""
+    target = registry.load(name)
+    return target.package, target.version.removeprefix(target.package).strip()
+
+
+def source_of(name: str, installed: bool) -> tuple[Runner, list[str]]:
+    """The runner for ``name``'s row, which marks each run with its source, and the notes for stderr: with
+    ``installed``, the installed package's own code when posenc has a module for it and the package is importable
+    (a version other than the proven one is noted), else (or when the installed package cannot run the model) the
+    model, saying why."""
+    package, proven_version = _proven(name)
+    modelled = f"modelled (proven against {package} {proven_version})"
+    target_run = registry.load(name).run
+    module = installed_module(name) if installed else None
+    version = module.version() if module is not None else None
+    if not installed or version is None:
+        why = "" if not installed else (
+            f": {package} is not installed here" if module is not None else
+            f": {NOT_RUN_WHY.get(name, 'posenc has no installed run of it')}")
+
+        def modelled_run(model: ModelPositions, cfg: dict[str, Any], length: int, seq: int | None) -> EngineRun:
+            out = target_run(model, cfg, length, seq)
+            out.source = modelled + why
+            return out
+        return modelled_run, []
+    notes = [] if version == proven_version or version.startswith(proven_version + ".") else [
+        f"{name}: the installed {package} is {version}; posenc's model is proven against {proven_version}: this "
+        "row is the installed one's"]
+
+    assert module is not None
+    run_installed = module.run
+
+    def installed_run(model: ModelPositions, cfg: dict[str, Any], length: int, seq: int | None) -> EngineRun:
+        try:
+            out: EngineRun = run_installed(model, cfg, length, seq)
+        except Exception as exc:  # noqa: BLE001 - the user's package may not build this model: the model stands in
+            out = target_run(model, cfg, length, seq)
+            out.source = f"{modelled}: the installed {package} {version} could not run it ({exc})"
+            return out
+        out.source = f"run (installed {package} {version})"
+        return out
+    return installed_run, notes
 
 
 @dataclass
@@ -200,13 +334,15 @@ class _Judge:
 
 
 def check(model: ModelPositions, cfg: dict[str, Any], engines: list[str], max_model_len: int,
-          model_name: str = "MODEL", trainers: list[str] | None = None) -> CheckReport:
+          model_name: str = "MODEL", trainers: list[str] | None = None, *, installed: bool = False) -> CheckReport:
     """Run every engine in ``engines`` on ``model`` at ``max_model_len`` and compare each with transformers.
 
     Dynamic NTK and LongRoPE are also compared at the original length, where transformers changes its frequencies
     and a static engine does not. ``model_name``: what the engines' command lines call the model (the engine
     models write ``MODEL``). ``trainers`` (None: none): training frameworks (the registry's), each compared with
-    transformers and with every engine that ran (trained at ``max_model_len``).
+    transformers and with every engine that ran (trained at ``max_model_len``). ``installed``: each row (the
+    reference's too) from the installed package's own code where posenc has a module for it and the package is
+    importable (:func:`source_of`); every row then says its source.
     """
     _known(engines, ENGINE)
     _known(trainers or [], TRAINER)
@@ -215,11 +351,11 @@ def check(model: ModelPositions, cfg: dict[str, Any], engines: list[str], max_mo
                            trainers=None if trainers is None else [])
     if model.engine is not None and model.engine.remote_code:
         return _without_reference(model, engines, max_model_len, trainers)
-    reference = hf.run(model, cfg, max_model_len)
-    short = _length_dependent(model)
-    short = short if short is not None and short < max_model_len else None
-    short_reference = hf.short_run(model, cfg, short) if short is not None else None
-    judged = _Judge(model, cfg, max_model_len, model_name, reference, short_reference)
+    names = [registry.names(ENGINE)[0], *engines, *(trainers or [])]
+    sources = {name: source_of(name, installed) for name in dict.fromkeys(names)}
+    notes = [note for _, found in sources.values() for note in found]
+    judged, short = _judge_for(model, cfg, max_model_len, model_name, sources[names[0]][0])
+    reference, short_reference = judged.reference, judged.short_reference
     verdicts = []
     # the reference is the first engine (transformers): served as it is, not compared with itself
     reference_name = registry.names(ENGINE)[0]
@@ -229,11 +365,7 @@ def check(model: ModelPositions, cfg: dict[str, Any], engines: list[str], max_mo
     for name in engines:
         if name == reference_name:
             continue
-        refusal = remote_code.check_refusal(model.engine, name) if model.engine is not None else None
-        if refusal is not None:  # an engine-only mechanism the engine model does not cover, or will not serve
-            verdicts.append(EngineVerdict(_refused(name, max_model_len, refusal), []))
-            continue
-        verdict, at_short = judged(registry.load(name).run)
+        verdict, at_short = _engine_verdict(model, name, judged, sources[name][0])
         verdicts.append(verdict)
         if not verdict.run.refusal:
             served.append((verdict.run, at_short))
@@ -242,11 +374,59 @@ def check(model: ModelPositions, cfg: dict[str, Any], engines: list[str], max_mo
     if trainers is not None:
         trained = []
         for name in trainers:
-            verdict, at_short = judged(registry.load(name).run)
+            verdict, at_short = judged(sources[name][0])
             trained.append(verdict)
             if not verdict.run.refusal:
                 pairs += [_pair(verdict.run, at_short, engine, engine_short) for engine, engine_short in served]
-    return CheckReport(model.model_type, max_model_len, reference, verdicts, short, trainers=trained, pairs=pairs)
+    return CheckReport(model.model_type, max_model_len, reference, verdicts, short, trainers=trained, pairs=pairs,
+                       installed=installed, notes=notes)
+
+
+def _engine_verdict(model: ModelPositions, name: str, judged: _Judge,
+                    runner: Runner | None = None) -> tuple[EngineVerdict, EngineRun | None]:
+    """One engine's (or trainer's) verdict against transformers, and its run at the short length (None: none):
+    what ``posenc check`` reports for it and what ``posenc scale --format`` prints (:func:`judge`). ``runner``:
+    the row's runner (:func:`source_of`), else the modelled one."""
+    engine = registry.entry(name).kind == ENGINE
+    refusal = remote_code.check_refusal(model.engine, name) if engine and model.engine is not None else None
+    if refusal is not None:  # an engine-only mechanism the engine model does not cover, or will not serve
+        return EngineVerdict(_refused(name, judged.max_model_len, refusal), []), None
+    return judged(runner or registry.load(name).run)
+
+
+def judge(model: ModelPositions, cfg: dict[str, Any], name: str, max_model_len: int,
+          model_name: str = "MODEL") -> Judgement:
+    """``name``'s verdict (an engine or a trainer of the registry) on ``model`` served (or trained) at
+    ``max_model_len``, against transformers': the same function, and the same numbers, as that engine's row of
+    :func:`check` (which calls it once per engine). ``name`` must not be transformers itself (the reference)."""
+    if name == registry.names(ENGINE)[0]:
+        raise PosencError("transformers is the reference: it has no verdict against itself")
+    registry.entry(name)
+    if model.family != "rope" or not model.layers:
+        return Judgement(None, max_model_len, None, no_rope=model.family)
+    if model.engine is not None and model.engine.remote_code:
+        report = _without_reference(model, [name] if registry.entry(name).kind == ENGINE else [], max_model_len,
+                                    None if registry.entry(name).kind == ENGINE else [name])
+        return Judgement((report.verdicts + (report.trainers or []))[0], max_model_len, None,
+                         no_reference=report.no_reference)
+    judged, short = _judge_for(model, cfg, max_model_len, model_name)
+    return Judgement(_engine_verdict(model, name, judged, source_of(name, False)[0])[0], max_model_len, short)
+
+
+def _judge_for(model: ModelPositions, cfg: dict[str, Any], max_model_len: int,
+               model_name: str, reference_run: Runner | None = None) -> tuple[_Judge, int | None]:
+    """transformers' runs (at the serving length and, for length-dependent rope, at the short length) bound to a
+    judge of any engine, and that short length (None: none). ``reference_run``: transformers' runner (the
+    installed one's, :func:`source_of`), else posenc's."""
+    short = _length_dependent(model)
+    short = short if short is not None and short < max_model_len else None
+    if reference_run is None:
+        reference = hf.run(model, cfg, max_model_len)
+        short_reference = hf.short_run(model, cfg, short) if short is not None else None
+    else:
+        reference = reference_run(model, cfg, max_model_len, None)
+        short_reference = reference_run(model, cfg, short, short) if short is not None else None
+    return _Judge(model, cfg, max_model_len, model_name, reference, short_reference), short
 
 
 def _refused(name: str, max_model_len: int, refusal: str) -> EngineRun:

@@ -1,5 +1,6 @@
-"""llama.cpp (as vendored in llama-cpp-python 0.3.36): what a GGUF converted from the model computes with the flags
-posenc gives (``common/arg.cpp``, ``src/llama-context.cpp``, ``ggml`` ``rope_yarn``).
+"""llama.cpp (as vendored in llama-cpp-python :data:`PACKAGE_VERSION`, the one place its version is written;
+pyproject's ``engines`` extra pins the same, a test asserts it): what a GGUF converted from the model computes with
+the flags posenc gives (``common/arg.cpp``, ``src/llama-context.cpp``, ``ggml`` ``rope_yarn``).
 
 * Flags: ``--rope-scaling {none,linear,yarn}``, ``--rope-scale S`` (frequency scale 1/S), ``--rope-freq-base``,
   ``--yarn-orig-ctx``, ``--yarn-beta-fast``/``--yarn-beta-slow`` (always written: the defaults differ per
@@ -42,9 +43,12 @@ from posenc_cli.units import format_number
 
 if TYPE_CHECKING:  # the reader loads only when an engine runs a model
     from posenc_cli.models.model_positions import ModelPositions
+    from posenc_cli.models.record import RopeGroup
 
 NAME = "llama.cpp"
-VERSION = "llama-cpp-python 0.3.36"
+#: the llama-cpp-python release whose vendored llama.cpp posenc models
+PACKAGE_VERSION = "0.3.36"
+VERSION = f"llama-cpp-python {PACKAGE_VERSION}"
 # llama.cpp's GGUF architecture names for transformers model types, where they differ
 GGUF_ARCH = {"gpt_oss": "gpt-oss", "qwen2_5_vl_text": "qwen2vl", "deepseek_v3": "deepseek2", "deepseek_v2": "deepseek2",
              "mistral": "llama", "mixtral": "llama", "gemma3_text": "gemma3", "llama4_text": "llama4"}
@@ -214,17 +218,71 @@ def stacking(native: Mapping[str, Any], new: Mapping[str, Any], *, gguf: bool) -
 STACKED_LOGIT_DIFF = "0.35-0.55"
 
 
+#: GGUF architectures whose sliding-window layers llama.cpp turns with a base of their own (``rope.freq_base_swa``,
+#: which the converter writes from the config's sliding-attention theta) and a frequency scale of 1
+#: (``hparams.rope_freq_scale_train_swa``, never read from the GGUF: ``llama_model::get_rope_freq_scale``), every other
+#: rope setting (YaRN's mode and magnitude) shared with the global layers (``models/gemma3.cpp``): arch -> the layer
+#: pattern when the GGUF has no ``sliding_window_pattern`` (the gemma3 converter writes none): layer ``il`` slides when
+#: ``il % n < n - 1`` (``llama_hparams::set_swa_pattern``). Proven on Gemma 3 twins converted by llama.cpp's own
+#: converter (tests/engines/test_llamacpp_converted.py).
+SWA_PATTERN = {"gemma3": 6}
+
+
 def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
     """What the engine computes serving ``max_model_len``, for a sequence of ``seq_len`` tokens (default: that long)."""
     from posenc_cli.models.record import rope_groups
-    from posenc_cli.rope.frequencies import compute
 
     if len(model.layers) != 1:
-        names = ", ".join(layer.name for layer in model.layers)
+        return _per_layer_run(model, max_model_len)
+    return _one_group_run(model, rope_groups(model)[0], max_model_len)
+
+
+def _per_layer_run(model: ModelPositions, max_model_len: int) -> EngineRun:
+    """A model with a full-attention and a sliding-attention rope group (Gemma 3): the flags turn the global layers;
+    the sliding layers keep ``rope.freq_base_swa`` unscaled, with the magnitude YaRN mode gives them (the GGUF's
+    ``rope.scaling.attn_factor`` without YaRN's ``1 + 0.1 ln s``), see :data:`SWA_PATTERN`."""
+    from posenc_cli.models.record import rope_groups
+    from posenc_cli.rope.frequencies import default_inv_freq
+
+    arch = arch_name(model.text_model_type)
+    groups = {g.name: g for g in rope_groups(model)}
+    if arch not in SWA_PATTERN or sorted(groups) != ["full_attention", "sliding_attention"]:
         return EngineRun(NAME, VERSION, max_model_len, [], [], refusal=(
-            f"not modelled: {len(model.layers)} rope groups ({names}); llama.cpp sets per-layer bases from the GGUF "
-            "(rope.freq_base_swa), which posenc does not model yet"))
-    g = rope_groups(model)[0]
+            f"not modelled: {len(groups)} rope groups ({', '.join(groups)}); posenc models llama.cpp's per-layer "
+            f"bases (rope.freq_base_swa) for the {', '.join(SWA_PATTERN)} architecture only, not {arch}"))
+    full, sliding = groups["full_attention"], groups["sliding_attention"]
+    n = SWA_PATTERN[arch]
+    if full.layers is not None and sliding.layers is not None:
+        expected = tuple(i for i in range(len(full.layers) + len(sliding.layers)) if i % n < n - 1)
+        if tuple(sorted(sliding.layers)) != expected:
+            return EngineRun(NAME, VERSION, max_model_len, [], [], refusal=(
+                f"not modelled: the config's sliding layers are not llama.cpp's {arch} pattern (every layer but "
+                f"each {n}th slides; the converter writes no sliding_window_pattern)"))
+    run = _one_group_run(model, full, max_model_len)
+    if run.refusal:
+        return run
+    (turned,) = run.groups
+    p = full.params
+    magnitude = 1.0
+    if p.get("rope_type") == "yarn":  # the GGUF's attn_factor (posenc's override, else 1) without YaRN's growth
+        default = yarn_mscale(float(p["factor"]))
+        if not math.isclose(turned.attention_factor, default, rel_tol=1e-12):
+            magnitude = turned.attention_factor / default
+    swa = GroupRun(sliding.name, default_inv_freq(sliding.spec.theta, sliding.spec.rotary_dim), magnitude,
+                   sliding.softmax_scale)
+    if sliding.params.get("rope_type", "default") != "default":
+        run.warnings.append(f"llama.cpp turns {arch}'s sliding layers with rope.freq_base_swa and no scaling: the "
+                            f"sliding group's {sliding.params.get('rope_type')} scaling is not applied")
+    if magnitude != 1.0:
+        run.warnings.append(f"the attn_factor override also multiplies the sliding layers' cos/sin ({magnitude:.6g})")
+    run.groups = [turned if name == full.name else swa for name in groups]
+    return run
+
+
+def _one_group_run(model: ModelPositions, g: RopeGroup, max_model_len: int) -> EngineRun:
+    """The run of a model's one rope group ``g`` (a per-layer model's global layers), with the flags posenc prints."""
+    from posenc_cli.rope.frequencies import compute
+
     spec, p = g.spec, g.params
     if p.get("rope_type", "default") in ("linear", "dynamic", "yarn", "llama3") and p.get("factor") is None:
         return EngineRun(NAME, VERSION, max_model_len, [], [], refusal=(
@@ -302,9 +360,8 @@ def render(r: Rendering) -> tuple[str, list[str]]:
     argv = f.argv if r.fmt == NAME else python_server_argv(f.argv, r.model)
     caveats = list(f.warnings) + ([stacked] if stacked else [])
     if any(isinstance(v, dict) for v in served_rope(r).values()):  # one dict per layer type (Gemma 3)
-        caveats.append("llama.cpp takes one set of rope flags for every layer and reads per-layer bases from "
-                       "the GGUF (rope.freq_base_swa), which posenc does not model: these flags are the extended "
-                       "group's; run posenc check on the GGUF")
+        caveats.append("these flags turn the global layers; llama.cpp turns the sliding-window layers with the "
+                       "GGUF's rope.freq_base_swa and no scaling (the verdict says whether that is transformers')")
     return shlex.join(argv), caveats
 
 
@@ -313,5 +370,6 @@ TARGET = Target(
     targets="the llama.cpp in {version} (commit 0c1e570)",
     proven_by="logits of tiny GGUFs, and GGUFs converted by its own `convert_hf_to_gguf.py`",
     cannot_express="dynamic NTK (none); YaRN with `truncate: false` (the correction range is always rounded); llama3 "
-                   "and LongRoPE only from tensors written at conversion (no flag); several rope groups (Gemma 3, "
-                   "OLMo 3: not modelled yet)")
+                   "and LongRoPE only from tensors written at conversion (no flag); sliding-window layers: Gemma 3's "
+                   "turn with `rope.freq_base_swa` unscaled (as transformers, for a scaling of the global layers), but "
+                   "a YaRN `attn_factor` override reaches them too; other per-layer rope (OLMo 3) not modelled")

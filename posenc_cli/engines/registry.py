@@ -133,12 +133,17 @@ def load(name: str) -> Target:
     return target
 
 
-def for_format(fmt: str) -> Target:
-    """The target that renders ``--format fmt``."""
+def format_owner(fmt: str) -> str:
+    """The name of the target that renders ``--format fmt``."""
     owner = next((e for e in ENTRIES if fmt in e.formats), None)
     if owner is None:
         raise PosencError(f"--format {fmt!r} is not known; use one of: {', '.join(formats())}")
-    return load(owner.name)
+    return owner.name
+
+
+def for_format(fmt: str) -> Target:
+    """The target that renders ``--format fmt``."""
+    return load(format_owner(fmt))
 
 
 def targets(kind: str | None = None) -> list[Target]:

@@ -60,6 +60,9 @@ class EngineRun:
     refusal: str | None = None  # why the engine cannot serve this at all
     warnings: list[str] = field(default_factory=list)
     layout: str | None = None  # a trainer's pairing of dims: rotate-half (transformers') or interleaved
+    # how these numbers were obtained: "modelled (proven against PACKAGE VERSION)" or "run (installed PACKAGE
+    # VERSION)" (posenc check --installed); None: not said (a run outside posenc check)
+    source: str | None = None
 
 
 @dataclass
@@ -103,7 +106,8 @@ class EngineVerdict:
         return {"engine": r.engine, "version": r.version, "verdict": self.verdict, "max_model_len": r.max_model_len,
                 "accepts": r.accepts, "needs": r.needs, "refusal": r.refusal, "warnings": r.warnings,
                 "invocation": r.invocation, "groups": [g.as_dict() for g in self.groups],
-                **({"layout": r.layout} if r.layout is not None else {})}
+                **({"layout": r.layout} if r.layout is not None else {}),
+                **({"source": r.source} if r.source is not None else {})}
 
 
 def relative_difference(reference: npt.NDArray[Any], other: npt.NDArray[Any]) -> npt.NDArray[np.float64]:

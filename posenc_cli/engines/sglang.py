@@ -1,5 +1,6 @@
-"""SGLang 0.5.23 (``sglang/srt/layers/rotary_embedding/``, ``srt/configs/model_config.py``), as its own rotary classes
-measured on CPU in ``tests/engines/test_engine_harness.py`` (they need triton to import, so CI does not run them).
+"""SGLang (:data:`VERSION`, the one place its version is written) (``sglang/srt/layers/rotary_embedding/``,
+``srt/configs/model_config.py``), as its own rotary classes measured on CPU in ``tests/engines/test_engine_harness.py``
+(they need triton to import, so CI does not run them).
 
 SGLang's rotary classes are an older fork of vLLM's: default, linear, llama3, YaRN (truncate honoured) and
 DeepSeek YaRN build the same tables as vLLM and transformers. Three differences:

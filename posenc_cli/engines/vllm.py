@@ -1,4 +1,5 @@
-"""vLLM 0.33.0: what its config path and rotary classes compute (``vllm/config/model.py``,
+"""vLLM (:data:`VERSION`, the one place its version is written: the tests' harness and ``.ci/run`` read it): what
+its config path and rotary classes compute (``vllm/config/model.py``,
 ``vllm/transformers_utils/config.py``, ``vllm/model_executor/layers/rotary_embedding/``).
 
 * ``--hf-overrides`` replaces a dict-valued key whole, so the override carries the model's complete rope dict,
@@ -38,7 +39,7 @@ if TYPE_CHECKING:  # the reader loads only when an engine runs a model
     from posenc_cli.models.record import RopeGroup
 
 NAME = "vllm"
-VERSION = "0.33.0"
+VERSION = "0.34.0"
 ENV_LONG = "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
 _NOT_MULTIPLIED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
 DEEPSEEK = ("deepseek_v2", "deepseek_v3", "deepseek_v32")

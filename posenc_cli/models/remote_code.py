@@ -6,22 +6,22 @@ InternVL chat (``internvl_chat``), Qwen v1 (``qwen``), Baichuan (``baichuan``), 
 (``vila``): it runs the model's own Python file, which posenc does not execute. What posenc reports for them is what
 an engine's *own* model code computes, and it says which file the numbers come from:
 
-* vLLM 0.33.0 serves ChatGLM 2/3/GLM-4 (``models/chatglm.py``; vLLM ships its own ``ChatGLMConfig``), InternLM2
+* vLLM 0.34.0 serves ChatGLM 2/3/GLM-4 (``models/chatglm.py``; vLLM ships its own ``ChatGLMConfig``), InternLM2
   (``models/internlm2.py``), MiniCPM (``models/minicpm.py``) and InternVL chat (``models/internvl.py``, which builds
   the language model of ``llm_config`` by its architecture). Their rope goes through ``get_rope`` with the
   arguments listed per family below.
-* vLLM 0.33.0 no longer serves Qwen v1 (``QWenLMHeadModel``) or Baichuan (``BaichuanForCausalLM``): its registry lists
+* vLLM 0.34.0 no longer serves Qwen v1 (``QWenLMHeadModel``) or Baichuan (``BaichuanForCausalLM``): its registry lists
   both as last supported in 0.23.0. SGLang 0.5.23 still does (``srt/models/qwen.py``, ``baichuan.py``), so their
   numbers come from SGLang's model code; SGLang's default and dynamic rotary classes are a fork of vLLM's.
-* LLaVA-llama and VILA have no model class in vLLM 0.33.0 or SGLang 0.5.23: posenc names the family, and reports no
+* LLaVA-llama and VILA have no model class in vLLM 0.34.0 or SGLang 0.5.23: posenc names the family, and reports no
   engine numbers.
 * HunYuan V1 (``hunyuan_v1_dense`` / ``hunyuan_v1_moe``) is transformers' own type, listed here for its rope: a
   "dynamic" ``rope_scaling`` with ``alpha`` is static NTK (transformers' ``ntk_alpha``; vLLM serves it through its
   Transformers backend, and its own ``DynamicNTKAlphaRotaryEmbedding`` computes the same base).
 
 Engine-only mechanism: ``dual_chunk_attention_config`` (Qwen2.5-1M). transformers ignores it (plain RoPE over the
-whole window); vLLM 0.33.0's ``get_rope`` builds a ``DualChunkRotaryEmbedding``, whose queries and keys see
-positions folded into chunks of ``chunk_size - local_size``, but vLLM 0.33.0 has no dual-chunk attention backend any
+whole window); vLLM 0.34.0's ``get_rope`` builds a ``DualChunkRotaryEmbedding``, whose queries and keys see
+positions folded into chunks of ``chunk_size - local_size``, but vLLM 0.34.0 has no dual-chunk attention backend any
 more: ``Attention`` hands ``layer_idx`` and ``dual_chunk_attention_config`` to the backend's implementation class,
 and none of the dense ones (FlashAttention, FlashInfer, Triton, CPU) takes them, so the model does not build until the
 key is removed (``--hf-overrides '{"dual_chunk_attention_config": null}'``, then it is plain RoPE). SGLang 0.5.23 is
@@ -51,7 +51,9 @@ if TYPE_CHECKING:
 
     from posenc_cli.rope.frequencies import Frequencies, RopeSpec
 
-VLLM = "vLLM 0.33.0"
+#: the engine versions the readings are proven against: posenc_cli.engines.vllm.VERSION and sglang.VERSION (a
+#: lower stage cannot import them; tests/models/test_remote_code.py asserts they agree)
+VLLM = "vLLM 0.34.0"
 SGLANG = "SGLang 0.5.23"
 _VLLM_MODELS = "vllm/model_executor/models/"
 _SGLANG_MODELS = "sglang/srt/models/"
@@ -219,9 +221,9 @@ def _chatglm(cfg: Mapping[str, Any], text: Mapping[str, Any], where: str) -> Eng
                            "(AttributeError: ChatGLM-6B v1 configs, 2D positions, are not served)")
     neox = not bool(original_rope) if original_rope is not None else False
     if text.get("position_encoding_2d"):
-        notes.append("position_encoding_2d (ChatGLM-6B v1): vLLM 0.33.0's ChatGLM is GLM 2/3/4 and has no 2D positions")
+        notes.append(f"position_encoding_2d (ChatGLM-6B v1): {VLLM}'s ChatGLM is GLM 2/3/4 and has no 2D positions")
     if original_rope is False:
-        notes.append("original_rope false: vLLM rotates half-split pairs; SGLang 0.5.23's chatglm.py always rotates "
+        notes.append(f"original_rope false: vLLM rotates half-split pairs; {SGLANG}'s chatglm.py always rotates "
                      "interleaved pairs (is_neox_style=False)")
     ignored = tuple(k for k in ("rope_theta", "rope_scaling", "max_position_embeddings") if k in text)
     return EngineReading("chatglm", _model_type(cfg), VLLM, _VLLM_MODELS + "chatglm.py", text, where, head_dim,
@@ -253,13 +255,13 @@ def _llama_like(family: str, source: str, default_max: int = 8192) -> Reader:
 
 
 def _qwen(cfg: Mapping[str, Any], text: Mapping[str, Any], where: str) -> EngineReading:
-    """SGLang 0.5.23 srt/models/qwen.py:92-173 (vLLM 0.33.0 no longer serves QWenLMHeadModel): the whole head,
+    """SGLang 0.5.23 srt/models/qwen.py:92-173 (vLLM 0.34.0 no longer serves QWenLMHeadModel): the whole head,
     ``get_rope_config`` (``rope_theta``, default 10000; ``rope_scaling``), ``config.max_position_embeddings``."""
     heads, head_dim = _heads_and_dim(text)
     rope = standard_rope(text, theta_keys=("rope_theta",), partial_keys=())
     ignored = tuple(k for k in ("rotary_emb_base", "rotary_pct", "use_dynamic_ntk", "use_logn_attn", "seq_length")
                     if k in text)
-    notes = [f"vLLM 0.33.0 does not serve QWenLMHeadModel (its registry: last supported in 0.23.0); numbers from "
+    notes = [f"{VLLM} does not serve QWenLMHeadModel (its registry: last supported in 0.23.0); numbers from "
              f"{SGLANG}'s qwen.py"]
     if text.get("use_dynamic_ntk") or text.get("use_logn_attn"):
         notes.append("the model's own code (modeling_qwen.py) grows its base per sequence (use_dynamic_ntk) and "
@@ -271,7 +273,7 @@ def _qwen(cfg: Mapping[str, Any], text: Mapping[str, Any], where: str) -> Engine
     return EngineReading("qwen", _model_type(cfg), SGLANG, _SGLANG_MODELS + "qwen.py", text, where, head_dim,
                          _int(text.get("max_position_embeddings")), rope, num_layers=_layers(text), num_heads=heads,
                          notes=tuple(notes), ignored=ignored,
-                         refusal={"vllm": "vLLM 0.33.0 does not serve QWenLMHeadModel (last supported in 0.23.0)"})
+                         refusal={"vllm": f"{VLLM} does not serve QWenLMHeadModel (last supported in 0.23.0)"})
 
 
 def _baichuan(cfg: Mapping[str, Any], text: Mapping[str, Any], where: str) -> EngineReading:
@@ -281,16 +283,16 @@ def _baichuan(cfg: Mapping[str, Any], text: Mapping[str, Any], where: str) -> En
     alibi = _int(text.get("hidden_size")) != 4096
     rope = None if alibi else {"rope_type": "default",
                                "rope_theta": standard_rope(text, theta_keys=("rope_theta",))["rope_theta"]}
-    notes = [f"vLLM 0.33.0 does not serve BaichuanForCausalLM (its registry: last supported in 0.23.0); read as "
+    notes = [f"{VLLM} does not serve BaichuanForCausalLM (its registry: last supported in 0.23.0); read as "
              f"{SGLANG}'s baichuan.py: RoPE only for hidden_size 4096 (Baichuan 2 7B), ALiBi otherwise"]
     return EngineReading("baichuan", _model_type(cfg), SGLANG, _SGLANG_MODELS + "baichuan.py", text, where, head_dim,
                          _int(text.get("max_position_embeddings")) or 8192, rope, num_layers=_layers(text),
                          num_heads=heads, position_family="alibi" if alibi else "rope", notes=tuple(notes),
-                         refusal={"vllm": "vLLM 0.33.0 does not serve BaichuanForCausalLM (last supported in 0.23.0)"})
+                         refusal={"vllm": f"{VLLM} does not serve BaichuanForCausalLM (last supported in 0.23.0)"})
 
 
 def _not_served(family: str, text_key: str) -> Reader:
-    """LLaVA-llama, VILA: no model class in vLLM 0.33.0 or SGLang 0.5.23; the family is named, no numbers."""
+    """LLaVA-llama, VILA: no model class in vLLM 0.34.0 or SGLang 0.5.23; the family is named, no numbers."""
 
     def reader(cfg: Mapping[str, Any], text: Mapping[str, Any], where: str) -> EngineReading:
         sub = cfg.get(text_key)
@@ -309,7 +311,7 @@ def _not_served(family: str, text_key: str) -> Reader:
 def _hunyuan(cfg: Mapping[str, Any], text: Mapping[str, Any], where: str) -> EngineReading | None:
     """HunYuan V1 with ``alpha`` in its "dynamic" rope_scaling: transformers 5.25's own class
     (modeling_hunyuan_v1_dense.py:298-305, 342-356) turns it into ``ntk_alpha``, a static base
-    ``rope_theta * alpha ** (d / (d - 2))``; vLLM 0.33.0 serves HunYuanDenseV1/MoEV1ForCausalLM through its
+    ``rope_theta * alpha ** (d / (d - 2))``; vLLM 0.34.0 serves HunYuanDenseV1/MoEV1ForCausalLM through its
     Transformers backend (that same code), and its own ``DynamicNTKAlphaRotaryEmbedding`` (get_rope with ``alpha``)
     computes the same base. Without ``alpha``: None (transformers' generic rules)."""
     rope = standard_rope(text)
@@ -429,10 +431,10 @@ def _dual_chunk(cfg: Mapping[str, Any], text: Mapping[str, Any], where: str) -> 
              "attention implementations take no layer_idx / dual_chunk_attention_config, so the model does not "
              "build; --hf-overrides '{\"dual_chunk_attention_config\": null}' serves it as plain RoPE. "
              f"{SGLANG} builds the same rope but has no dual-chunk attention backend either")
-    refusal = {"vllm": ("dual_chunk_attention_config: vLLM 0.33.0's attention backends take no dual-chunk "
+    refusal = {"vllm": (f"dual_chunk_attention_config: {VLLM}'s attention backends take no dual-chunk "
                         "arguments (TypeError when the attention layers are built); serve with --hf-overrides "
                         "'{\"dual_chunk_attention_config\": null}' for plain RoPE"),
-               "sglang": ("not modelled: SGLang 0.5.23 builds DualChunkRotaryEmbedding (a query five tables wide) "
+               "sglang": (f"not modelled: {SGLANG} builds DualChunkRotaryEmbedding (a query five tables wide) "
                           "but has no dual-chunk attention backend; posenc does not model what its attention does "
                           "with it")}
     return EngineReading("dual_chunk", _model_type(cfg), VLLM, _DUAL_CHUNK_SOURCE, text, where, head_dim,

@@ -102,6 +102,7 @@ class Scaled(NamedTuple):
     notes: list[str]  # printed first
     caveats: list[str]  # printed before the text on stdout, not before a write
     destination: str | None  # the file the patched config goes to; None: stdout
+    verdict: str | None = None  # --format ENGINE: that engine's verdict on the request (posenc check's line)
 
 
 class _Model(NamedTuple):
@@ -142,7 +143,39 @@ def scale(method: str, options: ScaleOptions, ask: ScaleAsk, *, theta: float | N
     else:
         text, caveats = render_request(req, fmt, model=ask.model)
     given = {"theta": theta, "head_dim": head_dim}
-    return Scaled(req, text, _notes(req, fmt, facts, notes, given), caveats, destination)
+    verdict = _verdict(req, fmt, model) if ask.fmt is not None and destination is None else None
+    return Scaled(req, text, _notes(req, fmt, facts, notes, given), caveats, destination, verdict)
+
+
+def _verdict(req: ScaleRequest, fmt: str, model: _Model | None) -> str:
+    """What ``posenc check`` says of the engine (or trainer) that owns ``fmt`` for this request: its line from
+    :func:`posenc_cli.engines.check.judge`, on the model's config patched with the request (``--config``) or on a
+    config of the request alone (theta, head dim, lengths and the rope dict), at the target length. For
+    transformers' formats the config is the reference itself."""
+    if fmt in hf.FORMATS:
+        return "this is transformers' config: the reference every engine is compared with"
+    # the engine comparison computes frequencies: numpy and the config reader load only for it
+    from posenc_cli.engines.check import judge
+    from posenc_cli.engines.registry import format_owner
+    from posenc_cli.models.model_positions import describe
+
+    if model is not None:
+        cfg = hf.patch_config(model.source.config, req, hf.own_format(model.facts), model.facts.group)
+        on = "on the patched config"
+    else:
+        cfg = request_config(req)
+        on = "on this request's config"
+    try:
+        return f"{on}, {judge(describe(cfg), cfg, format_owner(fmt), req.target).line()}"
+    except PosencError as exc:  # the rendering stands; what could not be compared is said
+        return f"{on}, not compared: {exc}"
+
+
+def request_config(req: ScaleRequest) -> dict[str, Any]:
+    """A config.json of the request alone (a bare ``posenc scale``): one attention head of ``head_dim``, the
+    request's theta, partial rotary factor, rope dict and ``max_position_embeddings``, as transformers' legacy keys
+    (``--format hf``). No model type: transformers' default rope reading (a Llama-shaped model)."""
+    return {"hidden_size": req.head_dim, "num_attention_heads": 1, "head_dim": req.head_dim, **hf.format_hf(req)}
 
 
 def _check_ask(ask: ScaleAsk) -> None:

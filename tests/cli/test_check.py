@@ -89,12 +89,17 @@ def test_llama31_is_the_same_and_llama_cpp_needs_no_rope_flag() -> None:
     assert cpp["verdict"] == "same" and "--rope-scaling" not in cpp["invocation"]
 
 
-def test_per_layer_models_are_reported_as_not_modelled_for_llama_cpp() -> None:
-    code, r = check(str(CORPUS / "gemma-3-4b-it.json"), "--engines", "hf,vllm,llama.cpp")
+def test_per_layer_models_other_than_gemma3_are_reported_as_not_modelled_for_llama_cpp() -> None:
+    code, r = check(str(CORPUS / "olmo-3.1-32b-instruct.json"), "--engines", "hf,vllm,llama.cpp")
     assert [e["engine"] for e in r["engines"]] == ["vllm", "llama.cpp"]
     # not compared is never a pass: the exit code and the summary count it
     assert engine(r, "llama.cpp")["verdict"] == "not modelled" and code == 3
     assert r["verdicts"]["not modelled"] == ["llama.cpp"] and "not modelled: llama.cpp" in r["summary"]
+    # Gemma 3's sliding layers are modelled (proven on converted twins, tests/engines/test_llamacpp_converted.py)
+    code, r = check(str(CORPUS / "gemma-3-4b-it.json"), "--engines", "hf,vllm,llama.cpp")
+    llama = engine(r, "llama.cpp")
+    assert code == 0 and llama["verdict"] == "same"
+    assert [g["group"] for g in llama["groups"]] == ["full_attention", "sliding_attention"]
 
 
 def test_long_max_model_len_needs_the_vllm_variable() -> None:

@@ -1,4 +1,5 @@
-"""The real vLLM 0.33.0 (and SGLang) rotary-embedding code, run on CPU through ``vllm_harness``, against transformers 5.
+"""The real vLLM (posenc_cli/engines/vllm.py VERSION, 0.34.0) (and SGLang) rotary-embedding code, run
+on CPU through ``vllm_harness``, against transformers 5.
 
 Each case is a transformers config (built with transformers' config classes; real ones from ``tests/fixtures``
 where there is one). transformers' own ``*RotaryEmbedding`` forward gives cos/sin (already multiplied by its
@@ -18,7 +19,7 @@ Where the engines differ from transformers on purpose or by design, the tests pi
 * ``--hf-overrides``: dict values replace whole attributes after vLLM's rope patching, so a ``rope_parameters``
   override without ``rope_theta`` falls back to 10000, and a flat ``rope_theta`` override never reaches the rope.
 
-Skipped without vllm (``pip install --no-deps vllm==0.33.0`` plus ``vllm_harness.VLLM_EXTRA_DEPS`` and
+Skipped without vllm (``pip install --no-deps vllm==VERSION`` plus ``vllm_harness.VLLM_EXTRA_DEPS`` and
 ``VLLM_EXTRA_DEPS_NO_DEPS``); the SGLang tests also need sglang and ``POSENC_SGLANG_PYTHONPATH`` (see
 ``vllm_harness``).
 """

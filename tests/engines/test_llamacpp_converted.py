@@ -73,8 +73,9 @@ TWINS = {
     "phi-3-longrope": lambda: tiny_twin(json.loads((ROOT / "tests" / "fixtures" /
                                                     "phi-3-mini-128k.json").read_text())),
     "gemma-3": lambda: tiny_twin(corpus("gemma-3-1b-it")),
+    "gemma-3-27b-linear": lambda: tiny_twin(corpus("gemma-3-27b-it")),  # linear x8 on the global layers, as shipped
 }
-MODELLED = [name for name in TWINS if name != "gemma-3"]  # llama.cpp's per-layer bases are not modelled yet
+MODELLED = list(TWINS)
 
 
 @pytest.fixture(scope="module")
@@ -164,18 +165,38 @@ def test_inspect_of_the_converted_gguf_agrees_with_the_config(twins: Any) -> Non
             assert a["logit_multiplier"] == pytest.approx(b["logit_multiplier"], rel=1e-6), name
 
 
-def test_gemma3_check_says_not_modelled_and_llama_cpp_does_compute_the_same(twins: Any, tmp_path: Path) -> None:
-    """Gemma 3: llama.cpp turns sliding layers with rope.freq_base_swa; posenc reads that key (inspect agrees with
-    the config, above) but does not model per-layer rope in llama.cpp yet, so check says "not modelled", never
-    "same"; the real engine on the converted GGUF with no rope flag does compute what transformers does."""
+def test_gemma3_sliding_layers_keep_their_base_unscaled(twins: Any, tmp_path: Path) -> None:
+    """Gemma 3 in llama.cpp: the flags turn the global layer (layer 5 of the twin's 6); the sliding layers keep
+    rope.freq_base_swa (the converter's, from the config's 10000) unscaled. Flags that scaled every layer would be
+    far from transformers: shown by giving the sliding layers' base to the global one too."""
     folder, gguf = twins["gemma-3"]
-    for source in (str(folder / "config.json"), str(gguf)):
-        result = run("check", source, "--engines", "llama.cpp", "--max-model-len", "4096", "--json")
-        assert result.exit_code == 3
-        (engine,) = json.loads(result.stdout)["engines"]
-        assert engine["verdict"] == "not modelled"
-    diff = relative_diff(cpp(gguf, ["--ctx-size", "4096"], "gemma3"), hf_logits(folder, TOKENS))
-    assert diff <= TOL, diff
+    meta = json.loads(ok(run("inspect", str(gguf), "--json")).stdout)["gguf"]
+    assert meta["architecture"] == "gemma3"
+    theirs = hf_logits(folder, TOKENS)
+    argv = check_invocation(str(gguf), 4096, tmp_path)
+    assert relative_diff(cpp(gguf, argv[3:], "gemma3"), theirs) <= TOL
+    one_base = [a if a != "1000000" else "10000" for a in argv[3:]]
+    # measured 0.046: one global layer of six, 512 tokens; over 20 times the tolerance
+    assert relative_diff(cpp(gguf, one_base, "gemma3"), theirs) > 10 * TOL
+
+
+def test_a_yarn_attention_factor_reaches_gemma3s_sliding_layers_and_check_says_so(twins: Any, tmp_path: Path) -> None:
+    """What the flags cannot express: llama.cpp's attn_factor override multiplies every layer's cos/sin, the sliding
+    ones included (YaRN mode, models/gemma3.cpp passes one attn_factor), where transformers scales the global layers
+    only. check says differs, with the sliding group's magnitude; the real engine differs from transformers."""
+    folder, gguf = twins["gemma-3"]
+    request = ("yarn", "--target", "128k", "--attention-factor", "1.3")
+    flags, patched, patched_path, _ = scaled(folder, tmp_path, *request)
+    result = run("check", patched_path, "--engines", "llama.cpp", "--max-model-len", "131072", "--json")
+    (engine,) = json.loads(result.stdout)["engines"]
+    assert result.exit_code == 1 and engine["verdict"] == "differs"
+    by_group = {g["group"]: g for g in engine["groups"]}
+    assert by_group["full_attention"]["same"]
+    sliding = by_group["sliding_attention"]
+    assert sliding["inv_freq_rel_diff"] == 0 and sliding["attention_factor"][0] == 1.0
+    assert sliding["attention_factor"][1] == pytest.approx(1.3 / (0.1 * np.log(4.0) + 1), rel=1e-9)
+    diff = relative_diff(cpp(gguf, flags, "gemma3"), hf_logits(folder, TOKENS, rope_keys(patched)))
+    assert diff > 10 * TOL, diff  # measured 0.032 (the sliding layers' cos/sin x1.142 where transformers has x1)
 
 
 # --------------------------------------------------------------------------------------------- scaled: YaRN flags
@@ -191,8 +212,12 @@ def test_gemma3_check_says_not_modelled_and_llama_cpp_does_compute_the_same(twin
     ("qwen2.5-yarn", ("ntk", "--target", "256k")),
     ("deepseek-v3", ("linear", "--target", "320k")),
     ("deepseek-v2-lite", ("ntk", "--target", "320k")),
+    ("gemma-3", ("yarn", "--target", "128k")),
+    ("gemma-3", ("linear", "--target", "256k")),
+    ("gemma-3-27b-linear", ("yarn", "--target", "256k")),
 ], ids=["deepseek-v3", "deepseek-v2-lite", "deepseek-v2-lite-attention-factor", "qwen2.5", "qwen2.5-attention-1",
-        "qwen2.5-linear", "qwen2.5-ntk", "deepseek-v3-linear", "deepseek-v2-lite-ntk"])
+        "qwen2.5-linear", "qwen2.5-ntk", "deepseek-v3-linear", "deepseek-v2-lite-ntk", "gemma-3-yarn",
+        "gemma-3-linear", "gemma-3-27b-yarn"])
 def test_scale_flags_on_the_converted_gguf_compute_what_transformers_does(twins: Any, tmp_path: Path, name: str,
                                                                          request_args: tuple[str, ...]) -> None:
     folder, gguf = twins[name]

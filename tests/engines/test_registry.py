@@ -79,3 +79,21 @@ def test_a_registered_engine_is_in_the_docs_tables() -> None:
     targets, cannot = registry.docs_tables(ENGINE)
     assert "| Toy | 0.1 | `toy`, `toy-server` | nothing (a test's engine) |" in targets
     assert "| Toy | anything but transformers' own numbers |" in cannot
+
+
+def test_each_engine_version_is_written_once() -> None:
+    """A version bump is one line in the engine's module: pyproject's engines extra pins the llama-cpp-python
+    llamacpp.PACKAGE_VERSION names, .ci/run installs the vLLM engines/vllm.py names, and the vLLM harness reads both
+    engine modules."""
+    import re
+
+    import vllm_harness
+
+    from posenc_cli.engines import llamacpp, sglang, vllm
+
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert re.findall(r'"llama-cpp-python\[server\]==([^"]+)"', pyproject) == [llamacpp.PACKAGE_VERSION]
+    assert llamacpp.VERSION == f"llama-cpp-python {llamacpp.PACKAGE_VERSION}"
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "vllm==" + vllm.VERSION not in ci and "from posenc_cli.engines.vllm import VERSION" in ci
+    assert (vllm_harness.VLLM_VERSION, vllm_harness.SGLANG_VERSION) == (vllm.VERSION, sglang.VERSION)

@@ -1,7 +1,7 @@
-"""posenc's model of vLLM 0.33.0 against vLLM's own code (tests/harness/vllm_harness.py: its ModelConfig, hf-overrides
-merge,
-length check and rotary classes, on CPU): for each config, the overrides posenc prints go through vLLM's config
-path, and the rotary table vLLM builds must be the one posenc says it builds.
+"""posenc's model of vLLM (posenc_cli/engines/vllm.py VERSION, 0.34.0) against vLLM's own code
+(tests/harness/vllm_harness.py: its ModelConfig, hf-overrides merge, length check and rotary classes, on CPU): for each
+config, the overrides posenc prints go through vLLM's config path, and the rotary table vLLM builds must be the one
+posenc says it builds.
 
 Tolerances: inverse frequencies rtol 1e-6 (both sides float32; the table's read-back is exact to 1.1e-7); the cos/sin
 magnitude rel 1e-6 (vLLM folds it into a float32 table).
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.numeric
 
 vh = pytest.importorskip("vllm_harness")
 if not vh.vllm_available():
-    pytest.skip("vLLM 0.33.0 does not import on this machine (see tests/harness/vllm_harness.py)",
+    pytest.skip(f"vLLM {vllm_model.VERSION} does not import on this machine (see tests/harness/vllm_harness.py)",
                 allow_module_level=True)
 
 ROOT = Path(__file__).resolve().parents[2]

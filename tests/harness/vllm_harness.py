@@ -2,8 +2,8 @@
 
 A plain helper module for the tests, imported as ``from vllm_harness import ...`` (like ``clihelpers``).
 
-vLLM (``pip install --no-deps vllm==0.33.0`` plus the small dependencies in :data:`VLLM_EXTRA_DEPS` and
-:data:`VLLM_EXTRA_DEPS_NO_DEPS`; no CUDA torch, no compiled vLLM op is loaded):
+vLLM (``pip install --no-deps vllm==VERSION``, :data:`posenc_cli.engines.vllm.VERSION`, plus the small dependencies in
+:data:`VLLM_EXTRA_DEPS` and :data:`VLLM_EXTRA_DEPS_NO_DEPS`; no CUDA torch, no compiled vLLM op is loaded):
 
 * :func:`vllm_rope` builds the rotary embedding through ``vllm.model_executor.layers.rotary_embedding.get_rope``
   with the arguments vLLM's own model code passes (``LlamaAttention._init_rotary_emb``, ``Qwen2Attention``,
@@ -22,10 +22,10 @@ rope of ChatGLM, InternLM2, MiniCPM and InternVL chat with the ``get_rope`` argu
 :func:`vllm_dual_chunk_rope` builds Qwen2's ``DualChunkRotaryEmbedding`` on CPU; :func:`capture_inv_freq` records
 the inverse frequencies vLLM's classes compute.
 
-SGLang (``pip install --no-deps sglang==0.5.23``): :func:`sglang_rope` runs ``sglang.srt.layers.rotary_embedding``
-in a subprocess, because SGLang's import chain needs the real ``triton`` package (about 1 GB; a fake module in
-``sys.modules`` breaks ``torch._dynamo``) and IPython, and patches transformers on import. Point
-``POSENC_SGLANG_PYTHONPATH`` at a directory holding them (``pip install --no-deps --target DIR triton==3.9.0`` and
+SGLang (``pip install --no-deps sglang==VERSION``, :data:`posenc_cli.engines.sglang.VERSION`): :func:`sglang_rope` runs
+``sglang.srt.layers.rotary_embedding`` in a subprocess, because SGLang's import chain needs the real ``triton`` package
+(about 1 GB; a fake module in ``sys.modules`` breaks ``torch._dynamo``) and IPython, and patches transformers on import.
+Point ``POSENC_SGLANG_PYTHONPATH`` at a directory holding them (``pip install --no-deps --target DIR triton==3.9.0`` and
 ``pip install --target DIR ipython``); without it, or without sglang, :func:`sglang_available` is False.
 
 Process-wide effects of importing vLLM through :func:`vllm_available`: ``VLLM_TARGET_DEVICE`` is set to ``cpu``
@@ -38,28 +38,29 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import importlib.machinery
 import importlib.util
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import types
 import unittest.mock
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
-VLLM_VERSION = "0.33.0"
-SGLANG_VERSION = "0.5.23"
+from posenc_cli.engines import sglang as sglang_engine
+from posenc_cli.engines import vllm as vllm_engine
+from posenc_cli.engines.installed import vllm as installed_vllm
+
+VLLM_VERSION = vllm_engine.VERSION  # one place: the engine module (a bump there reruns every proof here)
+SGLANG_VERSION = sglang_engine.VERSION
 
 #: What ``vllm.model_executor.layers.rotary_embedding`` and ``vllm.config.ModelConfig`` need on top of this
-#: project's venv (found by importing until nothing was missing), versions as vLLM 0.33.0 pins them:
+#: project's venv (found by importing until nothing was missing), versions as vLLM 0.33.0 and 0.34.0 pin them:
 #: ``pip install`` these ...
 VLLM_EXTRA_DEPS = (
     "psutil", "pyzmq", "pydantic>=2.12", "cbor2", "aiohttp>=3.14.4", "openai>=2.25.0", "pybase64", "cachetools",
@@ -71,60 +72,23 @@ VLLM_EXTRA_DEPS = (
 VLLM_EXTRA_DEPS_NO_DEPS = ("xgrammar==0.2.8", "apache-tvm-ffi==0.1.11", "llguidance>=1.7.0,<1.8.0",
                            "oss-harmony==0.0.11", "compressed-tensors")
 
-DEEPSEEK_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM")
-GPT_OSS_ARCHS = ("GptOssForCausalLM",)
+# vLLM's config path and rotary classes on CPU are posenc's own module (posenc check --installed runs them too): the
+# harness runs the same code
+DEEPSEEK_ARCHS, GPT_OSS_ARCHS = installed_vllm.DEEPSEEK_ARCHS, installed_vllm.GPT_OSS_ARCHS
+_quiet, _vllm = installed_vllm.quiet, installed_vllm.load
+_model_rope_call, _build_vllm_rope = installed_vllm.model_rope_call, installed_vllm.build_rope
+_split, _effective_inv_freq = installed_vllm.split, installed_vllm.effective_inv_freq
+_describe = installed_vllm.describe_rope
+_error_message, vllm_model_config = installed_vllm.error_message, installed_vllm.model_config
 
 
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """vLLM and torch emit DeprecationWarnings on import and use; pytest here turns warnings into errors."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
+def _model_geometry(hf_text_config: Any, arch: str) -> tuple[int, int, int]:
+    """(head_dim, rotary_dim, max_position) as the vLLM model class derives them from the HF config."""
+    return installed_vllm.model_geometry(hf_text_config, arch, hf_text_config.rope_parameters or {})
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # vLLM
-
-
-@functools.lru_cache(maxsize=1)
-def _vllm() -> types.SimpleNamespace:
-    """Import the pieces of vLLM the harness calls (once; about 5-7 s on this machine)."""
-    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-    with _quiet():
-        import vllm
-        from vllm.config import ModelConfig, VllmConfig, set_current_vllm_config
-        from vllm.model_executor.layers import rotary_embedding
-        from vllm.model_executor.layers.rotary_embedding.common import yarn_get_mscale
-        from vllm.platforms import current_platform
-
-    if not current_platform.is_cpu():
-        raise RuntimeError(f"vLLM selected {type(current_platform).__name__}, not CpuPlatform "
-                           f"(VLLM_TARGET_DEVICE={os.environ.get('VLLM_TARGET_DEVICE')!r})")
-    _as_a_cpu_without_triton(type(current_platform))
-    return types.SimpleNamespace(version=vllm.__version__, rotary_embedding=rotary_embedding,
-                                 ModelConfig=ModelConfig, VllmConfig=VllmConfig,
-                                 set_current_vllm_config=set_current_vllm_config, yarn_get_mscale=yarn_get_mscale,
-                                 platform=current_platform)
-
-
-def _as_a_cpu_without_triton(platform: type) -> None:
-    """Let a VllmConfig finish on an x86 host without triton-cpu.
-
-    From vLLM 0.34 ``CpuPlatform.check_and_update_config`` refuses x86 CPUs when Triton is missing (triton-cpu is not
-    on PyPI), while other CPUs run its standalone CPU model runner. Nothing posenc compares (the rope parameters, the
-    admitted length, the rotary classes) depends on the CPU's architecture, so the harness answers as such a CPU does.
-    Releases without the refusal are left untouched.
-    """
-    import inspect
-
-    from vllm.platforms.cpu import CpuArchEnum
-    from vllm.triton_utils import HAS_TRITON
-
-    if HAS_TRITON or "requires Triton" not in inspect.getsource(platform.check_and_update_config):
-        return
-    if platform.get_cpu_architecture() == CpuArchEnum.X86:
-        platform.get_cpu_architecture = classmethod(lambda cls: CpuArchEnum.ARM)  # type: ignore[method-assign]
 
 
 def vllm_available() -> bool:
@@ -140,83 +104,6 @@ def vllm_available() -> bool:
 
 def vllm_version() -> str | None:
     return _vllm().version if vllm_available() else None
-
-
-def _model_rope_call(rope_parameters: dict[str, Any], *, head_dim: int, rotary_dim: int, max_position: int,
-                     is_neox_style: bool, dtype: torch.dtype, model_arch: str | None) -> dict[str, Any]:
-    """The ``get_rope`` arguments the model class of ``model_arch`` passes (vLLM 0.33.0)."""
-    params = copy.deepcopy(rope_parameters)
-    if rotary_dim != head_dim and "rope_dim" not in params and "partial_rotary_factor" not in params:
-        params["partial_rotary_factor"] = rotary_dim / head_dim
-    extra: dict[str, Any] = {"softmax_scale_multiplier": 1.0}
-    if model_arch in GPT_OSS_ARCHS:
-        # vllm/model_executor/models/gpt_oss.py:111-126: a fresh yarn dict and a float32 cache
-        params = {
-            "rope_theta": params["rope_theta"],
-            "rope_type": "yarn",
-            "factor": params["factor"],
-            "original_max_position_embeddings": params["original_max_position_embeddings"],
-            "beta_fast": params["beta_fast"],
-            "beta_slow": params["beta_slow"],
-            "truncate": params.get("truncate", True),
-        }
-        dtype = torch.float32
-    elif model_arch in DEEPSEEK_ARCHS:
-        # vllm/model_executor/models/deepseek_v2.py:1115-1136 (MLA attention; 542-563 is the same for MHA)
-        if params["rope_type"] != "default":
-            params["rope_type"] = ("deepseek_llama_scaling" if params.get("attention_factor") == 1.0
-                                   else "deepseek_yarn")
-        is_neox_style = False
-        if params["rope_type"] == "deepseek_yarn":
-            mscale = _vllm().yarn_get_mscale(params["factor"], float(params.get("mscale_all_dim", False)))
-            extra["softmax_scale_multiplier"] = mscale * mscale
-    return {"head_size": head_dim, "max_position": max_position, "is_neox_style": is_neox_style,
-            "rope_parameters": params, "dtype": dtype, "extra": extra}
-
-
-def _build_vllm_rope(call: dict[str, Any], vllm_config: Any) -> torch.nn.Module:
-    v = _vllm()
-    # get_rope caches modules per argument tuple; Phi3's LongRoPE also reads max_model_len from the current config,
-    # which the key does not include, so start from an empty cache.
-    v.rotary_embedding._ROPE_DICT.clear()
-    with _quiet(), v.set_current_vllm_config(vllm_config):
-        return v.rotary_embedding.get_rope(call["head_size"], max_position=call["max_position"],
-                                           is_neox_style=call["is_neox_style"],
-                                           rope_parameters=call["rope_parameters"], dtype=call["dtype"])
-
-
-def _split(cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    cos, sin = cache.chunk(2, dim=-1)
-    return cos, sin
-
-
-def _effective_inv_freq(cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """The angle per position step, read back from the cache row of position 1 (any magnitude factor cancels)."""
-    return torch.atan2(sin[1].double(), cos[1].double())
-
-
-def _describe(rope: torch.nn.Module, call: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-    extra: dict[str, Any] = dict(call["extra"])
-    extra.update(module=rope, cls=type(rope).__name__, rope_parameters=call["rope_parameters"],
-                 head_size=call["head_size"], rotary_dim=rope.rotary_dim, is_neox_style=call["is_neox_style"],
-                 max_position=call["max_position"])
-    if hasattr(rope, "long_short_cos_sin_cache"):  # Phi3LongRoPEScaledRotaryEmbedding: short rows, then long rows
-        original = rope.original_max_position_embeddings
-        cache = rope.long_short_cos_sin_cache
-        short_cos, short_sin = _split(cache[:original])
-        long_cos, long_sin = _split(cache[original:])
-        use_long = bool(rope.use_long_rope)
-        cos, sin = (long_cos, long_sin) if use_long else (short_cos, short_sin)
-        extra.update(use_long_rope=use_long, short_cos=short_cos, short_sin=short_sin, long_cos=long_cos,
-                     long_sin=long_sin, short_mscale=rope.short_mscale, long_mscale=rope.long_mscale,
-                     mscale=rope.long_mscale if use_long else rope.short_mscale, forward="forward")
-    else:
-        cos, sin = _split(rope.cos_sin_cache)
-        extra.update(mscale=float(getattr(rope, "mscale", 1.0)),
-                     forward=getattr(getattr(rope, "_forward_method", None), "__name__", None))
-    extra["cache_len"] = cos.shape[0]
-    extra["inv_freq"] = _effective_inv_freq(cos, sin)
-    return cos, sin, extra
 
 
 def vllm_rope(rope_parameters: dict[str, Any], *, head_dim: int, rotary_dim: int, max_position: int,
@@ -272,44 +159,6 @@ def vllm_apply_rope(rope: torch.nn.Module | dict[str, Any], positions: torch.Ten
     return q_out.reshape(tokens, heads, dim), k_out.reshape(tokens, kv_heads, dim)
 
 
-@contextlib.contextmanager
-def _env(name: str, value: str | None) -> Iterator[None]:
-    old = os.environ.get(name)
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = old
-
-
-def _error_message(exc: BaseException) -> str:
-    errors = getattr(exc, "errors", None)
-    if callable(errors):  # pydantic ValidationError wrapping the ValueError raised in __post_init__
-        with contextlib.suppress(Exception):
-            msg = str(errors()[0]["msg"])
-            return msg.removeprefix("Value error, ")
-    return f"{type(exc).__name__}: {exc}"
-
-
-def vllm_model_config(hf_config_dict: dict[str, Any], hf_overrides: dict[str, Any] | None = None,
-                      max_model_len: int | str | None = None, *, allow_long_max_model_len: bool = False) -> Any:
-    """A real ``vllm.config.ModelConfig`` for a config.json written to a temporary directory (no weights, no
-    tokenizer, no network): ``__post_init__`` runs ``get_config`` (hf_overrides merge, ``patch_rope_parameters``),
-    the architecture inspection and ``get_and_verify_max_len``. Raises what vLLM raises."""
-    v = _vllm()
-    with tempfile.TemporaryDirectory(prefix="vllm-harness-") as tmp:
-        (Path(tmp) / "config.json").write_text(json.dumps(hf_config_dict))
-        with _quiet(), _env("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1" if allow_long_max_model_len else None):
-            return v.ModelConfig(model=tmp, hf_overrides=copy.deepcopy(hf_overrides or {}),
-                                 max_model_len=max_model_len, skip_tokenizer_init=True, dtype="float32")
-
-
 def vllm_config_after_overrides(hf_config_dict: dict[str, Any], hf_overrides: dict[str, Any] | None,
                                 max_model_len: int | str | None) -> tuple[dict[str, Any], int | str]:
     """What vLLM makes of a config.json plus ``--hf-overrides`` and ``--max-model-len``: the rope dict its models
@@ -327,18 +176,6 @@ def vllm_config_after_overrides(hf_config_dict: dict[str, Any], hf_overrides: di
             return {}, message
         return copy.deepcopy(config.hf_text_config.rope_parameters), message
     return copy.deepcopy(config.hf_text_config.rope_parameters), int(config.max_model_len)
-
-
-def _model_geometry(hf_text_config: Any, arch: str) -> tuple[int, int, int]:
-    """(head_dim, rotary_dim, max_position) as the vLLM model class derives them from the HF config."""
-    if arch in DEEPSEEK_ARCHS:
-        head = int(hf_text_config.qk_rope_head_dim)  # deepseek_v2.py: get_rope(qk_rope_head_dim, ...)
-        return head, head, int(getattr(hf_text_config, "max_position_embeddings", 8192))
-    head = getattr(hf_text_config, "head_dim", None) or hf_text_config.hidden_size // hf_text_config.num_attention_heads
-    params = hf_text_config.rope_parameters or {}
-    rotary = int(params.get("rope_dim") or int(head * params.get("partial_rotary_factor", 1.0)))
-    default_max = 32768 if arch.startswith("Qwen2") else 8192  # qwen2.py:274 / llama.py:266 getattr defaults
-    return int(head), rotary, int(getattr(hf_text_config, "max_position_embeddings", default_max))
 
 
 def vllm_rope_from_hf_config(hf_config_dict: dict[str, Any], hf_overrides: dict[str, Any] | None = None,

@@ -502,7 +502,7 @@ def coverage_table() -> str:
              "| count |", "| --- | ---: |"]
     lines += [f"| {row} | {len(types)} |" for row, types in sorted(rows.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
     lines += ["| **remote code** (no class in transformers) | |",
-              f"| numbers from vLLM 0.33 / SGLang 0.5.23 model code ({', '.join(served)}) | {len(served)} |",
+              f"| numbers from vLLM 0.34 / SGLang 0.5.23 model code ({', '.join(served)}) | {len(served)} |",
               f"| named, no numbers: no engine has a model class ({', '.join(unserved)}) | {len(unserved)} |"]
     return "\n".join(lines)
 

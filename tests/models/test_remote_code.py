@@ -1,4 +1,4 @@
-"""Remote-code families and engine-only position mechanisms (posenc_cli/models/remote_code.py), against vLLM 0.33.0's
+"""Remote-code families and engine-only position mechanisms (posenc_cli/models/remote_code.py), against vLLM 0.34.0's
 own
 rotary classes run on CPU (tests/harness/vllm_harness.py; skipped without vLLM).
 
@@ -121,7 +121,7 @@ def test_chatglm2_reads_as_vllm_chatglm_py() -> None:
     model = describe(CHATGLM2)
     r = model.engine
     assert r is not None and r.family == "chatglm" and r.remote_code and r.served
-    assert r.source.endswith("models/chatglm.py") and r.engine == "vLLM 0.33.0"
+    assert r.source.endswith("models/chatglm.py") and r.engine == "vLLM 0.34.0"
     assert not r.is_neox_style  # original_rope true: interleaved pairs
     layer = model.layers[0]
     assert layer.params == {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}
@@ -135,7 +135,7 @@ def test_inspect_says_remote_code_and_whose_numbers() -> None:
     result = run("inspect", str(CORPUS / "chatglm2-6b.json"))
     assert result.exit_code == 0, result.output
     assert "transformers: needs trust_remote_code for chatglm" in result.output
-    assert "numbers from: vLLM 0.33.0's vllm/model_executor/models/chatglm.py" in result.output
+    assert "numbers from: vLLM 0.34.0's vllm/model_executor/models/chatglm.py" in result.output
     assert "interleaved pairs (is_neox_style=False" in result.output
 
 
@@ -223,11 +223,11 @@ def test_a_bad_dual_chunk_config_is_a_user_error() -> None:
         describe(bad)
 
 
-# --- against vLLM 0.33.0's own code ----------------------------------------------------------------------------------
+# --- against vLLM 0.34.0's own code ----------------------------------------------------------------------------------
 
 vllm_harness = pytest.importorskip("vllm_harness")
 torch = pytest.importorskip("torch")
-needs_vllm = pytest.mark.skipif(not vllm_harness.vllm_available(), reason="vLLM 0.33.0 is not installed")
+needs_vllm = pytest.mark.skipif(not vllm_harness.vllm_available(), reason="vLLM 0.34.0 is not installed")
 
 
 def _cos_sin_close(cos: Any, sin: Any, positions: np.ndarray, inv: np.ndarray, magnitude: float,
@@ -246,7 +246,7 @@ def test_family_matches_vllm(name: str) -> None:
     cfg = VLLM_FAMILIES[name]
     model = describe(cfg)
     r = model.engine
-    assert r is not None and r.engine == "vLLM 0.33.0"
+    assert r is not None and r.engine == "vLLM 0.34.0"
     max_model_len = r.max_position
     cos, sin, extra = vllm_harness.vllm_family_rope(cfg, max_model_len=max_model_len)
     call = extra["call"]
@@ -294,7 +294,7 @@ def test_chatglm_rotation_layout_matches_vllms_forward(name: str) -> None:
 @needs_vllm
 @pytest.mark.parametrize("name", list(SGLANG_FAMILIES))
 def test_sglang_families_match_vllms_rotary_class(name: str) -> None:
-    """Qwen v1 and Baichuan 2 7B: vLLM 0.33.0 has no model class any more; SGLang 0.5.23's (qwen.py:124-130,
+    """Qwen v1 and Baichuan 2 7B: vLLM 0.34.0 has no model class any more; SGLang 0.5.23's (qwen.py:124-130,
     baichuan.py:197-203) calls its get_rope with the whole head, rope_theta (default 10000) and
     max_position_embeddings. SGLang's plain RotaryEmbedding is a fork of vLLM's, so vLLM's class is run with those
     arguments."""
@@ -419,3 +419,12 @@ def test_deepseek_v2_text_with_mla_off_is_plain_multi_head_attention() -> None:
                                                "rope_scaling": {"type": "yarn", "factor": 4.0, "mscale_all_dim": 1.0,
                                                                 "original_max_position_embeddings": 4096}}})
     assert mla.head_dim == 64 and mla.softmax_scale > 1.0
+
+
+def test_the_readings_name_the_engine_versions_the_engine_modules_pin() -> None:
+    """remote_code (a lower stage than the engines) names the versions its readings are proven against: the same
+    as posenc_cli/engines/vllm.py and sglang.py."""
+    from posenc_cli.engines import sglang, vllm
+    from posenc_cli.models import remote_code
+
+    assert (remote_code.VLLM, remote_code.SGLANG) == (f"vLLM {vllm.VERSION}", f"SGLang {sglang.VERSION}")

@@ -1,0 +1,158 @@
+"""``posenc check --installed``: the engines' and transformers' installed packages run by their own code
+(posenc_cli/engines/installed/), equal to posenc's models on the corpus, and the rows marked as run or modelled.
+
+Tolerances: the same as ``check``'s (inverse frequencies within SAME_RTOL = 1e-6 relative, float32 computed in a
+different operation order; attention factor and softmax scale rel 1e-9): an installed run equal to the model gets
+the verdict "same" against it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clihelpers import ok, run
+
+from posenc_cli.engines import check as check_module
+from posenc_cli.engines import hf, registry
+from posenc_cli.engines import vllm as vllm_model
+from posenc_cli.engines.installed import hf as installed_hf
+from posenc_cli.engines.runs import EngineRun, compare
+from posenc_cli.models.model_positions import describe
+
+pytestmark = pytest.mark.numeric
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = sorted((ROOT / "tests" / "corpus").glob("*.json")) + [ROOT / "tests" / "fixtures" / "phi-3-mini-128k.json"]
+HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+
+
+def rope_configs() -> list[tuple[str, dict[str, Any]]]:
+    """The corpus configs with RoPE that transformers itself builds (no remote code)."""
+    out = []
+    for path in CORPUS:
+        cfg = json.loads(path.read_text())
+        try:
+            model = describe(cfg)
+        except Exception:  # noqa: BLE001 - configs posenc refuses (vision encoders) have nothing to run
+            continue
+        if model.family == "rope" and model.layers and not (model.engine is not None and model.engine.remote_code):
+            out.append((path.name, cfg))
+    return out
+
+
+def same(modelled: EngineRun, installed: EngineRun) -> None:
+    verdict = compare(modelled, installed)
+    assert verdict.verdict == "same", [g.as_dict() for g in verdict.groups]
+
+
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")
+def test_installed_transformers_is_posencs_reference_on_the_corpus() -> None:
+    ran, not_run = 0, []
+    for name, cfg in rope_configs():
+        model = describe(cfg)
+        window = model.max_position_embeddings or 4096
+        for length in (window, 4096, 2 * window):  # past the window too: dynamic NTK and LongRoPE switch
+            try:
+                installed = installed_hf.run(model, cfg, length)
+            except installed_hf.NotRun as exc:  # a model type this transformers does not have, or M-RoPE's layout
+                not_run.append(f"{name}: {exc}")
+                break
+            same(hf.run(model, cfg, length), installed)
+            ran += 1
+    assert ran >= 150, (ran, not_run)
+    assert installed_hf.version() is not None
+
+
+def vllm_importable() -> bool:
+    from posenc_cli.engines.installed import vllm as installed_vllm
+
+    return installed_vllm.version() is not None
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None or not vllm_importable(),
+                    reason="vLLM is not installed (or does not import on this CPU)")
+def test_installed_vllm_is_posencs_model_on_the_corpus() -> None:
+    """The configs test_vllm proves the model on (its CASES at their serving lengths, and the corpus configs of its
+    length check at their windows): the installed run (vLLM's ModelConfig and get_rope) equals the model, the
+    longest admitted length and the variable needed included. (Not the whole corpus in-process: vLLM's config
+    registry re-registers transformers' classes, e.g. Kimi K2's on DeepseekV3Config, which later tests read.)"""
+    import test_vllm
+
+    from posenc_cli.engines.installed import vllm as installed_vllm
+
+    cases = [(name, cfg, length) for name, cfg, length in test_vllm.CASES]
+    cases += [(name, cfg, describe(cfg).max_position_embeddings or 4096) for name, cfg in test_vllm.ADMITS.items()]
+    for name, cfg, length in cases:
+        model = describe(cfg)
+        installed = installed_vllm.run(model, cfg, length)
+        modelled = vllm_model.run(model, cfg, length)
+        same(modelled, installed)
+        assert (installed.accepts, installed.needs, installed.invocation) == (
+            modelled.accepts, modelled.needs, modelled.invocation), name
+        assert installed.version == installed_vllm.version()
+
+
+def test_check_installed_marks_every_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    qwen = str(ROOT / "tests" / "corpus" / "qwen2.5-7b-instruct.json")
+    result = ok(run("check", qwen, "--installed", "--json"))
+    report = json.loads(result.stdout)
+    assert report["installed"] is True
+    sources = {e["engine"]: e["source"] for e in report["engines"]}
+    assert sources["llama.cpp"].startswith("modelled (proven against llama-cpp-python 0.3.36): llama.cpp runs a GGUF")
+    assert sources["sglang"].startswith("modelled (proven against sglang")
+    if HAS_TRANSFORMERS:
+        assert report["transformers"]["source"] == f"run (installed transformers {installed_hf.version()})"
+    text = ok(run("check", qwen, "--installed")).stdout
+    assert "  engine     source    verdict" in text and "llama.cpp  modelled" in text
+    # without --installed every row is modelled and the table has no source column
+    plain = json.loads(ok(run("check", qwen, "--json")).stdout)
+    assert plain["installed"] is False and all(e["source"].startswith("modelled (proven against ")
+                                               for e in plain["engines"])
+    assert "source" not in ok(run("check", qwen)).stdout.splitlines()[3]
+
+
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")
+def test_a_version_other_than_the_proven_one_is_said_on_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
+    qwen = str(ROOT / "tests" / "corpus" / "qwen2.5-7b-instruct.json")
+    monkeypatch.setattr(installed_hf, "version", lambda: "5.99.0")
+    result = ok(run("check", qwen, "--installed", "--engines", "hf,llama.cpp"))
+    assert (f"note: hf: the installed transformers is 5.99.0; posenc's model is proven against {hf.VERSION}: this "
+            "row is the installed one's") in result.stderr
+    monkeypatch.setattr(installed_hf, "version", lambda: hf.VERSION + ".0")
+    assert "note:" not in ok(run("check", qwen, "--installed", "--engines", "hf,llama.cpp")).stderr
+
+
+def test_an_installed_run_that_fails_falls_back_to_the_model_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Broken:
+        @staticmethod
+        def version() -> str:
+            return "9.9.9"
+
+        @staticmethod
+        def run(*args: Any) -> EngineRun:
+            raise RuntimeError("no such model class")
+
+    real = check_module.installed_module
+    monkeypatch.setattr(check_module, "installed_module", lambda name: Broken if name == "vllm" else real(name))
+    qwen = str(ROOT / "tests" / "corpus" / "qwen2.5-7b-instruct.json")
+    report = json.loads(ok(run("check", qwen, "--installed", "--json", "--engines", "vllm")).stdout)
+    (row,) = report["engines"]
+    assert row["verdict"] == "same"
+    assert row["source"] == (f"modelled (proven against vllm {vllm_model.VERSION}): the installed vllm 9.9.9 could "
+                             "not run it (no such model class)")
+
+
+def test_engines_without_an_installed_module_stay_modelled() -> None:
+    """The contract: engines/installed/<module basename>.py; none for llama.cpp (a GGUF's logits, not
+    frequencies) or SGLang (triton)."""
+    assert check_module.installed_module("llama.cpp") is None
+    assert check_module.installed_module("sglang") is None
+    assert check_module.installed_module("vllm") is not None and check_module.installed_module("hf") is not None
+    for entry in registry.ENTRIES:
+        module = check_module.installed_module(entry.name)
+        if module is not None:
+            assert callable(module.version) and callable(module.run)
