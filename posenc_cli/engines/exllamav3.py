@@ -158,9 +158,13 @@ def refusal(cfg: dict[str, Any]) -> str | None:
     return None
 
 
-def head_dim_of(cfg: dict[str, Any]) -> int:
-    """The architectures' ``head_dim``: the config's, else ``hidden_size // num_attention_heads``."""
-    return int(cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"])
+def head_dim_of(cfg: dict[str, Any]) -> int | None:
+    """The architectures' ``head_dim``: the config's, else ``hidden_size // num_attention_heads`` (None: the config
+    has neither, and ExLlamaV3's config class stops on the missing key)."""
+    if isinstance(cfg.get("head_dim"), int) and cfg["head_dim"]:
+        return int(cfg["head_dim"])
+    hidden, heads = cfg.get("hidden_size"), cfg.get("num_attention_heads")
+    return hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads else None
 
 
 def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
@@ -169,10 +173,13 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
 
     argv = invocation("MODEL", max_model_len)
     why = refusal(cfg)
-    if why is not None:
+    head_dim = head_dim_of(cfg)
+    if why is None and head_dim is None:
+        why = f"{WILL_NOT_START}: ExLlamaV3 reads head_dim, or hidden_size and num_attention_heads, which are missing"
+    if why is not None or head_dim is None:
         return EngineRun(NAME, VERSION, max_model_len, [], argv, refusal=why)
     try:
-        inv, attention = frequencies(settings(cfg, head_dim_of(cfg)))
+        inv, attention = frequencies(settings(cfg, head_dim))
     except ValueError as exc:
         return EngineRun(NAME, VERSION, max_model_len, [], argv, refusal=f"{WILL_NOT_START}: ExLlamaV3 raises {exc}")
     groups = [GroupRun(g.name, inv, attention, model.softmax_scale) for g in rope_groups(model)]

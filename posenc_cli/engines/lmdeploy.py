@@ -224,37 +224,72 @@ def refusal(cfg: dict[str, Any], supported: tuple[str, ...] = SUPPORTED_ARCHS) -
     return None
 
 
+def _nesting(cfg: dict[str, Any]) -> str | None:
+    """Where ``--hf-overrides`` must put the text model's keys: lmdeploy merges them into the config TurboMind's
+    model class gets, the whole config for a multimodal aggregate (it has a ``vision_config``), else the text config
+    (``source_model_config`` unwraps a text-only wrapper). transformers builds a ``text_config`` for a flat
+    multimodal file too (Qwen2-VL keeps its text keys at the top), and that is what the model class reads."""
+    if "vision_config" not in cfg:
+        return None
+    return "llm_config" if isinstance(cfg.get("llm_config"), dict) else "text_config"
+
+
+def served(p: dict[str, Any], window: int, cfg: dict[str, Any]) -> tuple[dict[str, Any], int, dict[str, Any] | None]:
+    """The rope dict and ``max_position_embeddings`` TurboMind reads for the rope dict ``p`` of a model whose window is
+    ``window``, and the ``--hf-overrides`` posenc adds to get them (None: none needed). YaRN with an original length
+    is overridden (:func:`overrides`) unless it is the identity (factor 1 over its own window)."""
+    if p.get("rope_type") != "yarn" or "original_max_position_embeddings" not in p or "factor" not in p:
+        return p, window, None
+    original = int(p["original_max_position_embeddings"])
+    if window == original and float(p["factor"]) == 1.0:
+        return p, window, None
+    where = _nesting(cfg)
+    over = overrides(p, trained_len=original, window=window, nested=where is not None)
+    if where is not None and where != "text_config":
+        over = {where: over.pop("text_config")}
+    body = over[where] if where is not None else over
+    return body["rope_parameters"], int(body["max_position_embeddings"]), over
+
+
 def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
     """What TurboMind computes serving ``max_model_len`` (``--session-len``) for a prompt of ``seq_len`` tokens
-    (default: that long): each rope group's dict parsed as TurboMind parses it (:func:`parse`), then its kernel
-    (:func:`frequencies`)."""
+    (default: that long): each rope group's dict, with posenc's ``--hf-overrides`` where YaRN needs them
+    (:func:`served`), parsed as TurboMind parses it (:func:`parse`), then its kernel (:func:`frequencies`)."""
     from posenc_cli.models.record import rope_groups  # numpy: only when a model is run
 
-    argv = ["lmdeploy", "serve", "api_server", "MODEL", "--backend", "turbomind", "--session-len", str(max_model_len)]
     why = refusal(cfg)
-    if why is not None:
-        return EngineRun(NAME, VERSION, max_model_len, [], argv, refusal=why)
+    groups_of = rope_groups(model) if why is None else []
+    dicts = {json_key(g.spec.params) for g in groups_of}
+    over = None
+    if why is None and len(dicts) > 1:
+        why = f"{NOT_MODELLED}: TurboMind has one rope per model, this config one per layer type"
     groups, warnings = [], []
-    for g in rope_groups(model):
-        p = dict(g.spec.params)
+    for g in groups_of if why is None else []:
+        p, window, over = served(dict(g.spec.params), model.max_position_embeddings or 0, cfg)
         try:
-            rope = parse(p, float(p.get("rope_theta", 10000.0)), g.spec.head_dim, model.max_position_embeddings or 0)
+            rope = parse(p, float(p.get("rope_theta", 10000.0)), g.spec.head_dim, window)
         except ValueError as exc:
-            return EngineRun(NAME, VERSION, max_model_len, [], argv,
-                             refusal=f"{WILL_NOT_START}: TurboMind's parser raises {exc}")
+            why = f"{WILL_NOT_START}: TurboMind's parser raises {exc}"
+            break
         inv, attention = frequencies(rope, seq_len or max_model_len)
         groups.append(GroupRun(g.name, inv, attention, model.softmax_scale))
-        warnings += _warnings(p, rope)
+        warnings += _warnings(dict(g.spec.params), rope, over is not None)
+    argv = invocation("MODEL", over, max_model_len)
+    if why is not None:
+        return EngineRun(NAME, VERSION, max_model_len, [], argv, refusal=why)
     return EngineRun(NAME, VERSION, max_model_len, groups, argv, accepts=max_model_len,
                      warnings=list(dict.fromkeys(warnings)))
 
 
-def _warnings(p: dict[str, Any], rope: TurboMindRope) -> list[str]:
+def json_key(p: Any) -> str:
+    return dumps_json(p, indent=None)
+
+
+def _warnings(p: dict[str, Any], rope: TurboMindRope, overridden: bool) -> list[str]:
     out = []
-    if rope.type == "yarn" and "original_max_position_embeddings" in p:
-        out.append(f"TurboMind's YaRN factor is max_position_embeddings / original = {rope.factor:g} (the config says "
-                   f"{p.get('factor')}); its correction range uses max_position_embeddings "
-                   f"{rope.max_position_embeddings}")
+    if overridden:
+        out.append("TurboMind takes YaRN's factor as max_position_embeddings / original and its correction range from "
+                   "max_position_embeddings: the --hf-overrides set both to what transformers uses")
     if rope.type == "yarn" and p.get("truncate") is False:
         out.append("TurboMind always rounds YaRN's correction range (truncate: false is not read)")
     if rope.type == "dynamic":
@@ -307,8 +342,10 @@ def render(r: Rendering) -> tuple[str, list[str]]:
         caveats.append("TurboMind always rounds YaRN's correction range (truncate: false is not read)")
     if kind == "dynamic":
         caveats.append("TurboMind's dynamic NTK base is fixed per request at its prompt length")
-    nested = r.config is not None and isinstance(r.config.get("text_config"), dict) and "vision_config" in r.config
-    over = overrides(rope, trained_len=req.original_max, window=max_position_embeddings(req), nested=nested)
+    where = _nesting(r.config) if r.config is not None else None
+    over = overrides(rope, trained_len=req.original_max, window=max_position_embeddings(req), nested=where is not None)
+    if where is not None and where != "text_config":
+        over = {where: over.pop("text_config")}
     return shlex.join(invocation(r.model, over, req.target)), caveats
 
 

@@ -96,10 +96,13 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
     installed = version() or "unknown"
     argv = model_of.invocation("MODEL", max_model_len)
     why = model_of.refusal(cfg)
-    if why is not None:
+    head_dim = model_of.head_dim_of(cfg)
+    if why is None and head_dim is None:
+        why = f"{WILL_NOT_START}: ExLlamaV3 reads head_dim, or hidden_size and num_attention_heads, which are missing"
+    if why is not None or head_dim is None:
         return EngineRun(model_of.NAME, installed, max_model_len, [], argv, refusal=why)
     try:
-        rope = _rope(cfg, model_of.head_dim_of(cfg))
+        rope = _rope(cfg, head_dim)
     except ValueError as exc:
         return EngineRun(model_of.NAME, installed, max_model_len, [], argv,
                          refusal=f"{WILL_NOT_START}: ExLlamaV3 raises {exc}")

@@ -127,16 +127,23 @@ def _parsed(cfg: dict[str, Any], overrides: dict[str, Any] | None = None) -> mod
 
 def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
     """What the installed TurboMind computes serving ``max_model_len`` for a prompt of ``seq_len`` tokens (default:
-    that long): its parser run, its kernel modelled. One rope for every layer group (TurboMind has one per model)."""
+    that long), with the ``--hf-overrides`` posenc's invocation carries (:func:`posenc_cli.engines.lmdeploy.served`):
+    its parser run on the config they give, its kernel modelled. One rope for every layer group (TurboMind has one
+    per model)."""
     from posenc_cli.models.record import rope_groups
 
     installed = version() or "unknown"
-    argv = model_of.invocation("MODEL", None, max_model_len)
     why = model_of.refusal(cfg, _supported_archs())
+    groups_of = rope_groups(model) if why is None else []
+    over = model_of.served(dict(groups_of[0].spec.params), model.max_position_embeddings or 0, cfg)[2] \
+        if groups_of else None
+    argv = model_of.invocation("MODEL", over, max_model_len)
+    if why is None and len({model_of.json_key(g.spec.params) for g in groups_of}) > 1:
+        why = f"{NOT_MODELLED}: TurboMind has one rope per model, this config one per layer type"
     if why is not None:
         return EngineRun(model_of.NAME, installed, max_model_len, [], argv, refusal=why)
     try:
-        rope = _parsed(cfg)
+        rope = _parsed(cfg, over)
     except RuntimeError as exc:
         return EngineRun(model_of.NAME, installed, max_model_len, [], argv,
                          refusal=f"{WILL_NOT_START}: TurboMind's parser raises {exc}")
@@ -145,5 +152,5 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
                          refusal=f"{NOT_MODELLED}: transformers cannot build this config without the model's remote "
                                  f"code ({str(exc).split('.')[0]})")
     inv, attention = model_of.frequencies(rope, seq_len or max_model_len)
-    groups = [GroupRun(g.name, inv, attention, model.softmax_scale) for g in rope_groups(model)]
+    groups = [GroupRun(g.name, inv, attention, model.softmax_scale) for g in groups_of]
     return EngineRun(model_of.NAME, installed, max_model_len, groups, argv, accepts=max_model_len)
