@@ -88,6 +88,8 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("sglang", "posenc_cli.engines.sglang", ("sglang",)),
     Entry("llama.cpp", "posenc_cli.engines.llamacpp", ("llama.cpp", "llama-cpp-python")),
     Entry("mlx-lm", "posenc_cli.engines.mlx_lm", ("mlx-lm",)),
+    Entry("lmdeploy", "posenc_cli.engines.lmdeploy", ("lmdeploy",)),
+    Entry("exllamav3", "posenc_cli.engines.exllamav3", ("exllamav3",)),
     Entry("megatron", "posenc_cli.trainers.megatron", ("megatron",), TRAINER),
     Entry("megatron-bridge", "posenc_cli.trainers.megatron_bridge", ("megatron-bridge",), TRAINER),
     Entry("torchtitan", "posenc_cli.trainers.torchtitan", ("torchtitan",), TRAINER),

@@ -42,7 +42,8 @@ def test_gpt_oss_truncate_false_differs_in_llama_cpp_only() -> None:
 
 
 def test_deepseek_v3_is_the_same_everywhere_with_its_softmax_scale() -> None:
-    code, r = check(str(CORPUS / "deepseek-v3.json"))
+    # the engines that run DeepSeek V3 (TurboMind and ExLlamaV3's modelled architectures do not: not modelled)
+    code, r = check(str(CORPUS / "deepseek-v3.json"), "--engines", "vllm,sglang,llama.cpp")
     assert code == 0 and r["passed"]
     for e in r["engines"]:
         assert e["verdict"] == "same"
@@ -56,7 +57,7 @@ def test_deepseek_v3_is_the_same_everywhere_with_its_softmax_scale() -> None:
 
 def test_qwen_yarn_config_is_the_same_everywhere() -> None:
     code, r = check(str(ROOT / "docs" / "examples" / "qwen2.5-7b-instruct-yarn.json"))
-    assert code == 0 and {e["verdict"] for e in r["engines"]} == {"same"} and len(r["engines"]) >= 3
+    assert code == 0 and len(r["engines"]) >= 3 and all(e["verdict"] == "same" for e in r["engines"])
     assert engine(r, "vllm")["invocation"][-2:] == ["--max-model-len", "131072"]
 
 
