@@ -21,6 +21,7 @@ import re
 import sys
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -46,7 +47,9 @@ class Script:
     redirect_models: str | None = None  # answer GET /v1/models with a 302 to this URL
     bad_utf8: bool = False  # completions answer with a body that is not UTF-8
     delay: float = 0.0  # seconds a completion waits before it answers (client timeouts)
+    jitter: bool = False  # wait delay x 0.25, 0.5, 1 or 2 instead, by a hash of the request (out-of-order answers)
     chat: bool = True  # serve /v1/chat/completions (else 404)
+    fail_text: str | None = None  # a completion whose prompt holds this text gets HTTP 500, every time
     slots: int = 1  # llama-server style: total_slots in /props
     in_flight: int = 0  # completions being answered right now, and the most seen at once
     most_in_flight: int = 0
@@ -154,12 +157,16 @@ class Handler(BaseHTTPRequestHandler):
             return
         if self._fault():
             return
+        if s.fail_text is not None and s.fail_text in json.dumps(body, ensure_ascii=False):
+            self._send(500, {"error": {"message": "scripted failure of this prompt"}})
+            return
         with self.server.lock:
             s.in_flight += 1
             s.most_in_flight = max(s.most_in_flight, s.in_flight)
         try:
             if s.delay:
-                time.sleep(s.delay)
+                scale = (0.25, 0.5, 1.0, 2.0)[zlib.crc32(json.dumps(body).encode()) % 4] if s.jitter else 1.0
+                time.sleep(s.delay * scale)
             if chat:
                 self._chat(body)
             else:
