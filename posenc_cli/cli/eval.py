@@ -192,8 +192,8 @@ def run_command(
     loss: LossOpt = None,
     loss_max_length: LossMaxOpt = None,
     concurrency: Annotated[int | None, typer.Option(
-        "--concurrency", help=f"Requests in flight at once; 1 to {MAX_CONCURRENCY}. Results are the same at any "
-        "value (greedy decoding, lines in the plan's order).",
+        "--concurrency", help=f"Requests in flight at once; 1 to {MAX_CONCURRENCY}. Lines are written in the plan's "
+        "order at any value.",
         show_default="llama-server's slots; 4 on vLLM and SGLang; else 1 (what probe shows)")] = None,
     api: ApiOpt = "completions",
     label: Annotated[str | None, typer.Option("--label", help="A name for this run in reports.",
