@@ -54,6 +54,9 @@ LossOpt = Annotated[bool | None, typer.Option(
 LossMaxOpt = Annotated[str | None, typer.Option(
     "--loss-max-length", help=f"Longest loss request; a longer one is sent at this length; {_EVAL_LENGTHS}.",
     show_default="none; 2k on llama-cpp-python")]
+ApiOpt = Annotated[str, typer.Option(
+    "--api", help="completions: the raw prompt on /v1/completions; chat: the prompt as one user message on "
+    "/v1/chat/completions, its length counting the chat template's tokens (measured by the probe).")]
 LossPngOpt = Annotated[Path | None, typer.Option("--loss-png", help="Write the per-position loss curve(s) here.",
                                                  show_default="none")]
 
@@ -89,6 +92,7 @@ def probe_command(
                                                  show_default="needle")] = None,
     loss: LossOpt = None,
     loss_max_length: LossMaxOpt = None,
+    api: ApiOpt = "completions",
     api_key_env: KeyEnvOpt = "OPENAI_API_KEY",
     timeout: TimeoutOpt = 600.0,
     retries: RetriesOpt = 1,
@@ -104,7 +108,7 @@ def probe_command(
     if length is not None and not MIN_EVAL_LENGTH <= length <= MAX_EVAL_LENGTH:
         raise PosencError(f"--expect-ctx {expect_ctx}: allowed {_EVAL_LENGTHS}")
     chosen = load_template(template)
-    caps = probe(client, model)
+    caps = probe(client, model, api)
     if length is not None:
         try:
             count = _counter(client, caps, tokenizer)
@@ -146,6 +150,10 @@ def _render_probe(caps: Capabilities, loss: str) -> None:
     if caps.sampling:
         table.add_row("sent with completions", ", ".join(f"{k}={v}" for k, v in caps.sampling.items()) +
                       " (plain greedy decoding, whatever the server's defaults)")
+    if caps.api == "chat":
+        table.add_row("chat template", f"{caps.chat_offset:+d} tokens around one user message (usage, chat vs "
+                      "completions)")
+    table.add_row("concurrency", f"{caps.concurrency} ({caps.concurrency_source})")
     if caps.expected_context is not None:
         e = caps.expected_context
         table.add_row(f"{e['tokens']} tokens of context", f"served ({e.get('prompt_tokens')} prompt tokens + 1)"
@@ -183,8 +191,11 @@ def run_command(
     tokenizer: TokenizerOpt = None,
     loss: LossOpt = None,
     loss_max_length: LossMaxOpt = None,
-    concurrency: Annotated[int, typer.Option(
-        "--concurrency", help=f"Requests in flight at once; 1 to {MAX_CONCURRENCY}.")] = 1,
+    concurrency: Annotated[int | None, typer.Option(
+        "--concurrency", help=f"Requests in flight at once; 1 to {MAX_CONCURRENCY}. Lines are written in the plan's "
+        "order at any value.",
+        show_default="llama-server's slots; 4 on vLLM and SGLang; else 1 (what probe shows)")] = None,
+    api: ApiOpt = "completions",
     label: Annotated[str | None, typer.Option("--label", help="A name for this run in reports.",
                                               show_default="the run folder")] = None,
     api_key_env: KeyEnvOpt = "OPENAI_API_KEY",
@@ -196,7 +207,7 @@ def run_command(
     from posenc_cli.evaluation.plan import plan_for
     from posenc_cli.evaluation.run import Runner
 
-    if not 1 <= concurrency <= MAX_CONCURRENCY:
+    if concurrency is not None and not 1 <= concurrency <= MAX_CONCURRENCY:
         raise PosencError(f"--concurrency {concurrency}: allowed 1 to {MAX_CONCURRENCY}")
     cap = check_flags(loss, loss_max_length)
     plan = plan_for(plan_file=str(plan_file) if plan_file is not None else None, config=config, lengths=lengths,
@@ -205,10 +216,10 @@ def run_command(
         sys.stderr.write(f"note: {line}\n")
 
     client = _client(url, api_key_env, timeout, retries)
-    caps = probe(client, model)
+    caps = probe(client, model, api)
     count = _counter(client, caps, tokenizer)
     loss_choice = choose(plan, caps, loss, cap)
-    runner = Runner(client, caps, plan, out, count, concurrency=concurrency, label=label,
+    runner = Runner(client, caps, plan, out, count, concurrency=concurrency or caps.concurrency, label=label,
                     counter=f"local:{tokenizer}" if tokenizer else f"server:{caps.tokenize}", loss=loss_choice)
     # held from reading the manifest to the report: a second run on the folder would send and append every cell
     # again; the kernel drops the lock when this process dies, so a killed run never blocks its rerun
@@ -220,6 +231,9 @@ def run_command(
             sys.stderr.write(f"note: per-position loss {loss_choice.describe()}\n")
         if done:
             sys.stderr.write(f"note: {out}: {done} cells already done, {len(todo)} to run\n")
+        if concurrency is None and caps.concurrency > 1 and todo:
+            sys.stderr.write(f"note: {caps.concurrency} requests in flight ({caps.concurrency_source}; "
+                             "--concurrency to change)\n")
         with _Bar(len(todo)) as bar:
             runner.run(todo, bar.update)
         _report(out, None, None, None, as_json)
@@ -272,6 +286,7 @@ def _report(run: Path, baseline: Path | None, png: Path | None, loss_png: Path |
     from posenc_cli.evaluation.report import FAIL, PASS, summarise
 
     summary = summarise(run, baseline)
+    summary["api"] = _api_of(run)
     _figures([summary], png, loss_png)
     if as_json:
         print_json(summary)
@@ -282,6 +297,18 @@ def _report(run: Path, baseline: Path | None, png: Path | None, loss_png: Path |
     code = {PASS: ExitCode.OK, FAIL: ExitCode.CHECK_FAILED}.get(summary["result"], ExitCode.COULD_NOT_RUN)
     if code != ExitCode.OK:
         raise typer.Exit(code)
+
+
+def _api_of(run: Path) -> dict[str, Any]:
+    """Which endpoint the run's retrieval prompts went to, and the chat template's tokens in their lengths."""
+    from posenc_cli.evaluation.run import read_manifest
+
+    manifest = read_manifest(run)
+    name = manifest.get("api", "completions")
+    out: dict[str, Any] = {"name": name, "endpoint": "/v1/chat/completions" if name == "chat" else "/v1/completions"}
+    if name == "chat":
+        out["template_tokens"] = manifest["server"].get("chat_offset")
+    return out
 
 
 def _figures(summaries: list[dict[str, Any]], png: Path | None, loss_png: Path | None) -> None:
@@ -355,6 +382,10 @@ def _render_summary(summary: dict[str, Any]) -> None:
             measured = f" (measured {test['measured']:g})" if "measured" in test else ""
         why = f": {test['why']}" if "why" in test else ""
         out.print(f"{test['result'].upper():8} {text}{measured}{why}")
+    api = summary.get("api")
+    if api is not None and api["name"] == "chat":  # a completions run (the default) says so in --json only
+        out.print(f"api: chat, {api['endpoint']} (each length includes the chat template's {api['template_tokens']} "
+                  "tokens)")
     why = f": {summary['why']}" if "why" in summary else ""
     out.print(f"result: {summary['result']}{why}  ({summary['requests']} requests, {summary['seconds']:.1f} s)")
 

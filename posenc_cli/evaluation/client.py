@@ -1,11 +1,15 @@
 """A small client for OpenAI-compatible servers (vLLM, SGLang, llama.cpp's llama-server, llama-cpp-python).
 
 Standard library only (``urllib``): the eval commands start without an HTTP package, and every request is one
-blocking call that a thread pool can run side by side. What the client relies on, and how each engine answers:
+blocking call that a thread pool can run side by side. One client serves every thread: each request opens its own
+connection (urllib keeps none alive) and the request count is locked. What the client relies on, and how each
+engine answers:
 
-* completions: ``POST /v1/completions`` with a raw ``prompt`` (never the chat endpoint: a chat template would add
-  tokens, and the prompt's exact length is the point), ``temperature`` 0, ``max_tokens``; ``usage.prompt_tokens``
-  is the server's own count of the prompt.
+* completions: ``POST /v1/completions`` with a raw ``prompt``, ``temperature`` 0, ``max_tokens``;
+  ``usage.prompt_tokens`` is the server's own count of the prompt.
+* chat (``eval run --api chat``): ``POST /v1/chat/completions`` with the prompt as the one user message, the same
+  ``temperature`` 0 and ``max_tokens``; the server applies its chat template, whose tokens ``usage.prompt_tokens``
+  counts (:func:`~posenc_cli.evaluation.probe.probe` measures them once). The reply is ``choices[0].message.content``.
 * tokenizing: vLLM and SGLang ``POST /tokenize {"model", "prompt"}``; llama-server ``POST /tokenize {"content"}``;
   llama-cpp-python ``POST /extras/tokenize {"input"}``. Whether the count includes a BOS token differs, so
   :func:`probe` calibrates it against ``usage.prompt_tokens`` of the same text.
@@ -179,6 +183,14 @@ class Client:
         data = self.call("POST", "/v1/completions", body)
         return Completion.parse(data, prompt if echo_logprobs else None)
 
+    def chat(self, model: str | None, prompt: str, *, max_tokens: int) -> Completion:
+        """``prompt`` as the one user message of a chat completion, decoded greedily."""
+        body: dict[str, Any] = {"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+                                "temperature": 0.0, "stream": False, **self.sampling}
+        if model:
+            body["model"] = model
+        return Completion.parse_chat(self.call("POST", "/v1/chat/completions", body))
+
     def sglang_prompt_logprobs(self, prompt: str) -> list[float | None]:
         data = self.call("POST", "/generate", {
             "text": prompt, "sampling_params": {"max_new_tokens": 1, "temperature": 0.0},
@@ -230,6 +242,19 @@ class Completion:
         return cls(text=text, prompt_tokens=_int(usage.get("prompt_tokens")),
                    completion_tokens=_int(usage.get("completion_tokens")), prompt_logprobs=logprobs,
                    echoed_tokens=joined)
+
+    @classmethod
+    def parse_chat(cls, data: Any) -> Completion:
+        """A chat completion: ``choices[0].message.content`` (``null`` when the model said nothing: empty text)."""
+        try:
+            content = data["choices"][0]["message"].get("content")
+        except (KeyError, IndexError, TypeError, AttributeError):
+            raise ServerError("the chat completion answer has no choices[0].message") from None
+        if content is not None and not isinstance(content, str):
+            raise ServerError("the chat completion answer's message content is not a string")
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        return cls(text=content or "", prompt_tokens=_int(usage.get("prompt_tokens")),
+                   completion_tokens=_int(usage.get("completion_tokens")), prompt_logprobs=None)
 
 
 def _int(value: Any) -> int | None:

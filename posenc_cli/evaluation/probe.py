@@ -9,6 +9,11 @@ Each capability is observed, never assumed from the engine's name:
 * prompt log-probabilities: ``echo`` + ``logprobs`` on completions, else SGLang's ``/generate``; a parameter the
   server refuses (HTTP 4xx) is "rejected", one it answers without honouring is "ignored";
 * whether ``max_tokens`` and greedy decoding (``temperature`` 0: two identical requests, one answer) are honoured;
+* how many requests to keep in flight (:func:`default_concurrency`): llama-server's slots (``total_slots`` in
+  ``/props``), a conservative :data:`BATCHING_DEFAULT` for vLLM and SGLang, which batch but report no limit, and 1
+  otherwise;
+* with ``api="chat"``: the tokens the chat template adds, ``usage.prompt_tokens`` of the probe text sent as one user
+  message of ``/v1/chat/completions`` minus that of the same text on ``/v1/completions`` (as the BOS is measured);
 * with ``expect_ctx``: whether a request using exactly that many tokens of context (a prompt one shorter, and one
   generated token) is served, which is how a scaled context is seen from outside (no engine reports its rope
   scaling over HTTP).
@@ -38,6 +43,15 @@ ECHO_NEEDS_BOS = {
 }
 
 
+#: Requests in flight by default on vLLM and SGLang. Both batch continuously (vLLM's ``max_num_seqs``, SGLang's
+#: ``max_running_requests``) but neither reports its limit in ``/v1/models``. Four is conservative on purpose: a long-
+#: context cell fills a large part of the KV cache (Qwen2.5-7B: 56 kB per token in float16, 7.5 GB at 128k), so more
+#: sequences in flight than the cache holds only wait in the server's queue, and that wait counts against
+#: ``--timeout``; four full-length prompts still fit beside a 7B model on one 80 GB GPU. ``--concurrency`` overrides.
+BATCHING_DEFAULT = 4
+APIS = ("completions", "chat")
+
+
 @dataclass
 class Capabilities:
     base_url: str
@@ -54,6 +68,10 @@ class Capabilities:
     requests: int = 0
     probe_tokens: int | None = None  # usage.prompt_tokens of PROBE_TEXT (calibrates a local tokenizer)
     sampling: dict[str, Any] = field(default_factory=dict)  # sent with every completion (serving.ENGINE_SAMPLING)
+    api: str = "completions"  # an APIS entry: the endpoint the run's retrieval prompts go to
+    chat_offset: int | None = None  # with api "chat": tokens the chat template adds to a prompt (usage, measured)
+    concurrency: int = 1  # requests a run keeps in flight unless --concurrency says otherwise
+    concurrency_source: str = "not reported"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,13 +92,17 @@ def _engine(model_entry: dict[str, Any] | None, props: dict[str, Any] | None) ->
     return "unknown"
 
 
-def probe(client: Client, model: str | None = None) -> Capabilities:
-    """Ask the server what it supports (about ten small requests).
+def probe(client: Client, model: str | None = None, api: str = "completions") -> Capabilities:
+    """Ask the server what it supports (about ten small requests; two more with ``api="chat"``).
 
     Requests for optional features (``/props``, tokenize styles, echo, ``/generate``) go without retries, and any
     failure, a 4xx or a 5xx alike, means "not offered": llama-server answers an unsupported ``echo`` with HTTP 500
-    in some versions and silently ignores it in others.
+    in some versions and silently ignores it in others. With ``api="chat"`` a server that refuses chat completions
+    (HTTP 404 where there is no such route, 400 from vLLM for a model without a chat template) is a PosencError
+    naming ``--api``.
     """
+    if api not in APIS:
+        raise PosencError(f"--api {api!r}: one of {', '.join(APIS)}")
     entry, model_id = _model_entry(client, model)
     optional = replace(client, retries=0)
     props = _props(optional)
@@ -93,8 +115,42 @@ def probe(client: Client, model: str | None = None) -> Capabilities:
     params = _sampling_params(client, model_id, reference)
     style, offset = _tokenize_style(optional, model_id, engine, reference)
     logprobs, detail = _prompt_logprobs(optional, model_id, engine, reference, params)
+    chat_offset = _chat_offset(client, model_id, reference, params) if api == "chat" else None
+    concurrency, why = default_concurrency(engine, props)
     return Capabilities(client.base_url, model_id, engine, served, source, style, offset, logprobs, detail, params,
-                        None, client.requests + optional.requests, reference.prompt_tokens, dict(client.sampling))
+                        None, client.requests + optional.requests, reference.prompt_tokens, dict(client.sampling),
+                        api, chat_offset, concurrency, why)
+
+
+def default_concurrency(engine: str, props: dict[str, Any] | None) -> tuple[int, str]:
+    """Requests a run keeps in flight by default, and why: llama-server's slots as its ``/props`` reports them
+    (``total_slots``, the ``-np`` it was started with), :data:`BATCHING_DEFAULT` for vLLM and SGLang, else 1
+    (llama-cpp-python's server holds a lock around its one model: a second request only waits)."""
+    slots = props.get("total_slots") if props is not None else None
+    if isinstance(slots, int) and not isinstance(slots, bool) and slots >= 1:
+        return min(slots, 256), f"/props total_slots ({slots} slots)"
+    if engine in ("vllm", "sglang"):
+        return BATCHING_DEFAULT, f"{engine} batches but reports no limit: a conservative {BATCHING_DEFAULT}"
+    if engine == "llama-cpp-python":
+        return 1, "llama-cpp-python serves one request at a time"
+    return 1, "not reported"
+
+
+def _chat_offset(client: Client, model_id: str | None, reference: Completion, params: dict[str, str]) -> int:
+    """Tokens the server's chat template adds around one user message: ``usage.prompt_tokens`` of the probe text
+    sent through ``/v1/chat/completions`` minus that of the same text as a raw completion prompt. Two identical
+    chat requests also show whether greedy decoding holds there (``params["chat temperature=0"]``)."""
+    try:
+        first = client.chat(model_id, PROBE_TEXT, max_tokens=4)
+    except Refused as exc:
+        raise PosencError(f"--api chat: the server does not serve chat completions ({exc}); use --api completions"
+                          ) from None
+    if first.prompt_tokens is None or reference.prompt_tokens is None:
+        raise PosencError("--api chat: the server reports no usage.prompt_tokens, so the chat template's tokens "
+                          "cannot be measured; use --api completions")
+    second = client.chat(model_id, PROBE_TEXT, max_tokens=4)
+    params["chat temperature=0"] = "honoured" if first.text == second.text else "ignored (two answers to one prompt)"
+    return first.prompt_tokens - reference.prompt_tokens
 
 
 def _model_entry(client: Client, model: str | None) -> tuple[dict[str, Any] | None, str | None]:

@@ -12,6 +12,17 @@ Each prompt is built to its exact token length with the counter (server tokenize
 tokenizer) and the line records both that count and the server's ``usage.prompt_tokens``: a cell whose lengths
 disagree is kept, flagged, and left out of the pass rates by the report.
 
+With ``api`` "chat" (``eval run --api chat``) the retrieval prompts go to ``/v1/chat/completions`` as one user
+message and their length counts the chat template's tokens: the counter's count plus the template's tokens the probe
+measured, so a cell of length ``L`` is ``L`` tokens of context as the server counts them with its template (checked
+per cell against ``usage.prompt_tokens``, as on completions). Loss requests stay raw completions.
+
+Several requests may be in flight (``concurrency``, one thread each, one shared :class:`Client`); lines are still
+written in the order of the plan's cells: a finished cell waits until every cell before it is written, so a run's
+file has the same order whatever the concurrency, and an interrupted run has written a prefix of its cells (the
+cells that had finished after the first missing one are sent again, never duplicated or lost). At most
+:data:`WINDOW` x ``concurrency`` cells are sent ahead of the first unwritten one.
+
 A :class:`Runner` does not lock its folder: ``posenc eval run`` holds :func:`posenc_cli.folderlock.hold` around
 ``prepare`` and ``run``, so two processes never send and append the same cells.
 """
@@ -39,6 +50,7 @@ from posenc_cli.files import atomic_write_text, dumps_config, loads_tagged
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
 FORMAT = 1
+WINDOW = 4  # cells sent ahead of the first unwritten one, per request in flight
 
 
 class PlanMismatch(PosencError):
@@ -100,11 +112,23 @@ class Runner:
         self.loss = loss if loss is not None else choose(plan, caps)
         self.count, self.concurrency, self.label, self.counter = count, concurrency, label, counter
         self._lock = threading.Lock()
+        offset = (caps.chat_offset or 0) if caps.api == "chat" else 0
+        # what the server counts for a retrieval prompt: its text, plus the chat template around it
+        self.ask_count: Callable[[str], int] = (lambda text: count(text) + offset) if offset else count
+
+    def _count_for(self, kind: str) -> Callable[[str], int]:
+        return self.count if kind == "loss" else self.ask_count
+
+    def _ask(self, text: str, max_tokens: int) -> Completion:
+        """One retrieval request, greedy, through the run's API."""
+        if self.caps.api == "chat":
+            return self.client.chat(self.caps.model, text, max_tokens=max_tokens)
+        return self.client.complete(self.caps.model, text, max_tokens=max_tokens)
 
     def prepare(self) -> tuple[list[Cell], int]:
         """Write or check the manifest; the cells still to run and how many are already done."""
         template = self.plan.template
-        fixed = self.count(template.prefix + template.needle.replace("{key}", "9" * template.key_digits) +
+        fixed = self.ask_count(template.prefix + template.needle.replace("{key}", "9" * template.key_digits) +
                            template.question)
         shortest = min(self.plan.lengths)
         if shortest - template.max_tokens < fixed:
@@ -113,7 +137,7 @@ class Runner:
                               f"{fixed + template.max_tokens})")
         manifest = {"format": FORMAT, "fingerprint": self.plan.fingerprint(), "plan": self.plan.as_dict(),
                     "model": self.caps.model, "server": self.caps.as_dict(), "counter": self.counter,
-                    "loss": self.loss.as_dict(), "label": self.label,
+                    "loss": self.loss.as_dict(), "label": self.label, "api": self.caps.api,
                     "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         try:
             if (self.folder / MANIFEST).exists():
@@ -145,6 +169,8 @@ class Runner:
         before, now = old.get("server", {}), new["server"]
         checks = [("model", old.get("model"), new["model"]), ("token counter", old.get("counter"), new["counter"]),
                   ("engine", before.get("engine"), now["engine"]),
+                  ("API", old.get("api", "completions"), new["api"]),
+                  ("chat template tokens", before.get("chat_offset"), now["chat_offset"]),
                   ("served context", before.get("served_context"), now["served_context"]),
                   ("prompt log-probabilities", before.get("prompt_logprobs"), now["prompt_logprobs"])]
         if "loss" in old:  # manifests before the loss choice have none to compare
@@ -169,13 +195,13 @@ class Runner:
         template = self.plan.template
         started = time.perf_counter()
         sent = self.client.thread_requests
-        prompt = cell_prompt(template, cell, self.count)
+        prompt = cell_prompt(template, cell, self._count_for(cell.kind))
         record: dict[str, Any] = {"cell": cell.key, "kind": cell.kind, "length": cell.length, "depth": cell.depth,
                                   "trial": cell.trial, "tokens": prompt.tokens, "reached_depth": round(prompt.depth, 4)}
         answer: Completion | None = None
         try:
             if cell.kind == "needle":
-                answer = self.client.complete(self.caps.model, prompt.text, max_tokens=template.max_tokens)
+                answer = self._ask(prompt.text, template.max_tokens)
                 record |= {"key": prompt.key, "reply": answer.text,
                            "passed": template.score(prompt.key, answer.text)}
             elif self.caps.prompt_logprobs == "sglang":
@@ -198,43 +224,42 @@ class Runner:
         return record
 
     def run(self, todo: list[Cell], on_progress: Callable[[Progress], None] | None = None) -> Progress:
-        """Run ``todo``; a request that fails after its retries stops the run (finished lines stay on disk).
+        """Run ``todo``, ``concurrency`` requests at a time, writing each line in ``todo``'s order (see the module).
 
-        A prompt the server refuses (4xx) is recorded, not raised: see :meth:`run_cell`."""
+        A request that fails after its retries stops the run: the lines before the first unfinished cell stay on
+        disk, the cells after it are sent again by a rerun. A prompt the server refuses (4xx) is recorded, not
+        raised: see :meth:`run_cell`."""
         state = Progress(0, len(todo), 0, 0, None)
-        if not todo:
-            return state
-
-        def one(cell: Cell) -> dict[str, Any]:
-            record = self.run_cell(cell)
-            self._append(record)
-            return record
-
+        finished: dict[int, dict[str, Any]] = {}  # index in todo -> record, until every earlier cell is written
+        written = submitted = 0
+        failure: tuple[int, BaseException] | None = None
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            pending: set[Future[dict[str, Any]]] = set()
-            queue = iter(todo)
-            failure: BaseException | None = None
+            pending: dict[Future[dict[str, Any]], int] = {}
             while True:
-                while failure is None and len(pending) < self.concurrency:
-                    cell = next(queue, None)
-                    if cell is None:
-                        break
-                    pending.add(pool.submit(one, cell))
+                while (failure is None and submitted < len(todo) and len(pending) < self.concurrency
+                       and submitted - written < WINDOW * self.concurrency):
+                    pending[pool.submit(self.run_cell, todo[submitted])] = submitted
+                    submitted += 1
                 if not pending:
                     break
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
+                    index = pending.pop(future)
                     exc = future.exception()
-                    if exc is not None:
-                        failure = failure or exc
-                        continue
-                    record = future.result()
+                    if exc is None:
+                        finished[index] = future.result()
+                    elif failure is None or index < failure[0]:
+                        failure = (index, exc)
+                while written in finished and (failure is None or written < failure[0]):
+                    record = finished.pop(written)
+                    self._append(record)
+                    written += 1
                     state.done += 1
                     state.passed += bool(record.get("passed"))
                     state.last = record
                     state.requests = self.client.requests
                     if on_progress is not None:
                         on_progress(state)
-            if failure is not None:
-                raise failure
+        if failure is not None:
+            raise failure[1]
         return state

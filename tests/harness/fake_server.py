@@ -6,6 +6,11 @@ the needle sits within ``reach`` tokens of the end and with ``00000`` otherwise,
 Faults are switched on per test: HTTP 500 for the first N requests, a body cut short, a connection dropped without
 an answer, death (the socket closes) after K completions, a refused or ignored ``echo``, a slow answer. Each
 request's ``Authorization`` header is recorded.
+
+``/v1/chat/completions`` applies the fixed template :data:`CHAT_OPEN` + content + :data:`CHAT_CLOSE` (bytes, like the
+prompt: ``usage.prompt_tokens`` counts them, BOS included) and answers the same way, from the templated text; with
+``chat=False`` it is a 404, as from a server without the route. llama-server style reports ``slots`` in ``/props``.
+The counters are updated under a lock: requests arrive on several threads at once.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import re
 import sys
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -23,6 +29,8 @@ from typing import Any
 from posenc_cli.evaluation import bytevocab
 
 KEY = re.compile(r"the key is (\d+)\. ")
+CHAT_OPEN = "<|user|>\n"  # the fake chat template, around the one user message's content
+CHAT_CLOSE = "<|end|>\n<|assistant|>\n"
 
 
 @dataclass
@@ -39,6 +47,12 @@ class Script:
     redirect_models: str | None = None  # answer GET /v1/models with a 302 to this URL
     bad_utf8: bool = False  # completions answer with a body that is not UTF-8
     delay: float = 0.0  # seconds a completion waits before it answers (client timeouts)
+    jitter: bool = False  # wait delay x 0.25, 0.5, 1 or 2 instead, by a hash of the request (out-of-order answers)
+    chat: bool = True  # serve /v1/chat/completions (else 404)
+    fail_text: str | None = None  # a completion whose prompt holds this text gets HTTP 500, every time
+    slots: int = 1  # llama-server style: total_slots in /props
+    in_flight: int = 0  # completions being answered right now, and the most seen at once
+    most_in_flight: int = 0
     authorization: list[str | None] = field(default_factory=list)  # each request's Authorization header
     counts: dict[str, int] = field(default_factory=dict)
     completions: int = 0
@@ -67,8 +81,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def _fault(self) -> bool:
         s = self.server.script
-        n = s.counts.get("all", 0)
-        s.counts["all"] = n + 1
+        with self.server.lock:
+            n = s.counts.get("all", 0)
+            s.counts["all"] = n + 1
         if n < s.fail_first:
             self._send(500, {"error": {"message": "scripted failure"}})
             return True
@@ -100,7 +115,8 @@ class Handler(BaseHTTPRequestHandler):
                 entry["max_model_len"] = s.max_model_len
             self._send(200, {"object": "list", "data": [entry]})
         elif self.path == "/props" and s.style == "llama-server":
-            self._send(200, {"default_generation_settings": {"n_ctx": s.max_model_len or 256}, "total_slots": 1})
+            self._send(200, {"default_generation_settings": {"n_ctx": s.max_model_len or 256},
+                             "total_slots": s.slots})
         else:
             self._send(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -130,23 +146,72 @@ class Handler(BaseHTTPRequestHandler):
             entries = [[None if i == 0 else _logprob(i), t, ""] for i, t in enumerate(ids)]
             self._send(200, {"text": "0", "meta_info": {"prompt_tokens": len(ids), "input_token_logprobs": entries}})
             return
-        if self.path != "/v1/completions":
+        chat = self.path == "/v1/chat/completions" and s.chat
+        if self.path != "/v1/completions" and not chat:
             self._send(404, {"error": {"message": f"no route {self.path}"}})
             return
-        if s.die_after is not None and s.completions >= s.die_after:
+        with self.server.lock:
+            dead = s.die_after is not None and s.completions >= s.die_after
+        if dead:
             self.server.die()
             return
         if self._fault():
             return
-        if s.delay:
-            time.sleep(s.delay)
-        prompt = body["prompt"]
+        if s.fail_text is not None and s.fail_text in json.dumps(body, ensure_ascii=False):
+            self._send(500, {"error": {"message": "scripted failure of this prompt"}})
+            return
+        with self.server.lock:
+            s.in_flight += 1
+            s.most_in_flight = max(s.most_in_flight, s.in_flight)
+        try:
+            if s.delay:
+                scale = (0.25, 0.5, 1.0, 2.0)[zlib.crc32(json.dumps(body).encode()) % 4] if s.jitter else 1.0
+                time.sleep(s.delay * scale)
+            if chat:
+                self._chat(body)
+            else:
+                self._complete(body)
+        finally:
+            with self.server.lock:
+                s.in_flight -= 1
+
+    def _answer(self, prompt: str, max_tokens: int) -> str | None:
+        """The scripted model's answer to ``prompt`` (None, after a 400, when it exceeds the context)."""
+        s = self.server.script
         ids = bytevocab.encode(prompt)
-        if s.max_model_len and len(ids) + body.get("max_tokens", 16) > s.max_model_len:
+        if s.max_model_len and len(ids) + max_tokens > s.max_model_len:
             self._send(400, {"error": {"message": f"Requested tokens ({len(ids)}) exceed context window of "
                                                   f"{s.max_model_len}"}})
+            return None
+        with self.server.lock:
+            if s.die_after is not None and s.completions >= s.die_after:  # another thread served the last one
+                self.server.die()
+                return None
+            s.completions += 1
+        found = KEY.search(prompt)
+        distance = len(bytevocab.encode(prompt[found.start():], bos=False)) if found else None
+        answer = found.group(1) if found and distance is not None and distance <= s.reach else "00000"
+        return answer[:max_tokens]
+
+    def _chat(self, body: dict[str, Any]) -> None:
+        messages = body["messages"]
+        assert [m["role"] for m in messages] == ["user"], messages
+        templated = CHAT_OPEN + messages[0]["content"] + CHAT_CLOSE
+        text = self._answer(templated, body.get("max_tokens", 16))
+        if text is None:
             return
-        s.completions += 1
+        self._send(200, {"object": "chat.completion",
+                         "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                      "finish_reason": "length"}],
+                         "usage": {"prompt_tokens": len(bytevocab.encode(templated)), "completion_tokens": len(text)}})
+
+    def _complete(self, body: dict[str, Any]) -> None:
+        s = self.server.script
+        prompt = body["prompt"]
+        ids = bytevocab.encode(prompt)
+        answer = self._answer(prompt, body.get("max_tokens", 16))
+        if answer is None:
+            return
         echo = body.get("echo")
         if echo and s.echo in ("reject", "fail"):
             self._send(400 if s.echo == "reject" else 500, {"error": {"message": "Only no echo is supported"}})
@@ -157,10 +222,7 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(b"\xff\xfe{}")
             return
-        found = KEY.search(prompt)
-        distance = len(bytevocab.encode(prompt[found.start():], bos=False)) if found else None
-        answer = found.group(1) if found and distance is not None and distance <= s.reach else "00000"
-        text = answer[: body.get("max_tokens", 16)]
+        text = answer
         choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": "length"}
         if echo and s.echo in ("honour", "no-bos"):
             choice["text"] = prompt + text
@@ -183,6 +245,7 @@ class FakeServer(ThreadingHTTPServer):
     def __init__(self, script: Script) -> None:
         super().__init__(("127.0.0.1", 0), Handler)
         self.script = script
+        self.lock = threading.Lock()
         self.thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     @property
