@@ -10,6 +10,7 @@ import typer
 from posenc_cli.cli import options as opts
 from posenc_cli.cli.output import console, note
 from posenc_cli.cli.scaling_options import GIVEN, scaling_options
+from posenc_cli.engines.registry import ENGINE, TRAINER, formats
 from posenc_cli.files import write_output_text
 from posenc_cli.pick.scale import ScaleAsk, Scaled, ScaleOptions
 from posenc_cli.pick.scale import scale as scale_core
@@ -28,8 +29,7 @@ def scale(
         help="Read theta, head dim and lengths from a model: config.json, folder, Hub id or GGUF.",
         show_default="none")] = None,
     fmt: Annotated[str | None, typer.Option(
-        "--format", help="hf, hf-v5, vllm, sglang, llama.cpp, llama-cpp-python; trainers: megatron, "
-        "megatron-bridge, torchtitan, torchtune, llamafactory, axolotl, unsloth, trl.",
+        "--format", help=f"{', '.join(formats(ENGINE))}; trainers: {', '.join(formats(TRAINER))}.",
         show_default="with --config, the file's own (hf-v5 for a rope_parameters file), else hf")] = None,
     fine_tuned: Annotated[bool, typer.Option(
         help="The model is fine-tuned at this scale (no warning for a jump past x4).")] = False,

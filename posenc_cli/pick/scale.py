@@ -174,8 +174,12 @@ def _verdict(req: ScaleRequest, fmt: str, model: _Model | None) -> str:
 def request_config(req: ScaleRequest) -> dict[str, Any]:
     """A config.json of the request alone (a bare ``posenc scale``): one attention head of ``head_dim``, the
     request's theta, partial rotary factor, rope dict and ``max_position_embeddings``, as transformers' legacy keys
-    (``--format hf``). No model type: transformers' default rope reading (a Llama-shaped model)."""
-    return {"hidden_size": req.head_dim, "num_attention_heads": 1, "head_dim": req.head_dim, **hf.format_hf(req)}
+    (``--format hf``), as a whole one-layer Llama: engines that serve only the architectures they know (LMDeploy's
+    TurboMind, ExLlamaV3) or build the model from its config (mlx-lm) read it as they read a Llama, and transformers
+    with its plain rope reading."""
+    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": req.head_dim,
+            "num_attention_heads": 1, "num_key_value_heads": 1, "head_dim": req.head_dim, "num_hidden_layers": 1,
+            "intermediate_size": req.head_dim, "rms_norm_eps": 1e-6, "vocab_size": 256, **hf.format_hf(req)}
 
 
 def _check_ask(ask: ScaleAsk) -> None:
