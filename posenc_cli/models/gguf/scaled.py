@@ -22,8 +22,11 @@ would stack). Two places differ from the converter, both so that llama.cpp compu
   model's ``mscale``): llama.cpp does not read ``yarn_attn_factor`` (``llama-model.cpp`` reads
   ``rope.scaling.attn_factor`` and multiplies it by ``0.1 ln s + 1`` in YaRN mode), so ``rope.scaling.attn_factor``
   = wanted / (0.1 ln s + 1) is written as well;
-* LongRoPE with an explicit ``attention_factor``: ``rope.scaling.attn_factor`` is it (llama.cpp's magnitude), where
-  the converter always writes ``sqrt(1 + ln(s) / ln(original))``.
+* LongRoPE: ``rope.scaling.attn_factor`` (llama.cpp's magnitude) is transformers' magnitude for the rope dict: an
+  explicit ``attention_factor``, else ``sqrt(1 + ln(f) / ln(original))`` with ``f`` the dict's ``factor`` when it
+  names one (what ``posenc scale longrope`` on a LongRoPE model writes: the factor relative to its shipped window),
+  where the converter always takes ``f = max_position_embeddings / original``. Measured on a converted Phi-3 twin at
+  256k: the converter's GGUF of posenc's patched config is 0.29 relative from transformers, posenc's within 2e-3.
 
 Refused, with the reason: dynamic NTK (llama.cpp has none; the converter writes no scaling, so the file would run
 plain RoPE), llama3 outside llama, LongRoPE outside phi3 and anything but LongRoPE on phi3 (the converter refuses or
@@ -97,7 +100,8 @@ def scaling_edit(facts: GgufFacts, params: Mapping[str, Any], max_position_embed
     if facts.has_rope_freqs and rope_type != "llama3":
         edit.tensors["rope_freqs.weight"] = None
         notes.append("dropped the rope_freqs tensor (the llama3 factors): llama.cpp applies it under any scaling, "
-                     f"so it would stack on {rope_type}; a GGUF converted from the patched config has none")
+                     f"so it would stack on {'ntk' if rope_type == 'default' else rope_type}; a GGUF converted from "
+                     "the patched config has none")
     if rope_type == "linear":
         edit.set_keys[key("rope.scaling.type")] = (STRING, "linear")
         edit.set_keys[key("rope.scaling.factor")] = (FLOAT32, float(params["factor"]))
@@ -110,7 +114,7 @@ def scaling_edit(facts: GgufFacts, params: Mapping[str, Any], max_position_embed
                                          "original_max_position_embeddings")}
         edit.tensors["rope_freqs.weight"] = llama3_factors(llama3, theta, rotary_dim)
     elif rope_type == "longrope":
-        _longrope(edit, key, params, max_position_embeddings, rotary_dim)
+        notes += _longrope(edit, key, params, max_position_embeddings, rotary_dim)
     return edit, notes
 
 
@@ -118,7 +122,8 @@ def _yarn(edit: Edit, key: Any, params: Mapping[str, Any]) -> list[str]:
     factor = float(params["factor"])
     edit.set_keys[key("rope.scaling.type")] = (STRING, "yarn")
     edit.set_keys[key("rope.scaling.factor")] = (FLOAT32, factor)
-    edit.set_keys[key("rope.scaling.original_context_length")] = (UINT32, int(params["original_max_position_embeddings"]))
+    original = int(params["original_max_position_embeddings"])
+    edit.set_keys[key("rope.scaling.original_context_length")] = (UINT32, original)
     notes = []
     if params.get("attention_factor") is not None:
         edit.set_keys[key("rope.scaling.yarn_attn_factor")] = (FLOAT32, float(params["attention_factor"]))
@@ -139,16 +144,24 @@ def _yarn(edit: Edit, key: Any, params: Mapping[str, Any]) -> list[str]:
 
 
 def _longrope(edit: Edit, key: Any, params: Mapping[str, Any], max_position_embeddings: int,
-              rotary_dim: int) -> None:
+              rotary_dim: int) -> list[str]:
     original = int(params["original_max_position_embeddings"])
+    notes: list[str] = []
     long, short = list(params["long_factor"]), list(params["short_factor"])
     if len(long) != rotary_dim // 2 or len(short) != rotary_dim // 2:
         raise PosencError(f"longrope factor lists must have one entry per rotated pair ({rotary_dim // 2}), got "
                           f"{len(long)} long and {len(short)} short")
     scale = max_position_embeddings / original
-    magnitude = longrope_attention_factor(params, scale, original) if scale > 1 else float(
-        params.get("attention_factor") or 1.0)
+    # transformers' magnitude: from the dict's factor when it names one (posenc_cli.rope.frequencies), else the
+    # lengths' ratio, which is all the converter uses
+    factor = float(params.get("factor") or scale)
+    magnitude = longrope_attention_factor(params, factor, original)
+    converters = math.sqrt(1 + math.log(scale) / math.log(original)) if scale > 1.0 else 1.0
+    if shortest_float32(magnitude) != shortest_float32(converters):
+        notes.append(f"wrote rope.scaling.attn_factor {magnitude:.6g}, transformers' LongRoPE magnitude for this rope "
+                     f"(factor {factor:g}); convert_hf_to_gguf.py writes {converters:.6g} from the lengths alone")
     edit.set_keys[key("rope.scaling.original_context_length")] = (UINT32, original)
     edit.set_keys[key("rope.scaling.attn_factor")] = (FLOAT32, magnitude)
     edit.tensors["rope_factors_long.weight"] = [float(v) for v in long]
     edit.tensors["rope_factors_short.weight"] = [float(v) for v in short]
+    return notes

@@ -36,7 +36,7 @@ import os
 import stat
 import struct
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -44,7 +44,6 @@ from typing import IO, Any
 from posenc_cli.errors import PosencError
 from posenc_cli.files import output_kind, write_error
 from posenc_cli.models.gguf.header import (
-    ARRAY,
     BOOL,
     FLOAT32,
     FLOAT64,
@@ -185,7 +184,7 @@ def _merged(data: list[bytes | tuple[int, int] | int]) -> list[bytes | tuple[int
         if isinstance(piece, tuple) and isinstance(last, tuple) and last[1] == piece[0]:
             out[-1] = (last[0], piece[1])
         elif (isinstance(piece, tuple) and len(out) >= 2 and isinstance(last, int)
-              and isinstance(out[-2], tuple) and out[-2][1] + last == piece[0]):  # type: ignore[index]
+              and isinstance(out[-2], tuple) and out[-2][1] + last == piece[0]):
             prev = out[-2]
             assert isinstance(prev, tuple)
             out[-2:] = [(prev[0], piece[1])]
