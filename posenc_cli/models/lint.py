@@ -281,7 +281,7 @@ def _model_problems(text: Mapping[str, Any], text_type: str, model: ModelPositio
             "keep one: rope_parameters for transformers 5, rope_scaling for 4"))
     out += [Problem("ollama-converter-drops", f"{prefix}{drop}", "`ollama create` from this model folder converts "
                     "with Ollama's own converter, whose GGUF then computes other positions than this file means",
-                    FIX, "warning") for drop in ollama_converter_drops(text)]
+                    FIX, "warning") for drop in ollama_converter_drops(text, text_type)]
     return out
 
 

@@ -21,15 +21,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["FIX", "ollama_converter_drops"]
+__all__ = ["FIX", "READ_CONVERTERS", "ollama_converter_drops"]
+
+#: the model types whose Ollama converter this module describes (convert_qwen2.go, convert_llama.go); other types
+#: have converters of their own (gpt-oss's writes the original length), not described here
+READ_CONVERTERS = ("qwen2", "llama")
 
 FIX = ("convert with llama.cpp's convert_hf_to_gguf.py (then `ollama create` FROM that GGUF), or write the GGUF with "
        "`posenc scale METHOD --config MODEL.gguf --target N -o NEW.gguf`")
 
 
-def ollama_converter_drops(text: Mapping[str, Any]) -> list[str]:
-    """What Ollama's converter would drop of the text config ``text`` (one sentence each; empty: nothing)."""
+def ollama_converter_drops(text: Mapping[str, Any], model_type: str) -> list[str]:
+    """What Ollama's converter would drop of the text config ``text`` of a ``model_type`` model (one sentence
+    each; empty: nothing, or a model type whose converter is not in :data:`READ_CONVERTERS`)."""
     out: list[str] = []
+    if model_type not in READ_CONVERTERS:
+        return out
     scaling = text.get("rope_scaling")
     params = text.get("rope_parameters")
     if not isinstance(scaling, Mapping) and isinstance(params, Mapping):
