@@ -87,6 +87,8 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("vllm", "posenc_cli.engines.vllm", ("vllm",)),
     Entry("sglang", "posenc_cli.engines.sglang", ("sglang",)),
     Entry("llama.cpp", "posenc_cli.engines.llamacpp", ("llama.cpp", "llama-cpp-python")),
+    Entry("ollama", "posenc_cli.engines.ollama", ("ollama",)),
+    Entry("lmstudio", "posenc_cli.engines.lmstudio", ("lmstudio",)),
     Entry("megatron", "posenc_cli.trainers.megatron", ("megatron",), TRAINER),
     Entry("megatron-bridge", "posenc_cli.trainers.megatron_bridge", ("megatron-bridge",), TRAINER),
     Entry("torchtitan", "posenc_cli.trainers.torchtitan", ("torchtitan",), TRAINER),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from posenc_cli.engines import hf
-from posenc_cli.engines.registry import formats, training_formats
+from posenc_cli.engines.registry import Rendering, formats, render, training_formats
 from posenc_cli.engines.render import render_request
 from posenc_cli.errors import PosencError
 from posenc_cli.files import parse_factor_list
@@ -208,7 +208,8 @@ def _written_gguf(model: _Model, req: ScaleRequest, ask: ScaleAsk, notes: list[s
     notes += [f"note: {line}" for line in written_notes]
     if ask.fmt is None:
         return written, "", []
-    text, caveats = render_request(req, ask.fmt, model.source.config, model.facts, written, gguf=True)
+    # no config or facts: the rendering names the new file (engines.ollama.gguf_steps), not the old one
+    text, caveats = render(Rendering(req, ask.fmt, written, None, None, True))
     return written, text, caveats
 
 
