@@ -1,7 +1,8 @@
 """LM Studio: loads a GGUF into its llama.cpp runtime with the rope the file carries; the one length set is the
 context length chosen when the model is loaded. So, as for Ollama (:mod:`posenc_cli.engines.ollama`), a longer
 context is written into the GGUF (``posenc scale METHOD --config MODEL.gguf --target N -o NEW.gguf``) and loaded
-with that context length; what it computes is llama.cpp on the GGUF's own rope (:func:`posenc_cli.engines.llamacpp.run`).
+with that context length; what it computes is llama.cpp on the GGUF's own rope
+(:func:`posenc_cli.engines.llamacpp.run`).
 
 ``--format lmstudio`` prints the steps: ``lms import NEW.gguf`` (LM Studio's CLI, ``lms``: "import a model file")
 and the context length to set when loading (the load dialog's context length; ``lms load --help`` names the option

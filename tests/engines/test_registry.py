@@ -71,7 +71,8 @@ def test_a_registered_engine_is_in_checks_table() -> None:
     assert report["verdicts"]["same"] == ["vllm", "toy"]
     table = ok(run("check", QWEN, "--engines", "hf,toy")).stdout
     assert "  toy     same" in table and "toy 0.1: same" in table
-    assert_usage_error(run("check", QWEN, "--engines", "tgi"), "use some of: hf, vllm, sglang, llama.cpp, ollama, lmstudio, toy")
+    assert_usage_error(run("check", QWEN, "--engines", "tgi"),
+                       "use some of: hf, vllm, sglang, llama.cpp, ollama, lmstudio, toy")
 
 
 @pytest.mark.usefixtures("toy")
