@@ -62,7 +62,7 @@ def write_file(path: Path, total: int, n_big: int = 4) -> None:
     block = bytes(range(1, 256)) * 4112  # ~1 MiB of non-zero bytes
     with open(path, "wb") as fh:
         fh.write(head)
-        for name, n in tensors:
+        for _, n in tensors:
             fh.write(bytes(-fh.tell() % 32))
             left = 4 * n
             while left:
@@ -99,7 +99,8 @@ def main() -> None:
         print(f"{size / 1e9:.2f} GB GGUF, best of {args.runs}")
         floor = best["shutil.copyfile (floor)"][0]
         for label, (t, rss) in best.items():
-            print(f"  {label:26s} {t:7.2f} s  {size / t / 1e9:5.2f} GB/s  x{t / floor:4.2f}  peak RSS {rss / 1024:6.1f} MiB")
+            print(f"  {label:26s} {t:7.2f} s  {size / t / 1e9:5.2f} GB/s  x{t / floor:4.2f}  "
+                  f"peak RSS {rss / 1024:6.1f} MiB")
 
 
 if __name__ == "__main__":

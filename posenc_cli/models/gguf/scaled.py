@@ -99,7 +99,7 @@ def scaling_edit(facts: GgufFacts, params: Mapping[str, Any], max_position_embed
     notes: list[str] = []
     if facts.has_rope_freqs and rope_type != "llama3":
         edit.tensors["rope_freqs.weight"] = None
-        notes.append("dropped the rope_freqs tensor (the llama3 factors): llama.cpp applies it under any scaling, "
+        notes.append("dropped the rope_freqs tensor (per-pair factors): llama.cpp applies it under any scaling, "
                      f"so it would stack on {'ntk' if rope_type == 'default' else rope_type}; a GGUF converted from "
                      "the patched config has none")
     if rope_type == "linear":
