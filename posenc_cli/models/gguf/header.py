@@ -25,6 +25,10 @@ Such a tensor is decoded when it is F32 or F16 with at most :data:`ARRAY_MAX` el
 marker), after its extent has been checked against the file size like every other tensor's; the read is one seek
 and one read of exactly its bytes, so the cost does not grow with the file.
 
+The header also gives the file's layout for a rewrite (:mod:`posenc_cli.models.gguf.writer`): each key/value
+record's byte range and value type (``kv_ranges``: from its key's length to its value's end, so an unchanged record
+is copied as bytes) and every tensor-info record (``tensor_infos``: name, dims, ggml type, offset, data size).
+
 Values are what ``gguf.GGUFReader``'s ``ReaderField.contents()`` gives, except float32 values (scalars and array
 elements), which come back as the shortest decimal that rounds to the same float32 (``0.1``, not
 ``0.10000000149011612``): what the converter was given in nearly every case.
