@@ -28,7 +28,7 @@ def scale(
         help="Read theta, head dim and lengths from a model: config.json, folder, Hub id or GGUF.",
         show_default="none")] = None,
     fmt: Annotated[str | None, typer.Option(
-        "--format", help="hf, hf-v5, vllm, sglang, llama.cpp, llama-cpp-python; trainers: megatron, "
+        "--format", help="hf, hf-v5, vllm, sglang, llama.cpp, llama-cpp-python, ollama, lmstudio; trainers: megatron, "
         "megatron-bridge, torchtitan, torchtune, llamafactory, axolotl, unsloth, trl.",
         show_default="with --config, the file's own (hf-v5 for a rope_parameters file), else hf")] = None,
     fine_tuned: Annotated[bool, typer.Option(

@@ -56,7 +56,7 @@ def test_deepseek_v3_is_the_same_everywhere_with_its_softmax_scale() -> None:
 
 def test_qwen_yarn_config_is_the_same_everywhere() -> None:
     code, r = check(str(ROOT / "docs" / "examples" / "qwen2.5-7b-instruct-yarn.json"))
-    assert code == 0 and [e["verdict"] for e in r["engines"]] == ["same", "same", "same"]
+    assert code == 0 and {e["verdict"] for e in r["engines"]} == {"same"} and len(r["engines"]) >= 3
     assert engine(r, "vllm")["invocation"][-2:] == ["--max-model-len", "131072"]
 
 
