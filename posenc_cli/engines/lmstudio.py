@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.engines import llamacpp
-from posenc_cli.engines.ollama import gguf_steps
+from posenc_cli.engines.ollama import gguf_steps, llamacpp_base
 from posenc_cli.engines.registry import Rendering, Target
 from posenc_cli.engines.runs import EngineRun
 
@@ -36,7 +36,7 @@ def render(r: Rendering) -> tuple[str, list[str]]:
 
 def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
     """llama.cpp on the model's GGUF with no rope flag at ``max_model_len`` (LM Studio's context length)."""
-    base = llamacpp.run(model, cfg, max_model_len, seq_len)
+    base = llamacpp_base(model, cfg, max_model_len, seq_len, NAME)
     warnings = [w for w in base.warnings if "applies on top of these flags" not in w and "--" not in w]
     return EngineRun(NAME, VERSION, max_model_len, base.groups, ["lms", "load", "MODEL"],
                      needs=[f"context length {max_model_len}"], refusal=base.refusal, warnings=warnings)

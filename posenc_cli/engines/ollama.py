@@ -73,6 +73,20 @@ def render(r: Rendering) -> tuple[str, list[str]]:
     return "\n".join(lines), caveats
 
 
+def llamacpp_base(model: ModelPositions, cfg: dict[str, Any], served: int, seq_len: int | None,
+                  name: str) -> EngineRun:
+    """:func:`posenc_cli.engines.llamacpp.run` for an engine serving a GGUF with no flag, or a refusal: llama.cpp's
+    own (the model's reading refuses llama.cpp, or no llama.cpp rope exists for it), under ``name``."""
+    reading = model.engine
+    why = reading.refusal.get(llamacpp.NAME) if reading is not None else None
+    if why is None:
+        try:
+            return llamacpp.run(model, cfg, served, seq_len)
+        except llamacpp.NoEquivalent as exc:
+            why = f"not modelled: {exc} (a GGUF of this model has no rope llama.cpp runs)"
+    return EngineRun(name, VERSION, served, [], [], refusal=why)
+
+
 def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
     """llama.cpp on the GGUF of this model with no rope flag, at ``num_ctx`` = ``max_model_len`` lowered to the GGUF's
     ``context_length`` (the model's ``max_position_embeddings``)."""
@@ -80,7 +94,7 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
 
     accepts = model.max_position_embeddings
     served = min(max_model_len, accepts) if accepts else max_model_len
-    base = llamacpp.run(model, cfg, served, seq_len)
+    base = llamacpp_base(model, cfg, served, seq_len, NAME)
     warnings = [w for w in base.warnings if "applies on top of these flags" not in w and "--" not in w]
     if accepts and max_model_len > accepts:
         warnings.append(f"{CAPPED} ({accepts}): num_ctx {max_model_len} serves {accepts}; write the scaling into "

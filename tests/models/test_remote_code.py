@@ -206,7 +206,8 @@ def test_hunyuan_alpha_is_transformers_ntk_alpha() -> None:
     assert describe({**HUNYUAN_7B, "rope_scaling": None}).engine is None  # no alpha: transformers' generic rules
     checked = json.loads(run("check", "-", "--json", input=json.dumps(HUNYUAN_7B)).output)
     verdicts = {e["engine"]: e["verdict"] for e in checked["engines"]}
-    assert verdicts == {"vllm": "same", "sglang": "same", "llama.cpp": "not modelled"}
+    assert verdicts == {"vllm": "same", "sglang": "same", "llama.cpp": "not modelled", "ollama": "not modelled",
+                        "lmstudio": "not modelled"}  # the two serve GGUFs through llama.cpp
 
 
 def test_v5_keys_are_refused_for_remote_code() -> None:
