@@ -39,7 +39,8 @@ def scale(
         show_default="the target")] = None,
     explain: Annotated[bool, typer.Option(help="Per-pair table on stderr.")] = False,
     output: Annotated[str | None, typer.Option(
-        "--output", "-o", help="Write the patched --config here.", show_default="print it")] = None,
+        "--output", "-o", help="Write the patched --config here (a GGUF --config: a new GGUF with the scaling "
+        "written in; - streams it to stdout when that is not a terminal).", show_default="print it")] = None,
     in_place: Annotated[bool, typer.Option(help="Rewrite --config itself (atomically).")] = False,
     model: Annotated[str, typer.Option(
         help="Model name (or GGUF path) for the vllm, sglang and llama-cpp-python command lines.")] = "MODEL",
@@ -60,6 +61,10 @@ def _render(scaled: Scaled, explain: bool) -> None:
         note(line)
     if explain:
         _explain(scaled.request)
+    if scaled.written is not None:
+        note(f"wrote {scaled.written}")
+        if not scaled.text:
+            return
     if scaled.destination is not None:
         note(f"wrote {write_output_text(scaled.destination, scaled.text)}")
         return

@@ -87,6 +87,8 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("vllm", "posenc_cli.engines.vllm", ("vllm",)),
     Entry("sglang", "posenc_cli.engines.sglang", ("sglang",)),
     Entry("llama.cpp", "posenc_cli.engines.llamacpp", ("llama.cpp", "llama-cpp-python")),
+    Entry("ollama", "posenc_cli.engines.ollama", ("ollama",)),
+    Entry("lmstudio", "posenc_cli.engines.lmstudio", ("lmstudio",)),
     Entry("mlx-lm", "posenc_cli.engines.mlx_lm", ("mlx-lm",)),
     Entry("lmdeploy", "posenc_cli.engines.lmdeploy", ("lmdeploy",)),
     Entry("exllamav3", "posenc_cli.engines.exllamav3", ("exllamav3",)),

@@ -14,6 +14,7 @@ from typing import Any
 
 from posenc_cli.models.config_keys import ABSENT, text_config
 from posenc_cli.models.model_positions import ModelPositions
+from posenc_cli.models.ollama_convert import FIX, ollama_converter_drops
 from posenc_cli.models.rope_dicts import REMAPS_YARN
 from posenc_cli.models.transformers_versions import KEY_SINCE, MODEL_TYPE_SINCE, ROPE_TYPE_SINCE, SCALING_READ_SINCE
 from posenc_cli.models.value_checks import FLOAT32_MAX, FLOAT32_TINY, bad_sizes
@@ -278,6 +279,9 @@ def _model_problems(text: Mapping[str, Any], text_type: str, model: ModelPositio
             f"{prefix}rope_scaling and rope_parameters are both set",
             "transformers uses rope_scaling and drops rope_parameters; other readers may pick the other one",
             "keep one: rope_parameters for transformers 5, rope_scaling for 4"))
+    out += [Problem("ollama-converter-drops", f"{prefix}{drop}", "`ollama create` from this model folder converts "
+                    "with Ollama's own converter, whose GGUF then computes other positions than this file means",
+                    FIX, "warning") for drop in ollama_converter_drops(text, text_type)]
     return out
 
 

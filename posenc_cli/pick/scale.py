@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from posenc_cli.engines import hf
-from posenc_cli.engines.registry import formats, training_formats
+from posenc_cli.engines.registry import Rendering, formats, render, training_formats
 from posenc_cli.engines.render import render_request
 from posenc_cli.errors import PosencError
 from posenc_cli.files import parse_factor_list
@@ -103,6 +103,7 @@ class Scaled(NamedTuple):
     caveats: list[str]  # printed before the text on stdout, not before a write
     destination: str | None  # the file the patched config goes to; None: stdout
     verdict: str | None = None  # --format ENGINE: that engine's verdict on the request (posenc check's line)
+    written: str | None = None  # the GGUF written (``-o NEW.gguf`` on a GGUF model): already on disk
 
 
 class _Model(NamedTuple):
@@ -133,9 +134,11 @@ def scale(method: str, options: ScaleOptions, ask: ScaleAsk, *, theta: float | N
             raise PosencError(f"--seq-len sets the length a training run trains at; --format {fmt} serves the whole "
                               f"target (use it with one of: {', '.join(training_formats())})")
         req = scaling.at_length(req, parse_length(ask.seq_len, name="--seq-len"))
-    destination = None
+    destination = written = None
     caveats: list[str] = []
-    if model is not None and (ask.output or ask.in_place):
+    if model is not None and model.source.kind == "gguf" and ask.output:
+        written, text, caveats = _written_gguf(model, req, ask, notes)
+    elif model is not None and (ask.output or ask.in_place):
         text = _patched(model, req, fmt)
         destination = model.path if ask.in_place else ask.output
     elif model is not None:
@@ -144,7 +147,7 @@ def scale(method: str, options: ScaleOptions, ask: ScaleAsk, *, theta: float | N
         text, caveats = render_request(req, fmt, model=ask.model)
     given = {"theta": theta, "head_dim": head_dim}
     verdict = _verdict(req, fmt, model) if ask.fmt is not None and destination is None else None
-    return Scaled(req, text, _notes(req, fmt, facts, notes, given), caveats, destination, verdict)
+    return Scaled(req, text, _notes(req, fmt, facts, notes, given), caveats, destination, verdict, written)
 
 
 def _verdict(req: ScaleRequest, fmt: str, model: _Model | None) -> str:
@@ -199,7 +202,10 @@ def _read_model(ask: ScaleAsk) -> _Model:
 
     assert ask.config is not None
     src = read_source(ask.config)
-    if (ask.output or ask.in_place) and src.kind not in ("file", "stdin", "folder"):
+    if ask.in_place and src.kind == "gguf":
+        raise PosencError(f"--in-place would rewrite {src.label}; posenc never writes over a GGUF it reads: give "
+                          "-o NEW.gguf")
+    if (ask.output or ask.in_place) and src.kind not in ("file", "stdin", "folder", "gguf"):
         raise PosencError(f"--output and --in-place patch a local config.json; {src.label} is a {src.kind} "
                           "(print the scaling without them, or download config.json first)")
     if ask.in_place and src.kind == "stdin":
@@ -213,6 +219,35 @@ def _patched(model: _Model, req: ScaleRequest, fmt: str) -> str:
     from posenc_cli.models.sources import written_config  # loaded with the reader (see _read_model)
 
     return written_config(hf.patch_config(model.source.config, req, fmt, model.facts.group), "the patched config")
+
+
+#: the formats that name a GGUF written with ``-o NEW.gguf`` (the others describe a config.json or flags)
+GGUF_FORMATS = ("ollama", "lmstudio")
+
+
+def _written_gguf(model: _Model, req: ScaleRequest, ask: ScaleAsk, notes: list[str]) -> tuple[str, str, list[str]]:
+    """``-o NEW.gguf`` on a GGUF model: the scaling written into a new GGUF (:mod:`posenc_cli.models.gguf.scaled`),
+    and the rendering for ``--format ollama``/``lmstudio`` naming it (else no text). Returns (the name written,
+    the text, its caveats); the writer's notes are appended to ``notes``."""
+    from posenc_cli.models.gguf.scaled import scaling_edit
+    from posenc_cli.models.gguf.writer import rewrite
+
+    assert ask.output is not None and model.source.gguf is not None and model.source.path is not None
+    if ask.fmt is not None and ask.fmt not in GGUF_FORMATS:
+        raise PosencError(f"-o {ask.output} on a GGUF writes a new GGUF; --format {ask.fmt} describes a config.json "
+                          f"or flags: use --format {' or '.join(GGUF_FORMATS)} with -o, or --format {ask.fmt} "
+                          "without it")
+    if ask.fmt is not None and ask.output == "-":
+        raise PosencError(f"-o - streams the GGUF to stdout; --format {ask.fmt} prints there too: give -o NEW.gguf")
+    edit, written_notes = scaling_edit(model.source.gguf, scaling.rope_parameters(req),
+                                       scaling.max_position_embeddings(req), req.rotary_dim)
+    written = rewrite(model.source.path, ask.output, edit, label=model.source.label)
+    notes += [f"note: {line}" for line in written_notes]
+    if ask.fmt is None:
+        return written, "", []
+    # no config or facts: the rendering names the new file (engines.ollama.gguf_steps), not the old one
+    text, caveats = render(Rendering(req, ask.fmt, written, None, None, True))
+    return written, text, caveats
 
 
 def _rendered_for_model(model: _Model, req: ScaleRequest, fmt: str, name: str) -> tuple[str, list[str]]:

@@ -555,7 +555,8 @@ def test_no_shipped_model_is_given_a_config_it_would_misread(path: Path, extra: 
     def lint_codes(config_path: str) -> set[str]:
         out = run("inspect", config_path, "--lint", "--json")
         assert out.exit_code in (0, 1), out.stderr
-        return {p["code"] for p in json.loads(out.stdout)["lint"]}
+        # Ollama's converter drops any YaRN of a llama/qwen2 config (models/ollama_convert.py): not pick's to avoid
+        return {p["code"] for p in json.loads(out.stdout)["lint"]} - {"ollama-converter-drops"}
 
     # no problem the shipped file did not already have (Gemma 3's engine caveat about linear scaling stays)
     assert lint_codes(patched) <= lint_codes(str(path))

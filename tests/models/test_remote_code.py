@@ -207,7 +207,8 @@ def test_hunyuan_alpha_is_transformers_ntk_alpha() -> None:
     checked = json.loads(run("check", "-", "--json", "--engines", "vllm,sglang,llama.cpp",
                              input=json.dumps(HUNYUAN_7B)).output)
     verdicts = {e["engine"]: e["verdict"] for e in checked["engines"]}
-    assert verdicts == {"vllm": "same", "sglang": "same", "llama.cpp": "not modelled"}
+    assert verdicts == {"vllm": "same", "sglang": "same", "llama.cpp": "not modelled", "ollama": "not modelled",
+                        "lmstudio": "not modelled"}  # the two serve GGUFs through llama.cpp
 
 
 def test_v5_keys_are_refused_for_remote_code() -> None:

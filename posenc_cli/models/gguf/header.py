@@ -25,6 +25,10 @@ Such a tensor is decoded when it is F32 or F16 with at most :data:`ARRAY_MAX` el
 marker), after its extent has been checked against the file size like every other tensor's; the read is one seek
 and one read of exactly its bytes, so the cost does not grow with the file.
 
+The header also gives the file's layout for a rewrite (:mod:`posenc_cli.models.gguf.writer`): each key/value
+record's byte range and value type (``kv_ranges``: from its key's length to its value's end, so an unchanged record
+is copied as bytes) and every tensor-info record (``tensor_infos``: name, dims, ggml type, offset, data size).
+
 Values are what ``gguf.GGUFReader``'s ``ReaderField.contents()`` gives, except float32 values (scalars and array
 elements), which come back as the shortest decimal that rounds to the same float32 (``0.1``, not
 ``0.10000000149011612``): what the converter was given in nearly every case.
@@ -39,11 +43,11 @@ import os
 import struct
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from posenc_cli.errors import PosencError
 
-__all__ = ["ARRAY_MAX", "GgufHeader", "Skipped", "read_header", "parse_header", "shortest_float32"]
+__all__ = ["ARRAY_MAX", "GgufHeader", "Skipped", "TensorInfo", "read_header", "parse_header", "shortest_float32"]
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)
@@ -89,6 +93,17 @@ class Skipped:
         return f"an array of {self.count} {self.type} entries"
 
 
+class TensorInfo(NamedTuple):
+    """One tensor-info record: its name, dims (ggml order), ggml type, data offset (from the data start) and data
+    size in bytes (-1: a ggml type this module's table does not know)."""
+
+    name: str
+    dims: tuple[int, ...]
+    ggml_type: int
+    offset: int
+    nbytes: int
+
+
 @dataclass
 class GgufHeader:
     """What :func:`read_header` read: the wanted fields (file order) and every tensor's name."""
@@ -101,6 +116,10 @@ class GgufHeader:
     alignment: int = DEFAULT_ALIGNMENT
     data_offset: int = 0  # where the tensor data starts
     tensors: dict[str, list[float] | Skipped] = field(default_factory=dict)  # values of the tensors asked for
+    # the file's layout, for a rewrite (models.gguf.writer): each key/value record's byte range (from its key's
+    # length to its value's end) with its value type, and every tensor-info record, in file order
+    kv_ranges: list[tuple[str, int, int, int]] = field(default_factory=list)  # key, start, end, value type
+    tensor_infos: list[TensorInfo] = field(default_factory=list)
 
 
 def shortest_float32(value: float) -> float:
@@ -214,6 +233,7 @@ class _Parser:
         out = GgufHeader(version, tensor_count, kv_count)
         seen: set[str] = set()
         for index in range(kv_count):
+            start = self.pos
             key = self.name(f"metadata key {index}")
             if key in seen:
                 raise self.fail(f"duplicate metadata key {key}")
@@ -225,6 +245,7 @@ class _Parser:
                 out.fields[key] = self.value(vtype, key)
             else:
                 self.skip_value(vtype, key, 0)
+            out.kv_ranges.append((key, start, self.pos, vtype))
         names: set[str] = set()
         extents: list[tuple[str, int, int]] = []  # name, data offset, bytes (-1: unknown type)
         for index in range(tensor_count):
@@ -233,7 +254,9 @@ class _Parser:
                 raise self.fail(f"duplicate tensor {name}")
             names.add(name)
             out.tensor_names.append(name)
-            extents.append(self.tensor_extent(name))
+            info = self.tensor_extent(name)
+            out.tensor_infos.append(info)
+            extents.append((name, info.offset, info.nbytes))
         out.data_offset = self.pos + (-self.pos % out.alignment)
         for name, offset, nbytes in extents:
             end = out.data_offset + offset + max(nbytes, 0)
@@ -249,7 +272,7 @@ class _Parser:
             raise self.fail(f"general.alignment = {value} is not a power of two")
         return value
 
-    def tensor_extent(self, name: str) -> tuple[str, int, int]:
+    def tensor_extent(self, name: str) -> TensorInfo:
         what = f"the tensor-info record of {name}"
         n_dims = self.u32(what)
         dims = struct.unpack(f"<{n_dims}Q", self.read(8 * n_dims, what)) if n_dims else ()
@@ -257,7 +280,7 @@ class _Parser:
         offset = self.u64(what)
         block = GGML_BLOCKS.get(ggml_type)
         if block is None:
-            return name, offset, -1
+            return TensorInfo(name, tuple(dims), ggml_type, offset, -1)
         elements = 1
         for d in dims:
             elements *= d
@@ -266,7 +289,7 @@ class _Parser:
             raise self.fail(f"tensor {name}: its first dimension {dims[0]} is not a multiple of its type's "
                             f"block of {per_block}")
         self.extents[name] = (ggml_type, tuple(dims), offset, elements // per_block * block_bytes)
-        return name, offset, elements // per_block * block_bytes
+        return TensorInfo(name, tuple(dims), ggml_type, offset, elements // per_block * block_bytes)
 
     def tensor_values(self, data_offset: int, name: str) -> list[float] | Skipped:
         """The values of the small F32/F16 tensor ``name`` (its extent was checked by :meth:`header`)."""

@@ -208,9 +208,10 @@ def gguf_config(facts: GgufFacts) -> dict[str, Any]:
     always written; a missing ``rope.freq_base`` is llama.cpp's 10000. In YaRN mode llama.cpp multiplies the GGUF's
     ``rope.scaling.attn_factor`` by ``0.1 ln(factor) + 1``, so that product is the attention factor. The factor
     tensors become the rope type that computes the same: ``rope_freqs`` a llama3 dict
-    (:mod:`posenc_cli.models.gguf.rope`),
-    ``rope_factors_long/short`` a longrope dict. deepseek2 is read as transformers' deepseek_v3 (MLA: the rotary
-    part is ``qk_rope_head_dim``), with llama.cpp's mscale rule (see :func:`llama_cpp_meaning`).
+    (:mod:`posenc_cli.models.gguf.rope`), ``rope_factors_long/short`` a longrope dict, with
+    ``rope.scaling.original_context_length`` as the original length (also written at the top level, where
+    transformers' Phi-3 config reads it). deepseek2 is read as transformers' deepseek_v3 (MLA: the rotary part is
+    ``qk_rope_head_dim``), with llama.cpp's mscale rule (see :func:`llama_cpp_meaning`).
     """
     deepseek = facts.architecture in DEEPSEEK_ARCHS
     cfg: dict[str, Any] = {"model_type": "deepseek_v3" if deepseek else facts.architecture.replace("-", "_")}
@@ -242,6 +243,10 @@ def gguf_config(facts: GgufFacts) -> dict[str, Any]:
     rope = _gguf_rope(facts, theta, facts.rope_dimension_count or head_dim)
     if rope is not None:
         cfg["rope_scaling"] = rope
+        if rope.get("rope_type") == "longrope" and facts.original_context_length is not None:
+            # the file's own original length: transformers' Phi-3 config reads it at the top level (its default
+            # 4096 would replace the dict's), so it is written there too
+            cfg["original_max_position_embeddings"] = facts.original_context_length
     return cfg
 
 
@@ -287,7 +292,8 @@ def _gguf_rope(facts: GgufFacts, theta: float, rotary_dim: int | None) -> dict[s
         # not the llama3 formula: the same division, written as LongRoPE with one table and magnitude 1
         return {"rope_type": "longrope", "long_factor": facts.rope_freqs, "short_factor": facts.rope_freqs,
                 "attention_factor": 1.0,
-                "original_max_position_embeddings": facts.context_length or DEFAULT_GGUF_CONTEXT}
+                "original_max_position_embeddings": facts.original_context_length or facts.context_length
+                or DEFAULT_GGUF_CONTEXT}
     if facts.rope_factors_long is not None and facts.rope_factors_short is not None:
         longrope: dict[str, Any] = {"rope_type": "longrope", "long_factor": facts.rope_factors_long,
                                     "short_factor": facts.rope_factors_short}

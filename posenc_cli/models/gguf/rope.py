@@ -21,7 +21,7 @@ import numpy as np
 
 from posenc_cli.rope.frequencies import RopeSpec, compute, default_inv_freq
 
-__all__ = ["llama3_params", "FIT_RTOL"]
+__all__ = ["llama3_factors", "llama3_params", "FIT_RTOL"]
 
 FIT_RTOL = 2e-6  # relative: the tensor is float32 (written from float64), transformers' llama3 is float32 arithmetic
 
@@ -69,3 +69,14 @@ def llama3_params(factors: Sequence[float], theta: float, rotary_dim: int) -> di
     candidates.append({"factor": _nice(factor), "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                        "original_max_position_embeddings": 8192})
     return next((c for c in candidates if _fits(c, theta, rotary_dim, wanted)), None)
+
+
+def llama3_factors(params: dict[str, Any], theta: float, rotary_dim: int) -> list[float]:
+    """The ``rope_freqs`` tensor for llama3 ``params`` (factor, low/high_freq_factor, original length): each pair's
+    default frequency over its llama3 frequency, both as :mod:`posenc_cli.rope.frequencies` computes them
+    (transformers' float32 arithmetic); ``rotary_dim / 2`` values. convert_hf_to_gguf.py writes the same quotients
+    from its own float32 loop (equal to float32 rounding)."""
+    spec = RopeSpec({"rope_type": "llama3", "rope_theta": theta, **params}, rotary_dim, 0)
+    scaled = compute(spec).inv_freq.astype(np.float64)
+    default = default_inv_freq(theta, rotary_dim).astype(np.float64)
+    return [float(v) for v in default / scaled]

@@ -1,0 +1,167 @@
+"""A rope scaling written into a GGUF: the metadata and rope tensors llama.cpp's converter writes for the same rope
+(``posenc scale METHOD --config MODEL.gguf -o NEW.gguf``), as a :class:`~posenc_cli.models.gguf.writer.Edit`.
+
+What ``convert_hf_to_gguf.py`` (llama-cpp-python 0.3.36) writes from a config.json, per architecture posenc writes
+(``conversion/base.py`` ``set_gguf_parameters``, ``llama.py``, ``phi.py``), and so what :func:`scaling_edit` sets:
+
+* every architecture: ``{arch}.context_length`` = ``max_position_embeddings`` and ``{arch}.rope.freq_base`` =
+  ``rope_theta`` (``ntk`` changes only these: a static base, no scaling key);
+* llama, qwen2: ``linear``: ``rope.scaling.type`` linear and ``rope.scaling.factor``; ``yarn``: type yarn, the
+  factor, ``rope.scaling.original_context_length``, ``rope.scaling.yarn_attn_factor`` when the rope dict names an
+  ``attention_factor`` and ``rope.scaling.yarn_beta_fast/slow`` when it names them; ``llama3`` (llama only:
+  ``LlamaModel.generate_extra_tensors``): no scaling key, the ``rope_freqs`` tensor (F32, one factor per pair);
+* phi3 (``Phi3MiniModel``, LongRoPE only): ``rope.scaling.original_context_length``, ``rope.scaling.attn_factor``
+  and the ``rope_factors_long/short`` tensors (F32), no scaling type.
+
+Every other ``rope.scaling.*`` key of the input is deleted, and a ``rope_freqs`` tensor is dropped unless the new
+rope is llama3 (a GGUF converted from the patched config has none; llama.cpp applies it under any scaling, so it
+would stack). Two places differ from the converter, both so that llama.cpp computes what transformers computes
+(the proof: tests/models/test_gguf_writer.py runs llama.cpp on the written file):
+
+* YaRN with an attention factor other than transformers' default ``0.1 ln s + 1`` (``--attention-factor``, or a
+  model's ``mscale``): llama.cpp does not read ``yarn_attn_factor`` (``llama-model.cpp`` reads
+  ``rope.scaling.attn_factor`` and multiplies it by ``0.1 ln s + 1`` in YaRN mode), so ``rope.scaling.attn_factor``
+  = wanted / (0.1 ln s + 1) is written as well;
+* LongRoPE: ``rope.scaling.attn_factor`` (llama.cpp's magnitude) is transformers' magnitude for the rope dict: an
+  explicit ``attention_factor``, else ``sqrt(1 + ln(f) / ln(original))`` with ``f`` the dict's ``factor`` when it
+  names one (what ``posenc scale longrope`` on a LongRoPE model writes: the factor relative to its shipped window),
+  where the converter always takes ``f = max_position_embeddings / original``. Measured on a converted Phi-3 twin at
+  256k: the converter's GGUF of posenc's patched config is 0.29 relative from transformers, posenc's within 2e-3.
+
+Refused, with the reason: dynamic NTK (llama.cpp has none; the converter writes no scaling, so the file would run
+plain RoPE), llama3 outside llama, LongRoPE outside phi3 and anything but LongRoPE on phi3 (the converter refuses or
+drops them), and the architectures not listed (deepseek2 keeps YaRN's mscale in ``yarn_log_multiplier``; the others
+are not proven).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from posenc_cli.errors import PosencError
+from posenc_cli.models.gguf.header import FLOAT32, STRING, UINT32, shortest_float32
+from posenc_cli.models.gguf.metadata import GgufFacts
+from posenc_cli.models.gguf.writer import Edit
+from posenc_cli.rope.attention_factors import longrope_attention_factor, yarn_attention_factor, yarn_mscale
+
+__all__ = ["WRITTEN_ARCHS", "SCALING_KEYS", "scaling_edit"]
+
+#: architecture -> the rope types posenc writes into its GGUFs (each proven on converter-made GGUFs)
+WRITTEN_ARCHS: dict[str, tuple[str, ...]] = {
+    "llama": ("default", "linear", "yarn", "llama3"),
+    "qwen2": ("default", "linear", "yarn"),
+    "phi3": ("longrope",),
+}
+
+#: the rope scaling keys (under ``{arch}.``) a new scaling replaces: every one llama.cpp or the converter knows
+SCALING_KEYS = ("rope.scaling.type", "rope.scaling.factor", "rope.scale_linear", "rope.scaling.attn_factor",
+                "rope.scaling.original_context_length", "rope.scaling.finetuned", "rope.scaling.alpha",
+                "rope.scaling.yarn_log_multiplier", "rope.scaling.yarn_ext_factor", "rope.scaling.yarn_attn_factor",
+                "rope.scaling.yarn_beta_fast", "rope.scaling.yarn_beta_slow")
+
+
+def _refuse(facts: GgufFacts, rope_type: str) -> None:
+    arch = facts.architecture
+    if rope_type == "dynamic":
+        raise PosencError("dynamic NTK cannot be written into a GGUF: llama.cpp has no dynamic NTK (no per-length "
+                          "base), and convert_hf_to_gguf.py writes no scaling for it, so the file would run plain "
+                          "RoPE; use `posenc scale ntk` (a static base) or yarn")
+    allowed = WRITTEN_ARCHS.get(arch)
+    if allowed is None:
+        known = ", ".join(WRITTEN_ARCHS)
+        why = (" (llama.cpp's deepseek2 keeps YaRN's mscale in rope.scaling.yarn_log_multiplier: use the llama.cpp "
+               "flags, `--format llama.cpp`)" if arch == "deepseek2" else "")
+        raise PosencError(f"posenc writes rope scaling into GGUFs of the architectures {known}, proven on GGUFs made "
+                          f"by llama.cpp's converter; this one is {arch}{why}: patch config.json with `--format hf "
+                          "-o DIR/config.json` and convert it with convert_hf_to_gguf.py")
+    if rope_type not in allowed:
+        name = {"default": "ntk (a new base)"}.get(rope_type, rope_type)
+        raise PosencError(f"{name} cannot be written into a {arch} GGUF: llama.cpp's converter writes "
+                          f"{' / '.join(allowed)} for {arch} (llama3 is a rope_freqs tensor of llama GGUFs only; "
+                          "LongRoPE the rope_factors tensors of phi3 ones)")
+
+
+def scaling_edit(facts: GgufFacts, params: Mapping[str, Any], max_position_embeddings: int,
+                 rotary_dim: int) -> tuple[Edit, list[str]]:
+    """The :class:`Edit` that gives a GGUF of ``facts`` the rope dict ``params`` (transformers 5 form, ``rope_theta``
+    inside) and ``max_position_embeddings``, and notes on what differs from the converter's output (module
+    docstring). ``rotary_dim``: the rotating features (the rope tensors hold one value per pair)."""
+    arch = facts.architecture
+    rope_type = str(params.get("rope_type", "default"))
+    _refuse(facts, rope_type)
+    key = f"{arch}.".__add__
+    edit = Edit(delete_keys={key(k) for k in SCALING_KEYS})
+    edit.set_keys[key("context_length")] = (UINT32, int(max_position_embeddings))
+    theta = float(params["rope_theta"])
+    edit.set_keys[key("rope.freq_base")] = (FLOAT32, theta)
+    notes: list[str] = []
+    if facts.has_rope_freqs and rope_type != "llama3":
+        edit.tensors["rope_freqs.weight"] = None
+        notes.append("dropped the rope_freqs tensor (per-pair factors): llama.cpp applies it under any scaling, "
+                     f"so it would stack on {'ntk' if rope_type == 'default' else rope_type}; a GGUF converted from "
+                     "the patched config has none")
+    if rope_type == "linear":
+        edit.set_keys[key("rope.scaling.type")] = (STRING, "linear")
+        edit.set_keys[key("rope.scaling.factor")] = (FLOAT32, float(params["factor"]))
+    elif rope_type == "yarn":
+        notes += _yarn(edit, key, params)
+    elif rope_type == "llama3":
+        from posenc_cli.models.gguf.rope import llama3_factors  # numpy: only for a llama3 rope
+
+        llama3 = {k: params[k] for k in ("factor", "low_freq_factor", "high_freq_factor",
+                                         "original_max_position_embeddings")}
+        edit.tensors["rope_freqs.weight"] = llama3_factors(llama3, theta, rotary_dim)
+    elif rope_type == "longrope":
+        notes += _longrope(edit, key, params, max_position_embeddings, rotary_dim)
+    return edit, notes
+
+
+def _yarn(edit: Edit, key: Any, params: Mapping[str, Any]) -> list[str]:
+    factor = float(params["factor"])
+    edit.set_keys[key("rope.scaling.type")] = (STRING, "yarn")
+    edit.set_keys[key("rope.scaling.factor")] = (FLOAT32, factor)
+    original = int(params["original_max_position_embeddings"])
+    edit.set_keys[key("rope.scaling.original_context_length")] = (UINT32, original)
+    notes = []
+    if params.get("attention_factor") is not None:
+        edit.set_keys[key("rope.scaling.yarn_attn_factor")] = (FLOAT32, float(params["attention_factor"]))
+    for name in ("beta_fast", "beta_slow"):
+        if params.get(name) is not None:
+            edit.set_keys[key(f"rope.scaling.yarn_{name}")] = (FLOAT32, float(params[name]))
+    wanted = yarn_attention_factor(params, factor)
+    default = yarn_mscale(factor)
+    if not math.isclose(wanted, default, rel_tol=1e-7):
+        edit.set_keys[key("rope.scaling.attn_factor")] = (FLOAT32, wanted / default)
+        notes.append(f"wrote rope.scaling.attn_factor {shortest_float32(wanted / default)!r}: llama.cpp multiplies it "
+                     f"by 0.1 ln(factor) + 1 = {default:.6g}, giving transformers' attention factor {wanted:.6g} "
+                     "(llama.cpp does not read the yarn_attn_factor key convert_hf_to_gguf.py writes)")
+    if params.get("truncate") is False:
+        notes.append("llama.cpp always rounds YaRN's correction range (truncate=true); this rope has "
+                     "truncate=false, which a GGUF cannot hold")
+    return notes
+
+
+def _longrope(edit: Edit, key: Any, params: Mapping[str, Any], max_position_embeddings: int,
+              rotary_dim: int) -> list[str]:
+    original = int(params["original_max_position_embeddings"])
+    notes: list[str] = []
+    long, short = list(params["long_factor"]), list(params["short_factor"])
+    if len(long) != rotary_dim // 2 or len(short) != rotary_dim // 2:
+        raise PosencError(f"longrope factor lists must have one entry per rotated pair ({rotary_dim // 2}), got "
+                          f"{len(long)} long and {len(short)} short")
+    scale = max_position_embeddings / original
+    # transformers' magnitude: from the dict's factor when it names one (posenc_cli.rope.frequencies), else the
+    # lengths' ratio, which is all the converter uses
+    factor = float(params.get("factor") or scale)
+    magnitude = longrope_attention_factor(params, factor, original)
+    converters = math.sqrt(1 + math.log(scale) / math.log(original)) if scale > 1.0 else 1.0
+    if shortest_float32(magnitude) != shortest_float32(converters):
+        notes.append(f"wrote rope.scaling.attn_factor {magnitude:.6g}, transformers' LongRoPE magnitude for this rope "
+                     f"(factor {factor:g}); convert_hf_to_gguf.py writes {converters:.6g} from the lengths alone")
+    edit.set_keys[key("rope.scaling.original_context_length")] = (UINT32, original)
+    edit.set_keys[key("rope.scaling.attn_factor")] = (FLOAT32, magnitude)
+    edit.tensors["rope_factors_long.weight"] = [float(v) for v in long]
+    edit.tensors["rope_factors_short.weight"] = [float(v) for v in short]
+    return notes

@@ -1,0 +1,225 @@
+"""``posenc scale METHOD --config MODEL.gguf --target N -o NEW.gguf`` on GGUFs made by llama.cpp's OWN converter.
+
+Each twin (converted_harness.py: a corpus config's rope and head dims, tiny everything else) is converted by
+``convert_hf_to_gguf.py`` of the llama-cpp-python 0.3.36 sdist (``POSENC_LLAMA_CONVERTER``; skipped without it).
+For each request, posenc writes NEW.gguf from the converted GGUF, and posenc patches the twin's config.json for the
+same request (``-o DIR/config.json``), which the converter converts too. Then:
+
+* llama.cpp (llama-cpp-python) on NEW.gguf with NO rope flag (only the context size) gives the logits transformers
+  gives for the patched config, within ``TOL`` = 2e-3 relative (the largest per-position
+  ``|llama.cpp - transformers| / |transformers|``, L2 over the vocabulary, from position 1; the same tolerance and
+  reasons as test_llamacpp_converted.py: float32 angles and summation orders under attention made sharp on purpose;
+  the measured values are printed with ``-s``; a wrong rope moves them by more than ``MISMATCH`` = 0.05);
+* every ``{arch}.`` key of NEW.gguf equals the converted patched config's (read by the vendored gguf-py's own
+  ``GGUFReader``, float32 values compared exactly), and so do its tensor names; the rope tensors' values agree to
+  float32 rounding (``rope_freqs``: the converter's own float32 loop against transformers' llama3 arithmetic,
+  ``RTOL_TABLE`` = 1e-6) or exactly (LongRoPE's lists);
+* every other tensor of NEW.gguf is byte-identical to the input's (sha256), and the input is unchanged;
+* ``posenc inspect NEW.gguf`` reads back the rope ``posenc inspect`` reads from the patched config.json.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from clihelpers import assert_usage_error, ok, run
+
+pytest.importorskip("llama_cpp")
+pytest.importorskip("transformers")
+pytest.importorskip("torch")
+
+from converted_harness import convert, converter_dir, hf_logits, relative_diff, save_twin, tiny_twin  # noqa: E402
+from gguf_files import file_hash  # noqa: E402
+from llamacpp_harness import llamacpp_logits  # noqa: E402
+
+CONVERTER = converter_dir()
+pytestmark = [pytest.mark.numeric,
+              pytest.mark.skipif(CONVERTER is None, reason="POSENC_LLAMA_CONVERTER does not name llama.cpp's "
+                                 "convert_hf_to_gguf.py folder (.ci/run sets it after pip download)")]
+
+ROOT = Path(__file__).resolve().parents[2]
+TOL = 2e-3
+MISMATCH = 0.05
+RTOL_TABLE = 1e-6
+N_TOKENS = 512
+TOKENS = np.random.default_rng(2).integers(0, 128, size=N_TOKENS)
+ROPE_TENSORS = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")
+
+
+def _json(path: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((ROOT / path).read_text())
+    return data
+
+
+TWINS = {
+    "llama-3.1": lambda: tiny_twin(_json("tests/corpus/llama-3.1-8b-instruct.json")),
+    "qwen2.5-yarn": lambda: tiny_twin(_json("docs/examples/qwen2.5-7b-instruct-yarn.json")),
+    "phi-3": lambda: tiny_twin(_json("tests/fixtures/phi-3-mini-128k.json")),
+}
+
+
+@pytest.fixture(scope="module")
+def twins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    """name -> (HF folder, converted GGUF)."""
+    assert CONVERTER is not None
+    out = {}
+    for name, make in TWINS.items():
+        folder = save_twin(make(), tmp_path_factory.mktemp(name) / "hf")
+        out[name] = folder, convert(CONVERTER, folder, folder.parent / "model.gguf")
+    return out
+
+
+def _reader(path: Path) -> Any:
+    assert CONVERTER is not None
+    sys.path.insert(0, str(CONVERTER / "gguf-py"))
+    try:
+        from gguf import GGUFReader
+    finally:
+        sys.path.remove(str(CONVERTER / "gguf-py"))
+    return GGUFReader(str(path))
+
+
+def _contents(path: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """(every key's value, every tensor's data) as gguf-py reads them."""
+    reader = _reader(path)
+    fields = {name: f.contents() for name, f in reader.fields.items() if not name.startswith("GGUF.")}
+    tensors = {t.name: np.asarray(t.data).tobytes() for t in reader.tensors}
+    return fields, tensors
+
+
+def _longrope_request(folder: Path) -> tuple[str, ...]:
+    """LongRoPE to 256k with new factor lists (the shipped ones scaled: posenc never invents factors)."""
+    rope = json.loads((folder / "config.json").read_text())["rope_parameters"]
+    long = json.dumps([round(2 * v, 4) for v in rope["long_factor"]])
+    short = json.dumps([round(v, 4) for v in rope["short_factor"]])
+    return ("longrope", "--target", "256k", "--long-factor", long, "--short-factor", short)
+
+
+CASES = [
+    ("llama-3.1", ("yarn", "--target", "256k")),
+    ("llama-3.1", ("linear", "--target", "256k")),
+    ("llama-3.1", ("ntk", "--target", "256k")),
+    ("llama-3.1", ("llama3", "--target", "256k")),
+    ("qwen2.5-yarn", ("yarn", "--target", "256k")),
+    ("qwen2.5-yarn", ("linear", "--target", "256k")),
+    ("qwen2.5-yarn", ("ntk", "--target", "256k")),
+    ("phi-3", ("longrope",)),
+]
+
+
+#: the keys where posenc's GGUF differs from the converter's, so that llama.cpp computes what transformers does
+#: (models/gguf/scaled.py): LongRoPE's magnitude when the dict names a factor
+DIFFERS = {"phi-3": {"phi3.rope.scaling.attn_factor"}}
+
+
+def _both(folder: Path, gguf: Path, tmp: Path, request: tuple[str, ...]) -> tuple[Path, Path, dict[str, Any]]:
+    """NEW.gguf written by posenc from ``gguf``; the converter's GGUF of the config posenc patches for the same
+    request; that patched config."""
+    new = tmp / "new.gguf"
+    ok(run("scale", *request, "--config", str(gguf), "-o", str(new)))
+    patched_dir = tmp / "patched"
+    shutil.copytree(folder, patched_dir)
+    ok(run("scale", *request, "--config", str(folder / "config.json"), "-o", str(patched_dir / "config.json")))
+    assert CONVERTER is not None
+    converted = convert(CONVERTER, patched_dir, tmp / "converted.gguf")
+    return new, converted, json.loads((patched_dir / "config.json").read_text())
+
+
+def _rope_overrides(cfg: dict[str, Any]) -> dict[str, Any]:
+    return {k: cfg.get(k) for k in ("rope_scaling", "rope_parameters", "rope_theta", "max_position_embeddings")}
+
+
+@pytest.mark.parametrize(("name", "request_args"), CASES, ids=[f"{n}-{r[0]}" for n, r in CASES])
+def test_the_written_gguf_is_the_converters_and_llama_cpp_computes_transformers(
+        twins: Any, tmp_path: Path, name: str, request_args: tuple[str, ...]) -> None:
+    folder, gguf = twins[name]
+    request = _longrope_request(folder) if request_args == ("longrope",) else request_args
+    before = file_hash(gguf)
+    new, converted, patched = _both(folder, gguf, tmp_path, request)
+    assert file_hash(gguf) == before
+    ours, ours_tensors = _contents(new)
+    theirs, theirs_tensors = _contents(converted)
+    arch = ours["general.architecture"]
+    differ = DIFFERS.get(name, set())
+    assert {k: v for k, v in ours.items() if k.startswith(arch + ".") and k not in differ} == \
+        {k: v for k, v in theirs.items() if k.startswith(arch + ".") and k not in differ}
+    assert all(k in ours and k in theirs for k in differ)
+    assert list(ours_tensors) == list(theirs_tensors)
+    _, inputs = _contents(gguf)
+    for tensor, data in ours_tensors.items():
+        if tensor in ROPE_TENSORS:
+            a, b = np.frombuffer(data, np.float32), np.frombuffer(theirs_tensors[tensor], np.float32)
+            rtol = RTOL_TABLE if tensor == "rope_freqs.weight" else 0.0
+            assert np.allclose(a, b, rtol=rtol, atol=0.0), (tensor, float(np.max(np.abs(a / b - 1))))
+        else:
+            assert hashlib.sha256(data).digest() == hashlib.sha256(inputs[tensor]).digest(), tensor
+    diff = relative_diff(llamacpp_logits(new, TOKENS, n_ctx=N_TOKENS), hf_logits(folder, TOKENS,
+                                                                                  _rope_overrides(patched)))
+    print(f"{name} {request[0]}: llama.cpp on NEW.gguf (no rope flag) vs transformers: {diff:.2e}")
+    assert diff <= TOL, diff
+    if differ:  # where posenc's key differs from the converter's, the converter's file is the wrong one
+        bad = relative_diff(llamacpp_logits(converted, TOKENS, n_ctx=N_TOKENS),
+                            hf_logits(folder, TOKENS, _rope_overrides(patched)))
+        print(f"{name} {request[0]}: the converter's GGUF of the patched config: {bad:.2e}")
+        assert bad > MISMATCH
+    from_config = json.loads(ok(run("inspect", str(tmp_path / "patched" / "config.json"), "--json")).stdout)
+    from_gguf = json.loads(ok(run("inspect", str(new), "--json")).stdout)
+    for a, b in zip(from_config["layers"], from_gguf["layers"], strict=True):
+        assert a["rope_type"] == b["rope_type"] or {a["rope_type"], b["rope_type"]} == {"default"}
+        assert np.allclose(a["inv_freq"], b["inv_freq"], rtol=1e-6)
+        assert a["attention_factor"] == pytest.approx(b["attention_factor"], rel=1e-6)
+
+
+def test_an_explicit_yarn_attention_factor_is_written_where_llama_cpp_reads_it(twins: Any, tmp_path: Path) -> None:
+    """The converter writes YaRN's attention_factor as rope.scaling.yarn_attn_factor, which llama.cpp does not read
+    (it uses attn_factor x (0.1 ln s + 1)): its GGUF of the patched config is far from transformers; posenc's
+    adds rope.scaling.attn_factor = wanted / (0.1 ln s + 1) and is within TOL."""
+    folder, gguf = twins["qwen2.5-yarn"]
+    request = ("yarn", "--target", "256k", "--attention-factor", "1.0")
+    new, converted, patched = _both(folder, gguf, tmp_path, request)
+    ours, theirs = _contents(new)[0], _contents(converted)[0]
+    extra = {k for k in ours if k not in theirs}
+    assert extra == {"qwen2.rope.scaling.attn_factor"} and ours["qwen2.rope.scaling.yarn_attn_factor"] == 1.0
+    reference = hf_logits(folder, TOKENS, _rope_overrides(patched))
+    good = relative_diff(llamacpp_logits(new, TOKENS, n_ctx=N_TOKENS), reference)
+    bad = relative_diff(llamacpp_logits(converted, TOKENS, n_ctx=N_TOKENS), reference)
+    print(f"attention factor 1.0: posenc's GGUF {good:.2e}, the converter's {bad:.2e}")
+    assert good <= TOL < MISMATCH < bad
+
+
+def test_refusals_name_why(twins: Any, tmp_path: Path) -> None:
+    _, llama = twins["llama-3.1"]
+    _, qwen = twins["qwen2.5-yarn"]
+    _, phi = twins["phi-3"]
+    out = str(tmp_path / "new.gguf")
+    assert_usage_error(run("scale", "dynamic", "--target", "256k", "--config", str(llama), "-o", out),
+                       "dynamic NTK cannot be written into a GGUF")
+    assert_usage_error(run("scale", "llama3", "--target", "256k", "--config", str(qwen), "-o", out),
+                       "llama3 cannot be written into a qwen2 GGUF")
+    assert_usage_error(run("scale", "ntk", "--target", "256k", "--config", str(phi), "-o", out),
+                       "ntk (a new base) cannot be written into a phi3 GGUF")
+    assert_usage_error(run("scale", "yarn", "--target", "256k", "--config", str(llama), "--in-place"),
+                       "never writes over a GGUF")
+    assert_usage_error(run("scale", "yarn", "--target", "256k", "--config", str(llama), "-o", out, "--format",
+                           "vllm"), "writes a new GGUF")
+    assert not (tmp_path / "new.gguf").exists()
+
+
+def test_a_converted_gguf_reports_its_own_original_length(tmp_path: Path) -> None:
+    """A GGUF's rope.scaling.original_context_length is the model's original length: a Phi-3 twin whose original is
+    8192 (not Phi-3's 4096) reads back as 8192, from the converter's file and from one posenc wrote."""
+    assert CONVERTER is not None
+    cfg = _json("tests/fixtures/phi-3-mini-128k.json")
+    cfg["original_max_position_embeddings"] = 8192
+    folder = save_twin(tiny_twin(cfg), tmp_path / "hf")
+    gguf = convert(CONVERTER, folder, tmp_path / "model.gguf")
+    for path in (gguf, folder / "config.json"):
+        layer = json.loads(ok(run("inspect", str(path), "--json")).stdout)["layers"][0]
+        assert layer["original_length"] == 8192, (path, layer["original_length"])
