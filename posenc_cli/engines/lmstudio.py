@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from posenc_cli.models.model_positions import ModelPositions
 
 NAME = "lmstudio"
-VERSION = llamacpp.VERSION
+VERSION = f"via {llamacpp.VERSION}"  # the llama.cpp its numbers are proven against
 
 
 def render(r: Rendering) -> tuple[str, list[str]]:
@@ -44,7 +44,7 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
 
 TARGET = Target(
     NAME, "LM Studio", "lmstudio", VERSION, render, run,
-    targets="LM Studio's llama.cpp runtime (numbers: the llama.cpp in {version})",
+    targets="LM Studio's llama.cpp runtime (numbers: llama.cpp {version})",
     proven_by="llama.cpp (llama-cpp-python) with no rope flag on GGUFs posenc writes from converter-made GGUFs",
     cannot_express="any rope flag (the scaling must be in the GGUF: `scale --config MODEL.gguf -o NEW.gguf`); what "
                    "llama.cpp cannot (dynamic NTK, YaRN `truncate: false`)")

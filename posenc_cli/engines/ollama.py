@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from posenc_cli.models.model_positions import ModelPositions
 
 NAME = "ollama"
-VERSION = llamacpp.VERSION  # the llama.cpp its numbers are proven against; Ollama vendors its own llama.cpp
+VERSION = f"via {llamacpp.VERSION}"  # the llama.cpp its numbers are proven against; Ollama vendors its own llama.cpp
 CAPPED = "Ollama lowers num_ctx to the GGUF's context_length"
 
 
@@ -109,7 +109,7 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
 
 TARGET = Target(
     NAME, "Ollama", "ollama", VERSION, render, run,
-    targets="Ollama serving a GGUF through llama.cpp (numbers: the llama.cpp in {version})",
+    targets="Ollama serving a GGUF through llama.cpp (numbers: llama.cpp {version})",
     proven_by="llama.cpp (llama-cpp-python) with no rope flag on GGUFs posenc writes from converter-made GGUFs",
     cannot_express="any rope flag (the scaling must be in the GGUF: `scale --config MODEL.gguf -o NEW.gguf`); "
                    "num_ctx above the GGUF's context_length (lowered to it); what llama.cpp cannot (dynamic NTK, "
