@@ -7,6 +7,7 @@ own module and knows nothing of the others or of the request layer.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import math
 from dataclasses import dataclass, field
@@ -313,7 +314,9 @@ class _Judge:
     def __call__(self, runner: Runner) -> tuple[EngineVerdict, EngineRun | None]:
         """The verdict against transformers, and the run at the short length (None: none)."""
         model, cfg, max_model_len = self.model, self.cfg, self.max_model_len
-        run = runner(model, cfg, max_model_len, None)
+        # each run gets its own copy: an engine's config path (transformers' AutoConfig under LMDeploy's) may write
+        # into nested dicts, which the next engine would then read
+        run = runner(model, copy.deepcopy(cfg), max_model_len, None)
         named = {"MODEL": self.model_name}
         if self.model_name.endswith(".gguf"):  # llama.cpp's command names the GGUF itself
             named["MODEL.gguf"] = self.model_name
@@ -322,7 +325,7 @@ class _Judge:
         if self.short_reference is None or run.refusal:
             return verdict, None
         # the same server, a sequence of `short` tokens: static engines keep their tables, per-batch ones switch
-        at = runner(model, cfg, max_model_len, self.short_reference.max_model_len)
+        at = runner(model, copy.deepcopy(cfg), max_model_len, self.short_reference.max_model_len)
         served_short = EngineRun(run.engine, run.version, self.short_reference.max_model_len, at.groups,
                                  run.invocation)
         at_short = compare(self.short_reference, served_short)

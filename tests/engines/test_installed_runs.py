@@ -156,3 +156,25 @@ def test_engines_without_an_installed_module_stay_modelled() -> None:
         module = check_module.installed_module(entry.name)
         if module is not None:
             assert callable(module.version) and callable(module.run)
+
+
+def test_each_engine_gets_the_config_as_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine whose config path writes into the nested rope dict (transformers' AutoConfig under LMDeploy's parser
+    did) must not change what the engines after it read: found when ``check --installed`` on the Qwen card's YaRN
+    file gave ExLlamaV3 (run after LMDeploy) an original length of 8,192 and the verdict "differs" (0.879)."""
+    cfg = json.loads((ROOT / "docs" / "examples" / "qwen2.5-7b-instruct-yarn.json").read_text())
+    given = json.loads(json.dumps(cfg))
+    seen: list[dict[str, Any]] = []
+
+    def meddling(model: Any, config: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
+        seen.append(json.loads(json.dumps(config)))
+        config["rope_scaling"]["original_max_position_embeddings"] = 8192  # what the merge did
+        return vllm_model.run(model, config, max_model_len, seq_len)
+
+    target = registry.load("vllm")
+    real_load = registry.load
+    monkeypatch.setattr(registry, "load", lambda name: registry.Target(
+        name, target.title, target.package, target.version, target.render, meddling) if name in ("vllm", "sglang")
+        else real_load(name))
+    check_module.check(describe(cfg), cfg, ["hf", "vllm", "sglang"], 131072)
+    assert seen == [given, given] and cfg == given

@@ -83,12 +83,14 @@ def _hf_text_config(cfg: dict[str, Any], overrides: dict[str, Any] | None = None
     installed ``source_model_config``, ``overrides`` (``--hf-overrides``) merged by the installed
     ``override_hf_config`` as ``lmdeploy/turbomind/converter.py`` does, then a multimodal aggregate's
     ``text_config`` / ``llm_config``."""
+    import copy
     import warnings
 
     from transformers import AutoConfig
 
     parser = _definitions(_PARSER, _NEEDED)
-    served = {k: v for k, v in cfg.items() if k != "quantization_config"}
+    # a deep copy: AutoConfig and the override merge write into the nested rope dict, which is the caller's
+    served = copy.deepcopy({k: v for k, v in cfg.items() if k != "quantization_config"})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
