@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from posenc_cli.engines import llamacpp
 from posenc_cli.engines.registry import Rendering, Target
-from posenc_cli.engines.runs import EngineRun
+from posenc_cli.engines.runs import WILL_NOT_START, EngineRun
 from posenc_cli.models.ollama_convert import FIX, ollama_converter_drops
 from posenc_cli.rope.scaling import rope_parameters
 
@@ -96,13 +96,16 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
     served = min(max_model_len, accepts) if accepts else max_model_len
     base = llamacpp_base(model, cfg, served, seq_len, NAME)
     warnings = [w for w in base.warnings if "applies on top of these flags" not in w and "--" not in w]
-    if accepts and max_model_len > accepts:
-        warnings.append(f"{CAPPED} ({accepts}): num_ctx {max_model_len} serves {accepts}; write the scaling into "
-                        "the GGUF (posenc scale ... --config MODEL.gguf -o NEW.gguf --format ollama)")
+    if accepts and max_model_len > accepts and base.refusal is None:
+        # Ollama starts, but serves fewer tokens than asked, silently: not the run that was asked for
+        return EngineRun(NAME, VERSION, max_model_len, [], ["ollama", "run", "NAME"], accepts=accepts, refusal=(
+            f"{WILL_NOT_START}: {CAPPED} ({accepts:,}), so num_ctx {max_model_len:,} serves {accepts:,} tokens; "
+            "write the scaling into the GGUF (posenc scale ... --config MODEL.gguf "
+            "-o NEW.gguf --format ollama)"))
     text, text_type, _ = text_config(cfg)
     warnings += [f"if the GGUF comes from `ollama create` on the safetensors folder: {drop}; {FIX}"
                  for drop in ollama_converter_drops(text, text_type)]
-    return EngineRun(NAME, VERSION, max_model_len, base.groups, ["ollama", "run", "MODEL"], accepts=accepts or None,
+    return EngineRun(NAME, VERSION, max_model_len, base.groups, ["ollama", "run", "NAME"], accepts=accepts or None,
                      needs=[f"Modelfile: PARAMETER num_ctx {max_model_len}"], refusal=base.refusal,
                      warnings=warnings)
 
