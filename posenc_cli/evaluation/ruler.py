@@ -382,7 +382,7 @@ def _vt_text(task: Task, rng: random.Random, used: set[str], noises: int, letter
     chains: list[list[str]] = []
     names: list[list[str]] = []
     for _ in range(task.param("num_chains")):
-        these = []
+        these: list[str] = []
         while len(these) < hops + 1:
             name = "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(letters))
             if name not in used:
@@ -419,8 +419,8 @@ def _vt(task: Task, rng: random.Random, length: int, count: Callable[[str], int]
             break
         example, noises = candidate, noises + 5
     used |= set(re.findall(r"VAR ([A-Z]{3}) ", example)) | set(re.findall(r"\b\d{5}\b", example))
-    make, limit, names, value = _vt_text(task, rng, used, max(_chars_for(length, count, NOISE) * scale // len(NOISE), 2),
-                                         5, hops)
+    noises = max(_chars_for(length, count, NOISE) * scale // len(NOISE), 2)
+    make, limit, names, value = _vt_text(task, rng, used, noises, 5, hops)
 
     def text(n: int) -> str:
         return example + "\n\n" + _vt_fill(task, make(n), value, hops)
@@ -458,10 +458,11 @@ def _cwe(task: Task, rng: random.Random, length: int, count: Callable[[str], int
 
 def zeta(s: float) -> float:
     """Riemann zeta for s > 1 (scipy.special.zeta, which lm-eval uses): sum to N plus Euler-Maclaurin tail."""
-    n = 1000
-    head = math.fsum(k ** -s for k in range(1, n))
-    return head + n ** (1 - s) / (s - 1) + n ** -s / 2 + s * n ** (-s - 1) / 12 - \
+    n = 1000.0
+    head = math.fsum(float(k) ** -s for k in range(1, 1000))
+    tail: float = n ** (1 - s) / (s - 1) + n ** -s / 2 + s * n ** (-s - 1) / 12 - \
         s * (s + 1) * (s + 2) * n ** (-s - 3) / 720
+    return head + tail
 
 
 def _fwe(task: Task, rng: random.Random, length: int, count: Callable[[str], int], scale: int) -> RulerPrompt:
