@@ -448,8 +448,8 @@ def _cwe(task: Task, rng: random.Random, length: int, count: Callable[[str], int
     listed = common * freq_cw + uncommon * freq_ucw
     rng.shuffle(listed)
     context = " ".join(f"{i + 1}. {w}" for i, w in enumerate(listed))
-    prompt, tokens = fit(lambda n: (head + context[:n]).strip() + tail, len(context), length, count, task.name)
-    seen = Counter(re.findall(r"\d+\. (\S+)", prompt[len(head):]))
+    prompt, tokens = fit(lambda n: head.lstrip() + context[:n] + tail, len(context), length, count, task.name)
+    seen = Counter(re.findall(r"\d+\. (\S+)", prompt[len(head.lstrip()):]))
     rest = max((c for w, c in seen.items() if w not in common), default=0)
     if min(seen[w] for w in common) <= rest:
         raise TaskError(f"length {length}: too short for cwe (its common words are not the most common once cut)")
