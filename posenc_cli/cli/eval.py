@@ -354,6 +354,8 @@ def _render_summary(summary: dict[str, Any]) -> None:
         if "baseline_loss" in test:
             measured = (f" (loss {test['loss']:.3f} vs {test['baseline_loss']:.3f} nats per token: perplexity "
                         f"{test['measured']:+.1%})")
+        elif test["kind"] in ("ruler", "nolima") and "measured" in test:
+            measured = f" (measured {'none' if test['measured'] is None else format_length(test['measured'])})"
         else:
             measured = f" (measured {test['measured']:g})" if "measured" in test else ""
         why = f": {test['why']}" if "why" in test else ""
