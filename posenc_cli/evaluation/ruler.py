@@ -438,18 +438,34 @@ def _cwe(task: Task, rng: random.Random, length: int, count: Callable[[str], int
     num_cw = task.param("num_cw")
     freq_cw, freq_ucw = (task.param("freq_cw"), task.param("freq_ucw")) if length >= 4096 else (6, 1)
     head, tail = task.template.format(context="\0", query="").split("\0")
-    tail = tail.rstrip() + " " + task.answer_prefix
-    per_entry = max(count("1234. " + "word " * 40) - count("1234. "), 1) / 40 * 2.2  # "N. word " tokens, generous
+    head, tail = head.lstrip(), tail.rstrip() + " " + task.answer_prefix
     pool = cwe_words()
-    entries = int(length / per_entry * scale) + 64
-    num_words = min(max(num_cw + 1, num_cw + (entries - num_cw * freq_cw) // freq_ucw), len(pool))
-    chosen = rng.sample(pool, num_words)
-    common, uncommon = chosen[:num_cw], chosen[num_cw:]
-    listed = common * freq_cw + uncommon * freq_ucw
-    rng.shuffle(listed)
-    context = " ".join(f"{i + 1}. {w}" for i, w in enumerate(listed))
-    prompt, tokens = fit(lambda n: head.lstrip() + context[:n] + tail, len(context), length, count, task.name)
-    seen = Counter(re.findall(r"\d+\. (\S+)", prompt[len(head.lstrip()):]))
+    seed = rng.random()
+
+    def listing(num_words: int) -> tuple[list[str], str]:
+        draw = random.Random(seed)  # the same words and order for any size: only the size is searched
+        chosen = draw.sample(pool, min(max(num_words, num_cw + 1), len(pool)))
+        common, uncommon = chosen[:num_cw], chosen[num_cw:]
+        listed = common * freq_cw + uncommon * freq_ucw
+        draw.shuffle(listed)
+        return common, " ".join(f"{i + 1}. {w}" for i, w in enumerate(listed))
+
+    # size the list so that it holds about 5% more tokens than the prompt has room for (RULER sizes it to fit;
+    # the cut below then drops a few entries, not a fraction of every word's repeats)
+    room = length - count(head + tail)
+    common, context = listing(num_cw + 200)
+    per_word = max(count(context) - count(""), 1) / (num_cw + 200)
+    factor = 1.05 * scale
+    while True:  # grow by 10% until the list is longer than the room (the estimate can be short)
+        num_words = num_cw + int((room * factor / per_word - num_cw) * (num_cw + 200) /
+                                 (num_cw * freq_cw + 200 * freq_ucw)) + 1
+        common, context = listing(num_words)
+        if count(head + context + tail) > length or num_words >= len(pool):
+            break
+        factor *= 1.1
+    prompt, tokens = fit(lambda n: head + context[:n] + tail, len(context), length, count, task.name)
+    # entries are "N. word" joined by spaces; some wonderwords entries hold a space ("ice cream")
+    seen = Counter(re.split(r"(?:^| )\d+\. ", prompt[len(head):len(prompt) - len(tail)])[1:])
     rest = max((c for w, c in seen.items() if w not in common), default=0)
     if min(seen[w] for w in common) <= rest:
         raise TaskError(f"length {length}: too short for cwe (its common words are not the most common once cut)")

@@ -118,6 +118,10 @@ class Runner:
                 raise PosencError(f"length {shortest} is too short for template {template.name!r}: its fixed text "
                                   f"is {fixed} tokens and the answer needs {template.max_tokens} (lengths from "
                                   f"{fixed + template.max_tokens})")
+        else:  # each task's prompt at the shortest length, before any request (TaskError says what is too short)
+            shortest = min(self.plan.lengths)
+            for task in template.tasks:
+                task.build(length=shortest - task.max_tokens, seed=0, count=self.count)
         manifest = {"format": FORMAT, "fingerprint": self.plan.fingerprint(), "plan": self.plan.as_dict(),
                     "model": self.caps.model, "server": self.caps.as_dict(), "counter": self.counter,
                     "loss": self.loss.as_dict(), "label": self.label,

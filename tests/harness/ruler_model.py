@@ -45,7 +45,8 @@ def answer(prompt: str, reach: int) -> str:
             names.append(more[0])
         return " " + " ".join(names)
     if "numbered list of words" in prompt:
-        words = Counter(re.findall(r"\d+\. ([a-zA-Z][\w-]*)", seen.split("Question:")[0]))
+        listing = seen.split("most often.\n")[-1].split("\nQuestion:")[0]
+        words = Counter(re.split(r"(?:^| )\d+\. ", listing)[1:])
         return " " + " ".join(f"{i + 1}. {w}" for i, (w, _) in enumerate(words.most_common(10)))
     text = seen.split("coded words. ")[-1].split("\nQuestion")[0]
     ranked = [w for w, _ in Counter(text.split()).most_common() if w != "..."]
