@@ -216,7 +216,8 @@ def task_scores(plan: dict[str, Any], records: list[dict[str, Any]]) -> dict[str
     return {"names": names, "scores": scores, "average": {str(k): v for k, v in average.items()},
             "mismatched": mismatched,
             "effective_length": {"ruler": effective_length(average, ruler_threshold),
-                                 "ruler_threshold": ruler_threshold, "nolima": nolima, "nolima_ratio": NOLIMA_RATIO, "nolima_base": base}}
+                                 "ruler_threshold": ruler_threshold, "nolima": nolima, "nolima_ratio": NOLIMA_RATIO,
+                                 "nolima_base": base}}
 
 
 def _effective(test: dict[str, Any], tasks: dict[str, Any] | None) -> dict[str, Any]:

@@ -149,6 +149,7 @@ def test_text_is_lm_evals() -> None:
         task = RULER.task(name)
         assert (task.template, task.answer_prefix, task.max_tokens) == (
             config["template"], config["answer_prefix"].strip(), config["tokens_to_generate"])
+        assert task.max_tokens == tokens
     noise = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
     assert noise in prepare and noise in RULER.task("niah_single_1").build(
         length=1024, seed=0, count=bytevocab.count).text
