@@ -1,5 +1,5 @@
 """RULER's tasks (posenc_cli.evaluation.ruler): exact lengths for every task and tokenizer, values never repeated,
-answers scorable, the text and metrics of lm-evaluation-harness 0.4.13, and the effective lengths' properties."""
+answers scorable, the text and metrics of lm-evaluation-harness 0.4.13."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from posenc_cli.evaluation import bytevocab
-from posenc_cli.evaluation.report import effective_length, nolima_length
 from posenc_cli.evaluation.ruler import TASKS, TaskError, string_match_all, string_match_part, words
 from posenc_cli.evaluation.templates import TemplateError, load_any, load_task
 from posenc_cli.evaluation.tokens import local_counter
@@ -200,35 +199,3 @@ def test_scores_are_lm_evals(reply: str, answers: list[str]) -> None:
     assert common.string_match_part(pred, [answers]) == sum(found) / len(found)
     doc = {"max_length": 4096, "outputs": answers}
     assert common.process_results(doc, [reply])["4096"] == string_match_all(reply, answers)
-
-
-# ------------------------------------------------------------------------------------------- effective lengths
-
-score_maps = st.dictionaries(st.sampled_from([512, 1024, 2048, 4096, 8192, 16384]),
-                             st.one_of(st.none(), st.floats(0, 100)), min_size=1)
-
-
-@given(scores=score_maps, low=st.floats(0, 100), high=st.floats(0, 100))
-def test_effective_length_properties(scores: dict[int, float | None], low: float, high: float) -> None:
-    low, high = min(low, high), max(low, high)
-    loose, strict = effective_length(scores, low), effective_length(scores, high)
-    if strict is not None:  # monotonic in the threshold
-        assert loose is not None and loose >= strict
-    if loose is not None:
-        assert loose in scores and loose <= max(scores)  # never past the longest length run
-        assert all(v is not None and v >= low for n, v in scores.items() if n <= loose)
-    shortest = scores[min(scores)]
-    if shortest is None or shortest < low:
-        assert loose is None  # None when even the shortest fails
-    nolima, base = nolima_length(scores, 0.85)
-    assert base == shortest
-    if nolima is not None:
-        assert base is not None and all(v is not None and v >= 0.85 * base for n, v in scores.items() if n <= nolima)
-
-
-def test_effective_length_examples() -> None:
-    # RULER's Table 3 reading: Llama-2-7B's 4k score is the threshold; a dip below it ends the effective length
-    assert effective_length({4096: 85.6, 8192: 85.59}, 85.6) == 4096
-    assert effective_length({4096: 90.0, 8192: 80.0, 16384: 90.0}, 85.6) == 4096
-    assert effective_length({4096: 80.0}, 85.6) is None
-    assert nolima_length({1024: 80.0, 2048: 68.0, 4096: 67.9}, 0.85) == (2048, 80.0)
