@@ -199,3 +199,134 @@ def test_scores_are_lm_evals(reply: str, answers: list[str]) -> None:
     assert common.string_match_part(pred, [answers]) == sum(found) / len(found)
     doc = {"max_length": 4096, "outputs": answers}
     assert common.process_results(doc, [reply])["4096"] == string_match_all(reply, answers)
+
+
+# ------------------------------------------------------------- lm-eval's own generators, run on the byte tokenizer
+
+class _ByteTokenizer:
+    """What lm-eval's generators call: ``tokenizer(text).input_ids`` (posenc's byte vocabulary, BOS included, or
+    a tokenizer.json's ids)."""
+
+    class _Ids:
+        def __init__(self, ids: list[int]) -> None:
+            self.input_ids = ids
+
+    def __init__(self, path: str | None = None) -> None:
+        from tokenizers import Tokenizer
+
+        self.tokenizer = Tokenizer.from_file(path) if path else None
+
+    def __call__(self, text: str) -> _ByteTokenizer._Ids:
+        if self.tokenizer is None:
+            return self._Ids(bytevocab.encode(text))
+        return self._Ids(self.tokenizer.encode(text, add_special_tokens=True).ids)
+
+
+def _lm_eval_module(name: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """lm-eval's ``tasks/ruler/NAME`` executed from its source. Its imports that this environment lacks and that the
+    generators compared here do not use are stand-ins: ``datasets`` (only wraps the samples), ``nltk`` (only
+    the essay haystack, a download, splits sentences with it; its punkt download at import is skipped), scipy's
+    ``zeta`` (fwe's Zipf normaliser: posenc's, checked against pi^2/6 below). The adjective-noun key pool is cut to
+    the first 20 adjectives (lm-eval builds all 6.2 million pairs at import)."""
+    import sys
+    import types
+
+    from posenc_cli.evaluation.ruler import zeta
+
+    source = _lm_eval_source(name)
+    source = source.replace("\ndownload_nltk_resources()\n", "\n")
+    source = source.replace("for adj in adjs for noun in nouns]", "for adj in adjs[:20] for noun in nouns]")
+    common = _common_utils()
+    source = re.sub(r"from lm_eval\.tasks\.ruler\.common_utils import \([^)]*\)\n", "", source)
+    stubs = {"datasets": types.ModuleType("datasets"), "nltk": types.ModuleType("nltk"),
+             "scipy": types.ModuleType("scipy"), "scipy.special": types.ModuleType("scipy.special")}
+    stubs["nltk"].sent_tokenize = lambda text: text.split(". ")  # type: ignore[attr-defined]
+    stubs["scipy.special"].zeta = zeta  # type: ignore[attr-defined]
+    for key, module in stubs.items():
+        if key not in sys.modules:
+            monkeypatch.setitem(sys.modules, key, module)
+    namespace: dict[str, Any] = {"__name__": f"lm_eval_ruler_{name[:-3]}", "DEFAULT_SEQ_LENGTHS": [4096],
+                                 "get_tokenizer": common.get_tokenizer,
+                                 "resolve_tokenizer_name": common.resolve_tokenizer_name}
+    exec(compile(source, name, "exec"), namespace)  # noqa: S102 - lm-eval's own source, to run its generator
+    return types.SimpleNamespace(**namespace)
+
+
+def _shape(text: str) -> str:
+    """A prompt with its random parts replaced: keys, values, variable names, numbers, list entries, haystack runs."""
+    text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "U", text)
+    text = re.sub(r"\b[a-z]+(?: [a-z]+)?-[a-z]+(?: [a-z]+)?\b", "K", text)
+    text = re.sub(r"\b[A-Z]{3,5}\b", "V", text)
+    text = re.sub(r"\d+", "N", text)
+    return text
+
+
+def _ends(text: str, head: int, tail: int) -> tuple[str, str]:
+    """The first line (at most ``head`` characters: the task's instruction) and the last line (the question and
+    answer prefix), shaped."""
+    return _shape(text[:min(head, text.index("\n"))]), _shape(text[text.rindex("\n"):])
+
+
+def test_niah_prompts_have_lm_evals_structure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """lm-eval's generate_samples (prepare_niah.py) at 4096 byte tokens against posenc's prompt: the same header,
+    needle lines, question and gen_prefix, the same number of needles, answers in the prompt."""
+    prepare = _lm_eval_module("prepare_niah.py", monkeypatch)
+    niah = _lm_eval_source("niah_utils.py")
+    template = _constant(niah, "TEMPLATE")
+    for name, haystack, k_type, v_type, kwargs in (
+            ("niah_single_1", "repeat", "words", "numbers", {}),
+            ("niah_multikey_2", "needle", "words", "numbers", {}),
+            ("niah_multikey_3", "needle", "uuids", "uuids", {})):
+        sample = prepare.generate_samples(prepare.get_haystack(haystack), _ByteTokenizer(), max_seq_length=4096,
+                                          type_haystack=haystack, type_needle_k=k_type, type_needle_v=v_type,
+                                          template=template, num_samples=1, **kwargs)[0]
+        theirs = sample["input"] + " " + sample["gen_prefix"]
+        ours = RULER.task(name).build(length=4096 - 128, seed=5, count=bytevocab.count)
+        assert _ends(ours.text, 200, 250) == _ends(theirs, 200, 250), name
+        assert len(ours.answers) == len(sample["outputs"]) == 1
+        needle = r"One of the special magic (?:numbers?|uuids?) for .+? is: \S+\."
+        for text in (ours.text, theirs):
+            lines = [line for line in text.split("\n") if line.startswith("One of the special magic")]
+            assert lines and all(re.fullmatch(needle, line) for line in lines[:-1]), name  # the last may be cut
+        assert ours.text.count("One of the special magic") == theirs.count("One of the special magic") or \
+            haystack == "needle"  # a needle haystack's count follows the cut
+        assert bytevocab.count(theirs) <= 4096 - 128 == bytevocab.count(ours.text)
+
+
+def test_vt_cwe_fwe_prompts_have_lm_evals_structure(monkeypatch: pytest.MonkeyPatch, bpe: str) -> None:
+    """lm-eval's vt, cwe and fwe generators against posenc's prompts: the same instruction, question and answer
+    prefix, as many answers. vt runs on the trained BPE: with the byte vocabulary lm-eval's 500-token in-context
+    example cannot fit even 5 noise lines and its retry loop never ends (it only shrinks while above 5)."""
+    vt = _lm_eval_module("vt_utils.py", monkeypatch)
+    cwe = _lm_eval_module("cwe_utils.py", monkeypatch)
+    fwe = _lm_eval_module("fwe_utils.py", monkeypatch)
+    tokenizer = _ByteTokenizer()
+    example = vt.sys_vartrack_w_noise_random(tokenizer=_ByteTokenizer(bpe), num_samples=1, max_seq_length=500,
+                                             incremental=5)[0]
+    sample = vt.sys_vartrack_w_noise_random(tokenizer=_ByteTokenizer(bpe), num_samples=1, max_seq_length=8192,
+                                            icl_example=example)[0]
+    theirs = sample["input"] + " " + sample["gen_prefix"]
+    ours = RULER.task("vt").build(length=8192 - 30, seed=5, count=local_counter(bpe))
+    assert _ends(ours.text, 160, 300) == _ends(theirs, 160, 300)
+    assert len(ours.answers) == len(sample["outputs"]) == 5
+    assert len(re.findall(r"VAR [A-Z]{5} = ", ours.text)) == len(re.findall(r"VAR [A-Z]{5} = ", theirs)) == 5
+    assert len(re.findall(r"VAR [A-Z]{3} = ", ours.text)) == len(re.findall(r"VAR [A-Z]{3} = ", theirs)) == 5
+    sample = cwe.sys_word_pair_random(num_samples=1, max_seq_length=8192, tokenizer=tokenizer)[0]
+    theirs = sample["input"] + " " + sample["gen_prefix"]
+    ours = RULER.task("cwe").build(length=8192 - 120, seed=5, count=bytevocab.count)
+    assert _ends(ours.text, 130, 160) == _ends(theirs, 130, 160)
+    assert len(ours.answers) == len(sample["outputs"]) == 10
+    sample = fwe.sys_kwext(tokenizer=tokenizer, max_seq_length=8192, num_samples=1)[0]
+    theirs = sample["input"] + " " + sample["gen_prefix"]
+    ours = RULER.task("fwe").build(length=8192 - 50, seed=5, count=bytevocab.count)
+    assert _ends(ours.text, 125, 260) == _ends(theirs, 125, 260)
+    assert len(ours.answers) == len(sample["outputs"]) == 3
+
+
+def test_zeta_is_riemanns() -> None:
+    import math
+
+    from posenc_cli.evaluation.ruler import zeta
+
+    assert zeta(2.0) == pytest.approx(math.pi ** 2 / 6, rel=1e-14)
+    assert zeta(4.0) == pytest.approx(math.pi ** 4 / 90, rel=1e-14)
