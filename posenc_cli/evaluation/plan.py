@@ -206,8 +206,10 @@ def from_pick(answer: Any, template: Template | TaskSet, *, depths: tuple[float,
         try:
             if kind == "niah":
                 tests.append(PlanTest("niah", _whole(item["length"]), _fraction(item["pass_rate"])))
-            elif kind == "ruler":
+            elif kind == "ruler":  # pick's: both effective lengths at one length (ratio: NoLiMa's)
                 tests.append(PlanTest("ruler", _whole(item["length"]), _fraction(item["threshold"])))
+                if "ratio" in item:
+                    tests.append(PlanTest("nolima", _whole(item["length"]), _fraction(item["ratio"])))
             elif kind == "nolima":
                 tests.append(PlanTest("nolima", _whole(item["length"]), _fraction(item["ratio"])))
             elif kind == "regression":

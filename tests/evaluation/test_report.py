@@ -96,8 +96,7 @@ def test_resume_after_the_server_died_gives_the_same_records(runs: dict[str, Pat
 
 def test_a_pick_plan_runs_the_task_set_it_names(tmp_path: Path) -> None:
     answer = {"tests": [{"kind": "niah", "length": 8192, "pass_rate": 0.9},
-                        {"kind": "ruler", "length": 8192, "threshold": 0.856},
-                        {"kind": "nolima", "length": 8192, "ratio": 0.85}],
+                        {"kind": "ruler", "length": 8192, "threshold": 0.856, "ratio": 0.85}],
               "extension": {"from": 2048, "to": 8192}, "tasks": "ruler"}
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(answer))

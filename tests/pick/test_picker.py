@@ -414,9 +414,8 @@ def test_the_plan_names_ruler_tasks_with_the_rules_thresholds(tmp_path: Path) ->
     answer = pick_json(*args)
     n = max(niah_lengths(answer))
     assert answer["tasks"] == "ruler"
-    assert [t for t in answer["tests"] if t["kind"] in ("ruler", "nolima")] == [
-        {"kind": "ruler", "length": n, "threshold": CONST["ruler_threshold"] / 100},
-        {"kind": "nolima", "length": n, "ratio": CONST["nolima_ratio"]}]
+    assert [t for t in answer["tests"] if t["kind"] == "ruler"] == [
+        {"kind": "ruler", "length": n, "threshold": CONST["ruler_threshold"] / 100, "ratio": CONST["nolima_ratio"]}]
     assert (CONST["ruler_threshold"], CONST["nolima_ratio"]) == (85.6, 0.85)
     assert "RULER's 11 no-download tasks" in answer["test_plan"][-1]
     text = (ROOT / "rules" / "default.yaml").read_text(encoding="utf-8")
