@@ -334,7 +334,7 @@ def _figures(summaries: list[dict[str, Any]], png: Path | None, loss_png: Path |
                               "left the loss out: --no-loss, or no test needed it)")
         # the plan's own lengths: where the regression is judged and where the needle test deploys
         names = {"regression": "regression check", "niah": "needle test"}
-        marks = sorted({(t["length"], names[t["kind"]]) for s in summaries for t in s["tests"]})
+        marks = sorted({(t["length"], names[t["kind"]]) for s in summaries for t in s["tests"] if t["kind"] in names})
         shown = write_output(loss_png, figure_bytes(loss_figure(curves, marks=marks), "png"))
         sys.stderr.write(f"wrote {shown}\n")
 
@@ -354,7 +354,10 @@ def _render_summary(summary: dict[str, Any]) -> None:
         cells = ["-" if v is None else f"{v:.2f}" for v in row]
         rate = "-" if stats["pass_rate"] is None else f"{stats['pass_rate']:.2f}"
         table.add_row(format_length(n), *cells, rate)
-    out.print(table)
+    if "tasks" in summary:
+        _render_tasks(summary["tasks"], title)
+    else:
+        out.print(table)
     loss = summary["loss"]
     if loss["curve"]:
         at = ", ".join(format_length(n) for n in loss["lengths"])
@@ -373,11 +376,13 @@ def _render_summary(summary: dict[str, Any]) -> None:
     for test in summary["tests"]:
         from posenc_cli.evaluation.plan import PlanTest
 
-        threshold = test.get("pass_rate", test.get("margin"))
+        threshold = test.get("pass_rate", test.get("margin", test.get("threshold", test.get("ratio"))))
         text = PlanTest(test["kind"], test["length"], threshold, test.get("baseline")).describe()
         if "baseline_loss" in test:
             measured = (f" (loss {test['loss']:.3f} vs {test['baseline_loss']:.3f} nats per token: perplexity "
                         f"{test['measured']:+.1%})")
+        elif test["kind"] in ("ruler", "nolima") and "measured" in test:
+            measured = f" (measured {'none' if test['measured'] is None else format_length(test['measured'])})"
         else:
             measured = f" (measured {test['measured']:g})" if "measured" in test else ""
         why = f": {test['why']}" if "why" in test else ""
@@ -388,6 +393,39 @@ def _render_summary(summary: dict[str, Any]) -> None:
                   "tokens)")
     why = f": {summary['why']}" if "why" in summary else ""
     out.print(f"result: {summary['result']}{why}  ({summary['requests']} requests, {summary['seconds']:.1f} s)")
+
+
+def _render_tasks(tasks: dict[str, Any], title: str) -> None:
+    """RULER scores (x100) per task and length, the average, and the effective lengths (with the baseline's)."""
+    from rich.table import Table
+
+    out = console()
+    lengths = list(tasks["average"])
+    table = Table(title=title, title_justify="left")
+    table.add_column("task")
+    for n in lengths:
+        table.add_column(format_length(int(n)), justify="right")
+    rows = [(name, tasks["scores"][name]) for name in tasks["names"]] + [("average", tasks["average"])]
+    base = tasks.get("baseline")
+    if base is not None:
+        rows.append(("baseline average", base["average"]))
+    for name, row in rows:
+        table.add_row(name, *["-" if row.get(n) is None else f"{row[n]:.1f}" for n in lengths])
+    out.print(table)
+    for label, found in (("", tasks), ("baseline ", base)):
+        if found is None:
+            continue
+        eff = found["effective_length"]
+
+        def shown(n: int | None) -> str:
+            return "none (the shortest length fails)" if n is None else format_length(n)
+
+        out.print(f"{label}effective length: {shown(eff['ruler'])} by RULER's (average >= {eff['ruler_threshold']:g}), "
+                  f"{shown(eff['nolima'])} by NoLiMa's (>= {eff['nolima_ratio']:.0%} of "
+                  f"{'-' if eff['nolima_base'] is None else format(eff['nolima_base'], '.1f')} at the shortest)")
+    if tasks["mismatched"]:
+        out.print(f"[bold]{tasks['mismatched']} task cells left out: the server counted a different prompt "
+                  "length[/bold]")
 
 
 @eval_app.command("compare")

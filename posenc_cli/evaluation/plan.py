@@ -25,7 +25,8 @@ from typing import Any
 
 from posenc_cli.errors import PosencError
 from posenc_cli.evaluation import MAX_EVAL_LENGTH, MAX_TRIALS, MIN_EVAL_LENGTH
-from posenc_cli.evaluation.templates import Template, load_template
+from posenc_cli.evaluation.ruler import TaskSet
+from posenc_cli.evaluation.templates import Template, load_any
 from posenc_cli.files import dumps_json, load_json
 from posenc_cli.models.facts import extended_group, window_of
 from posenc_cli.models.sources import describe_source, read_source
@@ -36,7 +37,13 @@ DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
 DEFAULT_PASS_RATE = 0.9
 #: Short-context mean loss may rise this much (relative) over a baseline run (pick's regression margin).
 DEFAULT_MARGIN = 0.02
-KINDS = ("niah", "regression", "perplexity")
+KINDS = ("niah", "regression", "perplexity", "ruler", "nolima")
+#: RULER's effective length: the longest length whose average score is at least Llama-2-7B's at 4k, 85.6
+#: (Hsieh et al. 2024, RULER, section 4); as a fraction of 1.
+RULER_THRESHOLD = 0.856
+#: NoLiMa's effective length: the longest length keeping at least 85% of the model's short-context score
+#: (Modarressi et al. 2025, NoLiMa, section 4).
+NOLIMA_RATIO = 0.85
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,11 @@ class PlanTest:
     * ``regression``: perplexity over the first ``length`` positions, against a baseline run of the unscaled model
       (``report --baseline``), rises by at most ``threshold`` (relative);
     * ``perplexity``: perplexity over the first ``length`` positions, against the same run's over the first
-      ``baseline`` positions, rises by at most ``threshold`` (the model's own perplexity at its trained length).
+      ``baseline`` positions, rises by at most ``threshold`` (the model's own perplexity at its trained length);
+    * ``ruler``: a task set's effective length, RULER's definition (average score >= ``threshold``), reaches
+      ``length``;
+    * ``nolima``: the effective length by NoLiMa's definition (>= ``threshold`` of the shortest length's score)
+      reaches ``length``.
     """
 
     kind: str
@@ -58,6 +69,10 @@ class PlanTest:
     def as_dict(self) -> dict[str, Any]:
         if self.kind == "niah":
             return {"kind": "niah", "length": self.length, "pass_rate": self.threshold}
+        if self.kind == "ruler":
+            return {"kind": "ruler", "length": self.length, "threshold": self.threshold}
+        if self.kind == "nolima":
+            return {"kind": "nolima", "length": self.length, "ratio": self.threshold}
         out: dict[str, Any] = {"kind": self.kind, "length": self.length, "margin": self.threshold}
         if self.baseline is not None:
             out["baseline"] = self.baseline
@@ -66,6 +81,12 @@ class PlanTest:
     def describe(self) -> str:
         if self.kind == "niah":
             return f"needle at {format_length(self.length)}: pass rate >= {self.threshold:g}"
+        if self.kind == "ruler":
+            return (f"effective length >= {format_length(self.length)}: average task score >= "
+                    f"{self.threshold * 100:g} (RULER)")
+        if self.kind == "nolima":
+            return (f"effective length >= {format_length(self.length)}: >= {self.threshold:.0%} of the shortest "
+                    "length's score (NoLiMa)")
         if self.kind == "perplexity":
             return (f"perplexity to {format_length(self.length)} within {self.threshold:.0%} of its own to "
                     f"{format_length(self.baseline or 0)}")
@@ -74,19 +95,24 @@ class PlanTest:
 
 @dataclass(frozen=True)
 class Cell:
-    kind: str  # "needle" or "loss"
+    kind: str  # "needle", "loss" or "task" (a RULER task's prompt: ``task`` names it, ``depth`` is 0)
     length: int
     depth: float
     trial: int
+    task: str = ""
 
     @property
     def key(self) -> str:
+        if self.task:
+            return f"{self.kind}:{self.task}:{self.length}:{self.trial}"
         return f"{self.kind}:{self.length}:{self.depth:g}:{self.trial}"
 
     @property
     def seed(self) -> int:
-        # one seed per (length, depth, trial), stable across runs and machines (no hash randomisation)
-        text = f"{self.length}:{self.depth:g}:{self.trial}".encode()
+        # one seed per (length, depth, trial) or (task, length, trial), stable across runs and machines (no hash
+        # randomisation)
+        text = (f"{self.task}:{self.length}:{self.trial}" if self.task else
+                f"{self.length}:{self.depth:g}:{self.trial}").encode()
         return int.from_bytes(hashlib.sha256(text).digest()[:4], "little")
 
 
@@ -95,7 +121,7 @@ class Plan:
     lengths: tuple[int, ...]
     depths: tuple[float, ...]
     trials: int
-    template: Template
+    template: Template | TaskSet  # a needle template (cells at every depth) or RULER tasks (every task)
     tests: tuple[PlanTest, ...] = ()
     loss_trials: int = 1  # per-position loss requests at the longest length (when the server gives logprobs)
     source: str = "--lengths"
@@ -116,7 +142,11 @@ class Plan:
         # loss first: the cheapest way to see whether the server applied a scaling, and what a baseline run needs
         at = self.loss_lengths if loss_lengths is None else loss_lengths
         out = [Cell("loss", n, 0.5, t) for n in at for t in range(self.loss_trials)] if with_loss else []
-        out += [Cell("needle", n, d, t) for n in self.lengths for d in self.depths for t in range(self.trials)]
+        if isinstance(self.template, TaskSet):
+            out += [Cell("task", n, 0.0, t, task.name) for n in self.lengths for task in self.template.tasks
+                    for t in range(self.trials)]
+        else:
+            out += [Cell("needle", n, d, t) for n in self.lengths for d in self.depths for t in range(self.trials)]
         return out
 
     def as_dict(self) -> dict[str, Any]:
@@ -162,7 +192,7 @@ def _geometric_steps(start: int, stop: int) -> list[int]:
     return sorted(set(out))
 
 
-def from_pick(answer: Any, template: Template, *, depths: tuple[float, ...] = DEFAULT_DEPTHS, trials: int = 2,
+def from_pick(answer: Any, template: Template | TaskSet, *, depths: tuple[float, ...] = DEFAULT_DEPTHS, trials: int = 2,
               label: str = "pick --json") -> Plan:
     """The plan of a ``posenc pick --json`` answer: its machine-readable tests and its extension's lengths."""
     if not isinstance(answer, dict) or not isinstance(answer.get("tests"), list):
@@ -172,10 +202,16 @@ def from_pick(answer: Any, template: Template, *, depths: tuple[float, ...] = DE
     for i, item in enumerate(answer["tests"]):
         kind = item.get("kind") if isinstance(item, dict) else None
         if kind not in (*KINDS, "text"):
-            raise PosencError(f"{label}: test {i}: kind {kind!r} is not one of niah, regression, perplexity, text")
+            raise PosencError(f"{label}: test {i}: kind {kind!r} is not one of {', '.join(KINDS)}, text")
         try:
             if kind == "niah":
                 tests.append(PlanTest("niah", _whole(item["length"]), _fraction(item["pass_rate"])))
+            elif kind == "ruler":  # pick's: both effective lengths at one length (ratio: NoLiMa's)
+                tests.append(PlanTest("ruler", _whole(item["length"]), _fraction(item["threshold"])))
+                if "ratio" in item:
+                    tests.append(PlanTest("nolima", _whole(item["length"]), _fraction(item["ratio"])))
+            elif kind == "nolima":
+                tests.append(PlanTest("nolima", _whole(item["length"]), _fraction(item["ratio"])))
             elif kind == "regression":
                 tests.append(PlanTest("regression", _whole(item["length"]), _fraction(item["margin"])))
             elif kind == "perplexity":
@@ -195,7 +231,19 @@ def from_pick(answer: Any, template: Template, *, depths: tuple[float, ...] = DE
     if not lengths:
         raise PosencError(f"{label}: the answer names no length to test (no niah test and no extension)")
     notes = tuple(f"not measured by eval (a sentence, not a test): {t}" for t in texts)
+    tests, skipped = _for_template(tests, template)
+    notes += skipped
     return Plan(tuple(sorted(lengths)), depths, trials, template, tuple(tests), source=label, notes=notes)
+
+
+def _for_template(tests: list[PlanTest], template: Template | TaskSet) -> tuple[list[PlanTest], tuple[str, ...]]:
+    """The tests a run with ``template`` measures: a needle template the ``niah`` ones, a task set the effective
+    lengths (``ruler``, ``nolima``); the others are noted, not run."""
+    measured = ("ruler", "nolima") if isinstance(template, TaskSet) else ("niah",)
+    keep = [t for t in tests if t.kind in measured or t.kind in ("regression", "perplexity")]
+    other = "a needle template (--template needle)" if isinstance(template, TaskSet) else "--template ruler"
+    notes = tuple(f"not measured with this template (needs {other}): {t.describe()}" for t in tests if t not in keep)
+    return keep, notes
 
 
 def _whole(value: Any) -> int:
@@ -210,7 +258,7 @@ def _fraction(value: Any) -> float:
     return float(value)
 
 
-def from_model(model: Any, template: Template, *, depths: tuple[float, ...] = DEFAULT_DEPTHS, trials: int = 2,
+def from_model(model: Any, template: Template | TaskSet, *, depths: tuple[float, ...] = DEFAULT_DEPTHS, trials: int = 2,
                label: str = "--config") -> Plan:
     """Lengths where a model's positions change, from the rope group an extension changes and the window the model
     serves, as ``scale`` and ``pick`` read them (:func:`posenc_cli.models.facts.extended_group`,
@@ -228,18 +276,32 @@ def from_model(model: Any, template: Template, *, depths: tuple[float, ...] = DE
     if layer.params.get("rope_type") == "yarn":
         beta_fast = float(layer.params.get("beta_fast") or 32)
         lengths.add(max(int(base / beta_fast), 8))
-    tests = (PlanTest("niah", window, DEFAULT_PASS_RATE), PlanTest("regression", max(base // 2, 8), DEFAULT_MARGIN))
+    tests = (*_retrieval_tests(window, template, DEFAULT_PASS_RATE),
+             PlanTest("regression", max(base // 2, 8), DEFAULT_MARGIN))
     return Plan(tuple(sorted(lengths)), depths, trials, template, tests, source=label)
 
 
-def from_lengths(lengths: list[int], template: Template, *, depths: tuple[float, ...] = DEFAULT_DEPTHS,
+def _retrieval_tests(length: int, template: Template | TaskSet, pass_rate: float) -> tuple[PlanTest, ...]:
+    """At ``length``: a needle test, or for a task set both effective lengths (RULER's and NoLiMa's)."""
+    if isinstance(template, TaskSet):
+        return PlanTest("ruler", length, RULER_THRESHOLD), PlanTest("nolima", length, NOLIMA_RATIO)
+    return (PlanTest("niah", length, pass_rate),)
+
+
+def from_lengths(lengths: list[int], template: Template | TaskSet, *, depths: tuple[float, ...] = DEFAULT_DEPTHS,
                  trials: int = 4, pass_rate: float | None = None) -> Plan:
     """An explicit grid; ``pass_rate`` makes a needle test at the longest length."""
     if not lengths:
         raise PosencError("--lengths: no length given (for example 64,128,1k)")
-    tests = (PlanTest("niah", max(lengths), pass_rate),) if pass_rate is not None else ()
     if pass_rate is not None and not 0.0 <= pass_rate <= 1.0:
         raise PosencError(f"--pass-rate {pass_rate}: allowed 0 to 1")
+    if isinstance(template, TaskSet):
+        if pass_rate is not None:
+            raise PosencError("--pass-rate is a needle test's; a task set's tests are its effective lengths "
+                              "(RULER's 85.6 and NoLiMa's 85%, at the longest length)")
+        tests = _retrieval_tests(max(lengths), template, 0.0)
+    else:
+        tests = (PlanTest("niah", max(lengths), pass_rate),) if pass_rate is not None else ()
     return Plan(tuple(sorted(set(lengths))), depths, trials, template, tests)
 
 
@@ -260,7 +322,9 @@ def plan_for(*, plan_file: str | None = None, config: str | None = None, lengths
                           (f" (got {', '.join(given)})" if given else ""))
     if pass_rate is not None and lengths is None:
         raise PosencError("--pass-rate goes with --lengths; a plan or a model brings its own thresholds")
-    chosen = load_template(template if template is not None else ("passkey" if lengths else "needle"))
+    if template is None and plan_file is not None:
+        template = _tasks_of(plan_file)
+    chosen = load_any(template if template is not None else ("passkey" if lengths else "needle"))
     depth_list = tuple(_floats(depths, "--depths")) if depths is not None else DEFAULT_DEPTHS
     if plan_file is not None:
         plan = from_pick(load_json(plan_file), chosen, depths=depth_list, trials=_or(trials, 2),
@@ -273,6 +337,13 @@ def plan_for(*, plan_file: str | None = None, config: str | None = None, lengths
         plan = from_lengths(grid, chosen, depths=depth_list, trials=_or(trials, 4), pass_rate=pass_rate)
     check_grid(list(plan.lengths), list(plan.depths), plan.trials)
     return plan
+
+
+def _tasks_of(plan_file: str) -> str | None:
+    """The task set a ``pick --json`` answer names (``tasks``), the default template of its plan."""
+    answer = load_json(plan_file)
+    tasks = answer.get("tasks") if isinstance(answer, dict) else None
+    return tasks if isinstance(tasks, str) else None
 
 
 def _or(value: int | None, default: int) -> int:

@@ -25,6 +25,32 @@ from posenc_cli.units import format_length
 PASS, FAIL, NOT_RUN = "pass", "fail", "not run"
 
 
+def effective_length(scores: dict[int, float | None], threshold: float) -> int | None:
+    """RULER's effective length: the longest length such that it and every shorter one scored at least
+    ``threshold`` (RULER's 85.6, Hsieh et al. 2024); ``None`` when the shortest fails or has no score.
+
+    RULER reads its table the same way (the length before the first one below the threshold); a score missing at
+    a length (cells not run) ends the reach there."""
+    reached = None
+    for n in sorted(scores):
+        value = scores[n]
+        if value is None or value < threshold:
+            break
+        reached = n
+    return reached
+
+
+def nolima_length(scores: dict[int, float | None], ratio: float) -> tuple[int | None, float | None]:
+    """NoLiMa's effective length (Modarressi et al. 2025): the longest length keeping at least ``ratio`` of the
+    short-context score, here the score at the shortest length run; and that base score."""
+    if not scores:
+        return None, None
+    base = scores[min(scores)]
+    if base is None or base <= 0:
+        return None, base
+    return effective_length(scores, ratio * base), base
+
+
 def load_run(folder: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     path = Path(folder)
     manifest = read_manifest(path)
@@ -125,16 +151,22 @@ def summarise(folder: str | Path, baseline: str | Path | None = None) -> dict[st
     curve = loss_curve(records)
     has_logprobs = manifest["server"].get("prompt_logprobs") is not None
     base_records = None
+    base_manifest: dict[str, Any] = {}
     if baseline is not None:
         base_manifest, base_records = load_run(baseline)
         if base_manifest["plan"]["template"] != plan["template"]:
             raise PosencError(f"--baseline {baseline}: its prompts come from another template than {folder}'s; "
                               "run the same plan against the unscaled model")
+    tasks = task_scores(plan, records)
+    if tasks is not None and base_records is not None:
+        tasks["baseline"] = task_scores(base_manifest["plan"], base_records)
     verdicts = []
     for test in plan["tests"]:
         verdict: dict[str, Any] = dict(test)
         if test["kind"] == "niah":
             verdict |= _niah(test, by_length.get(test["length"]))
+        elif test["kind"] in ("ruler", "nolima"):
+            verdict |= _effective(test, tasks)
         else:
             verdict |= _perplexity(test, records, has_logprobs, base_records, manifest.get("loss"))
         verdicts.append(verdict)
@@ -145,6 +177,7 @@ def summarise(folder: str | Path, baseline: str | Path | None = None) -> dict[st
         "engine": manifest["server"].get("engine"), "plan": plan["source"], "fingerprint": manifest["fingerprint"],
         "lengths": lengths, "depths": depths, "trials": trials,
         "pass_rate": grid, "by_length": {str(k): v for k, v in by_length.items()},
+        **({} if tasks is None else {"tasks": tasks}),
         "loss": _loss_summary(manifest, records, has_logprobs, curve),
         "mismatched_lengths": mismatched,
         "refused": sum(v["refused"] for v in by_length.values()),
@@ -153,6 +186,52 @@ def summarise(folder: str | Path, baseline: str | Path | None = None) -> dict[st
         "tests": verdicts, "result": overall,
         **({} if verdicts else {"why": "the plan has no test (give --pass-rate with --lengths, or a --plan)"}),
     }
+
+
+def task_scores(plan: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A task-set run's scores, x100 as RULER reports them: per task and length (the mean over trials, ``None``
+    while cells are missing), their average per length, and both effective lengths. ``None`` for a needle run."""
+    from posenc_cli.evaluation.plan import NOLIMA_RATIO, RULER_THRESHOLD
+
+    names = [t["name"] for t in plan["template"].get("tasks", [])]
+    if not names:
+        return None
+    lengths, trials = plan["lengths"], plan["trials"]
+    good = {r["cell"]: r for r in records if r.get("kind") == "task" and r.get("length_ok", True)}
+    mismatched = sum(1 for r in records if r.get("kind") == "task" and not r.get("length_ok", True))
+    scores: dict[str, dict[str, float | None]] = {}
+    for name in names:
+        row: dict[str, float | None] = {}
+        for n in lengths:
+            found = [good.get(f"task:{name}:{n}:{t}") for t in range(trials)]
+            done = [float(c["score"]) for c in found if c is not None]
+            row[str(n)] = round(100 * sum(done) / len(done), 2) if len(done) == trials else None
+        scores[name] = row
+    average: dict[int, float | None] = {}
+    for n in lengths:
+        values = [scores[name][str(n)] for name in names]
+        average[n] = None if any(v is None for v in values) else round(sum(v or 0.0 for v in values) / len(values), 2)
+    ruler_threshold = 100 * RULER_THRESHOLD
+    nolima, base = nolima_length(average, NOLIMA_RATIO)
+    return {"names": names, "scores": scores, "average": {str(k): v for k, v in average.items()},
+            "mismatched": mismatched,
+            "effective_length": {"ruler": effective_length(average, ruler_threshold),
+                                 "ruler_threshold": ruler_threshold, "nolima": nolima, "nolima_ratio": NOLIMA_RATIO,
+                                 "nolima_base": base}}
+
+
+def _effective(test: dict[str, Any], tasks: dict[str, Any] | None) -> dict[str, Any]:
+    """A ``ruler`` / ``nolima`` test: the effective length (with the test's threshold) reaches the test's length."""
+    if tasks is None:
+        return {"result": NOT_RUN, "why": "the run sent no RULER task (run it with --template ruler)"}
+    average = {int(k): v for k, v in tasks["average"].items()}
+    if any(v is None for n, v in average.items() if n <= test["length"]):
+        return {"result": NOT_RUN, "why": "task cells up to this length are missing or were counted differently"}
+    if test["kind"] == "ruler":
+        reached = effective_length(average, 100 * test["threshold"])
+    else:
+        reached = nolima_length(average, test["ratio"])[0]
+    return {"measured": reached, "result": PASS if reached is not None and reached >= test["length"] else FAIL}
 
 
 def _loss_summary(manifest: dict[str, Any], records: list[dict[str, Any]], has_logprobs: bool,

@@ -44,6 +44,7 @@ from posenc_cli.evaluation.client import Client, Completion, Refused, ServerErro
 from posenc_cli.evaluation.losspolicy import LossChoice, choose
 from posenc_cli.evaluation.plan import Cell, Plan
 from posenc_cli.evaluation.probe import Capabilities
+from posenc_cli.evaluation.ruler import RulerPrompt, TaskSet
 from posenc_cli.evaluation.templates import Prompt, Template, build_prompt
 from posenc_cli.files import atomic_write_text, dumps_config, loads_tagged
 
@@ -87,8 +88,14 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     return data
 
 
-def cell_prompt(template: Template, cell: Cell, count: Callable[[str], int]) -> Prompt:
-    """The prompt of one cell: ``cell.length`` tokens of context less the tokens the server may generate."""
+def cell_prompt(template: Template | TaskSet, cell: Cell, count: Callable[[str], int]) -> Prompt | RulerPrompt:
+    """The prompt of one cell: ``cell.length`` tokens of context less the tokens the server may generate.
+
+    A task cell (RULER) is its task's prompt; a loss cell of a task-set plan uses the first task's."""
+    if isinstance(template, TaskSet):
+        task = template.task(cell.task) if cell.task else template.tasks[0]
+        generated = task.max_tokens if cell.kind == "task" else 1
+        return task.build(length=cell.length - generated, seed=cell.seed, count=count)
     generated = template.max_tokens if cell.kind == "needle" else 1
     return build_prompt(template, length=cell.length - generated, depth=cell.depth, seed=cell.seed, count=count)
 
@@ -128,13 +135,17 @@ class Runner:
     def prepare(self) -> tuple[list[Cell], int]:
         """Write or check the manifest; the cells still to run and how many are already done."""
         template = self.plan.template
-        fixed = self.ask_count(template.prefix + template.needle.replace("{key}", "9" * template.key_digits) +
-                           template.question)
-        shortest = min(self.plan.lengths)
-        if shortest - template.max_tokens < fixed:
-            raise PosencError(f"length {shortest} is too short for template {template.name!r}: its fixed text is "
-                              f"{fixed} tokens and the answer needs {template.max_tokens} (lengths from "
-                              f"{fixed + template.max_tokens})")
+        if isinstance(template, Template):
+            fixed = template.fixed_tokens(self.ask_count) - template.max_tokens
+            shortest = min(self.plan.lengths)
+            if shortest - template.max_tokens < fixed:
+                raise PosencError(f"length {shortest} is too short for template {template.name!r}: its fixed text "
+                                  f"is {fixed} tokens and the answer needs {template.max_tokens} (lengths from "
+                                  f"{fixed + template.max_tokens})")
+        else:  # each task's prompt at the shortest length, before any request (TaskError says what is too short)
+            shortest = min(self.plan.lengths)
+            for task in template.tasks:
+                task.build(length=shortest - task.max_tokens, seed=0, count=self.ask_count)
         manifest = {"format": FORMAT, "fingerprint": self.plan.fingerprint(), "plan": self.plan.as_dict(),
                     "model": self.caps.model, "server": self.caps.as_dict(), "counter": self.counter,
                     "loss": self.loss.as_dict(), "label": self.label, "api": self.caps.api,
@@ -197,10 +208,18 @@ class Runner:
         sent = self.client.thread_requests
         prompt = cell_prompt(template, cell, self._count_for(cell.kind))
         record: dict[str, Any] = {"cell": cell.key, "kind": cell.kind, "length": cell.length, "depth": cell.depth,
-                                  "trial": cell.trial, "tokens": prompt.tokens, "reached_depth": round(prompt.depth, 4)}
+                                  "trial": cell.trial, "tokens": prompt.tokens}
+        if isinstance(prompt, Prompt):
+            record["reached_depth"] = round(prompt.depth, 4)
         answer: Completion | None = None
         try:
-            if cell.kind == "needle":
+            if isinstance(prompt, RulerPrompt) and isinstance(template, TaskSet) and cell.kind == "task":
+                task = template.task(cell.task)
+                answer = self._ask(prompt.text, task.max_tokens)
+                score = task.score(prompt.answers, answer.text)
+                record |= {"task": cell.task, "answers": list(prompt.answers), "reply": answer.text,
+                           "score": score, "passed": score == 1.0}
+            elif cell.kind == "needle" and isinstance(prompt, Prompt) and isinstance(template, Template):
                 answer = self._ask(prompt.text, template.max_tokens)
                 record |= {"key": prompt.key, "reply": answer.text,
                            "passed": template.score(prompt.key, answer.text)}
@@ -215,7 +234,10 @@ class Runner:
         except Refused as exc:
             # the server understood and will not serve it (a prompt past its context): a result, not a crash;
             # a rerun sends the cell again
-            record |= {"refused": str(exc), "passed": False} if cell.kind == "needle" else {"refused": str(exc)}
+            record |= {"refused": str(exc), "passed": False} if cell.kind in ("needle", "task") else \
+                {"refused": str(exc)}
+            if cell.kind == "task":
+                record |= {"task": cell.task, "score": 0.0}
         if answer is not None:
             record["served_tokens"] = answer.prompt_tokens
         served = record.get("served_tokens")

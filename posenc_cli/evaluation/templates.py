@@ -34,11 +34,14 @@ from typing import Any
 import yaml
 
 from posenc_cli.errors import PosencError
+from posenc_cli.evaluation.ruler import TASKS, Task, TaskSet, parse_task, parse_task_set
 from posenc_cli.files import read_text
 from posenc_cli.pick.rules import SAFE_LOADER, shipped_path
 
 #: Templates shipped in the wheel (``rules/templates/NAME.yaml``).
 SHIPPED = ("passkey", "needle")
+#: Task sets shipped (``rules/templates/NAME.yaml``): RULER's no-download tasks.
+TASK_SETS = ("ruler",)
 MATCHES = ("digits", "exact")
 _KEYS = {"version", "name", "description", "prefix", "filler", "needle", "question", "key", "match", "max_tokens"}
 _DIGITS = re.compile(r"\d+")
@@ -76,6 +79,11 @@ class Template:
         found = _DIGITS.search(reply)
         return found is not None and found.group(0) == key
 
+    def fixed_tokens(self, count: Callable[[str], int]) -> int:
+        """Tokens of the prompt with no filler (the shortest prompt) plus the answer's."""
+        return count(self.prefix + self.needle.replace("{key}", "9" * self.key_digits) + self.question) + \
+            self.max_tokens
+
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "prefix": self.prefix,
                 "filler": list(self.filler), "needle": self.needle, "question": self.question,
@@ -91,20 +99,47 @@ class Prompt:
     needle_char: int  # where the needle starts in ``text``
 
 
-def load_template(spec: str | Path | None = None) -> Template:
-    """A shipped template by name (default ``passkey``) or a template file by path. Raises :class:`TemplateError`."""
+def _read(spec: str | Path | None) -> tuple[Any, str]:
     text_spec = str(spec) if spec is not None else "passkey"
-    if text_spec in SHIPPED:
+    if text_spec in (*SHIPPED, *TASK_SETS, *TASKS):
         path, label = shipped_path("templates", f"{text_spec}.yaml"), f"{text_spec} (shipped)"
     else:
         path, label = Path(text_spec), text_spec
         if not path.exists() and "/" not in text_spec and not text_spec.endswith((".yaml", ".yml")):
             raise TemplateError(f"--template {text_spec!r}: not a file and not a shipped template "
-                                f"(shipped: {', '.join(SHIPPED)})")
+                                f"(shipped: {', '.join((*SHIPPED, *TASK_SETS, *TASKS))})")
     try:
         data = yaml.load(read_text(path, label, kind="template file", error=TemplateError), Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         raise TemplateError(f"{label}: YAML error: {str(exc).splitlines()[0]}") from None
+    return data, label
+
+
+def load_template(spec: str | Path | None = None) -> Template:
+    """A shipped template by name (default ``passkey``) or a template file by path. Raises :class:`TemplateError`."""
+    data, label = _read(spec)
+    if isinstance(data, dict) and ("task" in data or "tasks" in data):
+        raise TemplateError(f"{label}: a RULER task or task set, not a needle template (give passkey, needle or a "
+                            "template file)")
+    return parse_template(data, label)
+
+
+def load_task(spec: str) -> Task:
+    """One RULER task: a shipped name (:data:`posenc_cli.evaluation.ruler.TASKS`) or a task file."""
+    data, label = _read(spec)
+    if not isinstance(data, dict) or "task" not in data:
+        raise TemplateError(f"{label}: not a RULER task file (no `task` key)")
+    return parse_task(data, label)
+
+
+def load_any(spec: str | Path | None = None) -> Template | TaskSet:
+    """What ``eval run --template`` takes: a needle template, a RULER task (run as a set of one) or a task set."""
+    data, label = _read(spec)
+    if isinstance(data, dict) and "tasks" in data:
+        return parse_task_set(data, label, load_task)
+    if isinstance(data, dict) and "task" in data:
+        task = parse_task(data, label)
+        return TaskSet(task.name, task.description, (task,), label)
     return parse_template(data, label)
 
 

@@ -417,6 +417,7 @@ def pick(inp: PickInputs) -> PickResult:
         "extension": extension,
         "test_plan": [_test_line(item, facts, deployed) for item in items],
         "tests": [_test_spec(item, facts, deployed) for item in items],
+        "tasks": None,
         "fallback": render(rule.body["fallback"], facts),
         "rule": rule.id,
         "why": render(rule.body["why"], facts),
@@ -425,4 +426,25 @@ def pick(inp: PickInputs) -> PickResult:
         "plan": plan_facts,
         "rules_file": rules.source,
     }
+    _add_task_tests(answer, rules)
     return PickResult(answer, traces, rules, facts, requests, model, source, prf)
+
+
+#: The task set the plan's effective-length tests run (``posenc eval --template ruler``: rules/templates/ruler.yaml).
+TASK_SET = "ruler"
+
+
+def _add_task_tests(answer: dict[str, Any], rules: RuleSet) -> None:
+    """Beside the needle tests: RULER's tasks up to the longest needle length, judged by the effective length under
+    RULER's threshold and NoLiMa's ratio (the rules file's constants ``ruler_threshold``, ``nolima_ratio``)."""
+    lengths = [t["length"] for t in answer["tests"] if t["kind"] == "niah"]
+    if not lengths:
+        return
+    n = max(lengths)
+    threshold, ratio = rules.constants["ruler_threshold"].value, rules.constants["nolima_ratio"].value
+    answer["tasks"] = TASK_SET
+    answer["tests"].append({"kind": "ruler", "length": n, "threshold": round(threshold / 100, 6), "ratio": ratio})
+    answer["test_plan"].append(
+        f"RULER's 11 no-download tasks (posenc eval --template {TASK_SET}) up to {format_length(n)}: effective length "
+        f">= {format_length(n)}, by RULER's definition (average score >= {threshold:g}, Hsieh et al. 2024) and "
+        f"NoLiMa's (>= {ratio:.0%} of the short-context score, Modarressi et al. 2025)")

@@ -77,7 +77,7 @@ TOP_KEYS = {"version", "constants", "tables", "derived", "rules"}
 #: Numbers the plan is computed from; each is stated in the rules file with its source.
 CONSTANTS = {"training_free_cap": (1.0, 8.0), "training_free_cap_asked": (1.0, 8.0), "stage_ratio": (2.0, 8.0),
              "stage_tokens_min": (1.0, 1e15), "stage_tokens": (1.0, 1e15), "abf_budget": (0.0, 1e16),
-             "funded_final_jump": (1.0, 8.0)}
+             "funded_final_jump": (1.0, 8.0), "ruler_threshold": (0.0, 100.0), "nolima_ratio": (0.0, 1.0)}
 TABLES = {"theta_by_length"}
 RULE_KEYS = {"id", "when", "encoding", "reason", "hyperparameters", "extension", "test_plan", "fallback", "why"}
 REQUIRED_RULE_KEYS = {"id", "when", "encoding", "reason", "test_plan", "fallback", "why"}

@@ -188,8 +188,8 @@ def trained_rope(path: str, exported: Mapping[str, Any] | None, framework: str |
     return _plan(data, path) if framework == PLAN else _hf_config(data, path)
 
 
-_PLAN_KEYS = {"encoding", "reason", "caveats", "hyperparameters", "extension", "test_plan", "tests", "fallback",
-              "rule", "why", "vetoed", "inputs", "plan", "rules_file", "warnings", "trainer"}
+_PLAN_KEYS = {"encoding", "reason", "caveats", "hyperparameters", "extension", "test_plan", "tests", "tasks",
+              "fallback", "rule", "why", "vetoed", "inputs", "plan", "rules_file", "warnings", "trainer"}
 
 
 def _plan(data: Mapping[str, Any], path: str) -> TrainedWith:

@@ -648,6 +648,10 @@ def test_the_test_plan_is_also_data(name: str, configs: dict[str, str]) -> None:
             assert spec == {"kind": "text", "text": line}
             continue
         assert isinstance(spec["length"], int)
+        if spec["kind"] == "ruler":  # RULER's tasks: both effective lengths, the threshold x100 and NoLiMa's ratio
+            assert f"up to {format_length(spec['length'])}: " in line
+            assert f"average score >= {spec['threshold'] * 100:g}" in line and f">= {spec['ratio']:.0%}" in line
+            continue
         if spec["kind"] == "niah":
             assert f"({spec['length']:,} tokens" in line
         else:

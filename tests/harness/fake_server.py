@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import ruler_model
+
 from posenc_cli.evaluation import bytevocab
 
 KEY = re.compile(r"the key is (\d+)\. ")
@@ -191,6 +193,8 @@ class Handler(BaseHTTPRequestHandler):
         found = KEY.search(prompt)
         distance = len(bytevocab.encode(prompt[found.start():], bos=False)) if found else None
         answer = found.group(1) if found and distance is not None and distance <= s.reach else "00000"
+        if ruler_model.is_ruler(prompt):  # RULER's tasks: a scripted answer from the last `reach` tokens
+            answer = ruler_model.answer(prompt, s.reach)
         return answer[:max_tokens]
 
     def _chat(self, body: dict[str, Any]) -> None:

@@ -405,3 +405,23 @@ def test_theta_or_head_dim_other_than_the_models_is_refused(option: str, value: 
     # the model's own value is accepted and changes nothing
     same = "1e6" if option == "--theta" else "128"
     assert pick_json("--ctx", "128k", "--config", qwen, option, same) == pick_json("--ctx", "128k", "--config", qwen)
+
+
+def test_the_plan_names_ruler_tasks_with_the_rules_thresholds(tmp_path: Path) -> None:
+    """Beside the needle test: RULER's task set at the longest needle length, with RULER's 85.6 and NoLiMa's 85%
+    from the rules file's constants (a custom file's values come through), and no task set without a needle test."""
+    args = ("--ctx", "128k", "--config", str(CORPUS / "qwen2.5-7b-instruct.json"))
+    answer = pick_json(*args)
+    n = max(niah_lengths(answer))
+    assert answer["tasks"] == "ruler"
+    assert [t for t in answer["tests"] if t["kind"] == "ruler"] == [
+        {"kind": "ruler", "length": n, "threshold": CONST["ruler_threshold"] / 100, "ratio": CONST["nolima_ratio"]}]
+    assert (CONST["ruler_threshold"], CONST["nolima_ratio"]) == (85.6, 0.85)
+    assert "RULER's 11 no-download tasks" in answer["test_plan"][-1]
+    text = (ROOT / "rules" / "default.yaml").read_text(encoding="utf-8")
+    start = text.index("  ruler_threshold:")
+    value = text.index("value: 85.6\n", start)
+    path = tmp_path / "strict.yaml"
+    path.write_text(text[:value] + "value: 90\n" + text[value + len("value: 85.6\n"):], encoding="utf-8")
+    strict = pick_json(*args, "--rules", str(path))
+    assert [t["threshold"] for t in strict["tests"] if t["kind"] == "ruler"] == [0.9]

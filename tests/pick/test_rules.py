@@ -61,6 +61,8 @@ constants:
   stage_tokens: {value: 5000000000, source: e}
   abf_budget: {value: 100000000000, source: f}
   funded_final_jump: {value: 1, source: i}
+  ruler_threshold: {value: 85.6, source: j}
+  nolima_ratio: {value: 0.85, source: k}
 tables:
   theta_by_length:
     - {up_to: 8192, value: 500000, source: g}
@@ -120,7 +122,7 @@ def test_schema_and_engine_agree_on_the_operator_table() -> None:
 BROKEN: list[tuple[str, str, str | None, int | None, str]] = [
     ("yaml-syntax", edit("    reason: short {ctx:len}\n", "    reason: short: {ctx:len}\n"), None, 9,
      "mapping values are not allowed"),
-    ("unknown-top-level-key", VALID + "priority: 3\n", None, 34, "priority"),
+    ("unknown-top-level-key", VALID + "priority: 3\n", None, 36, "priority"),
     ("unknown-rule-key", edit("    encoding: RoPE\n    reason: short", "    encodnig: RoPE\n    reason: short"),
      "first", FIRST_LINE, "encodnig"),
     ("unknown-fact", edit("{fact: ctx, op:", "{fact: context, op:"), "first", FIRST_LINE, "'context'"),

@@ -1,0 +1,142 @@
+"""Reports of RULER task runs (posenc_cli.evaluation.report): effective lengths by RULER's and NoLiMa's definitions
+(properties), and a task-set run end to end against the scripted server: every task scored at every length, the
+verdicts, the baseline's numbers, and a run resumed after the server died giving the same records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_server import FakeServer, Script
+from hypothesis import given
+from hypothesis import strategies as st
+
+from posenc_cli.errors import PosencError
+from posenc_cli.evaluation.client import Client, ServerError
+from posenc_cli.evaluation.plan import NOLIMA_RATIO, RULER_THRESHOLD, from_lengths, plan_for
+from posenc_cli.evaluation.probe import probe
+from posenc_cli.evaluation.report import effective_length, nolima_length, summarise
+from posenc_cli.evaluation.ruler import TASKS
+from posenc_cli.evaluation.run import Runner, read_results
+from posenc_cli.evaluation.templates import load_any
+from posenc_cli.evaluation.tokens import server_counter
+
+LENGTHS = [2048, 4096, 8192]
+
+
+def _run(url: str, folder: Path, plan: Any) -> None:
+    client = Client(url, retries=0)
+    caps = probe(client)
+    runner = Runner(client, caps, plan, folder, server_counter(client, caps))
+    todo, _ = runner.prepare()
+    runner.run(todo)
+
+
+def _records(folder: Path) -> dict[str, dict[str, Any]]:
+    keep = ("answers", "reply", "score", "tokens", "task", "length")
+    return {r["cell"]: {k: r.get(k) for k in keep} for r in read_results(folder)}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The ruler set at 2k, 4k, 8k, 1 trial, against a scripted model reading its last 3,000 tokens (short) and one
+    reading everything (long)."""
+    base = tmp_path_factory.mktemp("ruler")
+    plan = from_lengths(LENGTHS, load_any("ruler"), trials=1)
+    out = {}
+    for name, reach in (("short", 3000), ("long", 10**9)):
+        with FakeServer(Script(reach=reach)) as server:
+            _run(server.url, base / name, plan)
+        out[name] = base / name
+    return out
+
+
+def test_every_task_is_scored_at_every_length(runs: dict[str, Path]) -> None:
+    summary = summarise(runs["long"])
+    tasks = summary["tasks"]
+    assert tasks["names"] == list(TASKS)
+    assert all(tasks["scores"][t][str(n)] is not None for t in TASKS for n in LENGTHS)
+    average = {int(n): v for n, v in tasks["average"].items()}
+    for n in LENGTHS:
+        assert average[n] == round(sum(tasks["scores"][t][str(n)] for t in TASKS) / len(TASKS), 2)
+    effective = tasks["effective_length"]
+    assert effective["ruler"] == effective_length(average, 100 * RULER_THRESHOLD) == 8192
+    assert (effective["nolima"], effective["nolima_base"]) == nolima_length(average, NOLIMA_RATIO)
+    assert [t["result"] for t in summary["tests"]] == ["pass", "pass"] and summary["result"] == "pass"
+    # every needle task answered from the whole prompt scores 100 (the scripted model finds every needle it sees)
+    assert all(tasks["scores"][t][str(n)] == 100.0 for t in TASKS[:9] for n in LENGTHS)
+
+
+def test_a_short_reach_fails_and_the_baseline_is_reported(runs: dict[str, Path]) -> None:
+    summary = summarise(runs["short"])
+    effective = summary["tasks"]["effective_length"]
+    average = {int(n): v for n, v in summary["tasks"]["average"].items()}
+    # reads its last 3,000 tokens: every 2k prompt whole, at 8k most needles are out of its reach
+    assert effective["ruler"] == effective_length(average, 85.6) and effective["ruler"] in (2048, 4096)
+    assert average[8192] is not None and average[8192] < 60
+    assert summary["result"] == "fail"
+    assert [t["measured"] for t in summary["tests"]] == [effective["ruler"], effective["nolima"]]
+    with_base = summarise(runs["long"], baseline=runs["short"])
+    assert with_base["tasks"]["baseline"]["effective_length"] == effective
+    assert json.loads(json.dumps(with_base)) == with_base  # strict JSON
+
+
+def test_resume_after_the_server_died_gives_the_same_records(runs: dict[str, Path], tmp_path: Path) -> None:
+    plan = from_lengths(LENGTHS, load_any("ruler"), trials=1)
+    folder = tmp_path / "resumed"
+    with FakeServer(Script(reach=3000, die_after=7)) as server, pytest.raises((ServerError, PosencError)):
+        _run(server.url, folder, plan)
+    assert 0 < len(list(read_results(folder))) < len(TASKS) * len(LENGTHS)
+    with FakeServer(Script(reach=3000)) as server:
+        _run(server.url, folder, plan)
+    assert _records(folder) == _records(runs["short"])
+
+
+def test_a_pick_plan_runs_the_task_set_it_names(tmp_path: Path) -> None:
+    answer = {"tests": [{"kind": "niah", "length": 8192, "pass_rate": 0.9},
+                        {"kind": "ruler", "length": 8192, "threshold": 0.856, "ratio": 0.85}],
+              "extension": {"from": 2048, "to": 8192}, "tasks": "ruler"}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(answer))
+    plan = plan_for(plan_file=str(path))
+    assert [t.kind for t in plan.tests] == ["ruler", "nolima"]
+    assert any("needle at 8k" in note for note in plan.notes)
+    assert {c.task for c in plan.cells(with_loss=False)} == set(TASKS)
+    needle = plan_for(plan_file=str(path), template="needle")
+    assert [t.kind for t in needle.tests] == ["niah"]
+    with pytest.raises(PosencError, match="--pass-rate is a needle test's"):
+        plan_for(lengths="2k,4k", template="ruler", pass_rate=0.9)
+
+
+# ------------------------------------------------------------------------------------------- effective lengths
+
+score_maps = st.dictionaries(st.sampled_from([512, 1024, 2048, 4096, 8192, 16384]),
+                             st.one_of(st.none(), st.floats(0, 100)), min_size=1)
+
+
+@given(scores=score_maps, low=st.floats(0, 100), high=st.floats(0, 100))
+def test_effective_length_properties(scores: dict[int, float | None], low: float, high: float) -> None:
+    low, high = min(low, high), max(low, high)
+    loose, strict = effective_length(scores, low), effective_length(scores, high)
+    if strict is not None:  # monotonic in the threshold
+        assert loose is not None and loose >= strict
+    if loose is not None:
+        assert loose in scores and loose <= max(scores)  # never past the longest length run
+        assert all(v is not None and v >= low for n, v in scores.items() if n <= loose)
+    shortest = scores[min(scores)]
+    if shortest is None or shortest < low:
+        assert loose is None  # None when even the shortest fails
+    nolima, base = nolima_length(scores, 0.85)
+    assert base == shortest
+    if nolima is not None:
+        assert base is not None and all(v is not None and v >= 0.85 * base for n, v in scores.items() if n <= nolima)
+
+
+def test_effective_length_examples() -> None:
+    # RULER's Table 3 reading: Llama-2-7B's 4k score is the threshold; a dip below it ends the effective length
+    assert effective_length({4096: 85.6, 8192: 85.59}, 85.6) == 4096
+    assert effective_length({4096: 90.0, 8192: 80.0, 16384: 90.0}, 85.6) == 4096
+    assert effective_length({4096: 80.0}, 85.6) is None
+    assert nolima_length({1024: 80.0, 2048: 68.0, 4096: 67.9}, 0.85) == (2048, 80.0)
