@@ -72,6 +72,7 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def _send(self, status: int, body: Any, *, cut: bool = False) -> None:
+        self._leave_flight()  # before the reply: a client's next request may arrive before this thread resumes
         raw = json.dumps(body).encode()
         if cut:
             raw = raw[: len(raw) // 2]
@@ -165,6 +166,7 @@ class Handler(BaseHTTPRequestHandler):
         with self.server.lock:
             s.in_flight += 1
             s.most_in_flight = max(s.most_in_flight, s.in_flight)
+        self._in_flight = True
         try:
             if s.delay:
                 scale = (0.25, 0.5, 1.0, 2.0)[zlib.crc32(json.dumps(body).encode()) % 4] if s.jitter else 1.0
@@ -174,8 +176,14 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self._complete(body)
         finally:
+            self._leave_flight()
+
+    def _leave_flight(self) -> None:
+        """This request no longer counts as in flight (once, whichever of the reply or the end comes first)."""
+        if getattr(self, "_in_flight", False):
+            self._in_flight = False
             with self.server.lock:
-                s.in_flight -= 1
+                self.server.script.in_flight -= 1
 
     def _answer(self, prompt: str, max_tokens: int) -> str | None:
         """The scripted model's answer to ``prompt`` (None, after a 400, when it exceeds the context)."""
