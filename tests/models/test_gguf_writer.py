@@ -245,3 +245,17 @@ def test_the_header_layout_matches_struct_records(tmp_path: Path) -> None:
         (length,) = struct.unpack_from("<Q", data, start)
         assert data[start + 8:start + 8 + length].decode() == key and end > start + 8 + length
     assert json.dumps([k for k, *_ in header.kv_ranges])  # plain strings
+
+
+def test_a_reader_closing_the_pipe_early_is_a_quiet_exit_0(tmp_path: Path) -> None:
+    """``-o - | head -c 4``: the reader leaves, as for every command's stdout (no error line, no traceback)."""
+    src = _small(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with subprocess.Popen([sys.executable, "-m", "posenc_cli", "scale", "yarn", "--target", "64k", "--config",
+                           str(src), "-o", "-"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as child:
+        assert child.stdout is not None and child.stderr is not None
+        assert child.stdout.read(4) == b"GGUF"
+        child.stdout.close()
+        err = child.stderr.read().decode()
+        code = child.wait(timeout=120)
+    assert code == 0 and "error" not in err and "Traceback" not in err, err

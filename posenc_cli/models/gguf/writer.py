@@ -241,6 +241,8 @@ def _to_stdout(src: IO[bytes], plan: _Plan, label: str) -> str:
     try:
         _emit(src, buffer, plan, label, None)
         buffer.flush()
+    except BrokenPipeError:
+        raise  # the reader closed the pipe: a quiet exit 0, as for every command's stdout (cli/app.py)
     except OSError as exc:
         raise write_error("<stdout>", exc) from None
     return "<stdout>"
