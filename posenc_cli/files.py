@@ -12,9 +12,9 @@ import math
 import os
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from posenc_cli.errors import CouldNotRun, PosencError
 
@@ -221,12 +221,19 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to a regular file (or a new path) through a temp file in the same folder and a rename.
+    """Write ``data`` to a regular file (or a new path) atomically; see :func:`atomic_write`."""
+    atomic_write(path, lambda out, _fd: out.write(data))
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO, int], object]) -> None:
+    """Write a regular file (or a new path) through a temp file in the same folder and a rename: ``write(out, fd)``
+    writes the contents into the temp file (``fd``: its descriptor, for a kernel copy), then it is synced and
+    renamed over ``path``.
 
     A symlink is followed: the file it points to is replaced and the link stays. The mode (and, where allowed, the
-    owner) of a replaced file is kept. A failure at any point leaves the file as it was (absent, or the old
-    contents) and removes the temp file. Anything but a regular file is refused, never replaced: a path a user
-    names goes through :func:`write_output`, which writes into FIFOs and devices instead.
+    owner) of a replaced file is kept. A failure at any point (an interrupt too) leaves the file as it was (absent,
+    or the old contents) and removes the temp file. Anything but a regular file is refused, never replaced: a path
+    a user names goes through :func:`write_output`, which writes into FIFOs and devices instead.
     """
     shown = Path(path)
     target = Path(os.path.realpath(path))
@@ -247,18 +254,21 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     tmp = folder / f".{target.name}.posenc-{os.getpid()}-{os.urandom(4).hex()}.tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-        with open(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if old is not None:
-            os.chmod(tmp, stat.S_IMODE(old.st_mode))
-            if hasattr(os, "chown") and (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):
-                with contextlib.suppress(OSError):  # only root (or a group member) may; the contents matter more
-                    os.chown(tmp, old.st_uid, old.st_gid)
-        os.replace(tmp, target)
+        try:
+            with open(fd, "wb") as fh:
+                write(fh, fd)
+                fh.flush()
+                os.fsync(fh.fileno())
+            if old is not None:
+                os.chmod(tmp, stat.S_IMODE(old.st_mode))
+                if hasattr(os, "chown") and (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):
+                    with contextlib.suppress(OSError):  # only root (or a group member) may; the contents matter more
+                        os.chown(tmp, old.st_uid, old.st_gid)
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise write_error(shown, exc) from None
 
 

@@ -33,16 +33,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import stat
 import struct
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Any
 
 from posenc_cli.errors import PosencError
-from posenc_cli.files import output_kind, write_error
+from posenc_cli.files import atomic_write, output_kind, write_error
 from posenc_cli.models.gguf.header import (
     BOOL,
     FLOAT32,
@@ -259,35 +257,7 @@ def _to_stream(src: IO[bytes], plan: _Plan, dest: str, label: str) -> str:
 
 
 def _to_file(src: IO[bytes], plan: _Plan, dest: str, label: str) -> str:
-    shown = Path(dest)
-    target = Path(os.path.realpath(dest))
-    folder = target.parent
-    if not folder.is_dir():
-        raise PosencError(f"cannot write {shown}: folder {shown.parent} does not exist")
-    try:
-        old: os.stat_result | None = os.stat(target)
-    except FileNotFoundError:
-        old = None
-    except OSError as exc:
-        raise PosencError(f"cannot write {shown}: {exc.strerror or exc}") from None
-    if old is not None and not stat.S_ISREG(old.st_mode):  # output_kind refused these already; a race
-        raise PosencError(f"cannot write {shown}: it is not a regular file")
-    tmp = folder / f".{target.name}.posenc-{os.getpid()}-{os.urandom(4).hex()}.tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-        try:
-            with open(fd, "wb") as out:
-                _emit(src, out, plan, label, fd)
-                out.flush()
-                os.fsync(out.fileno())
-            if old is not None:
-                os.chmod(tmp, stat.S_IMODE(old.st_mode))
-            os.replace(tmp, target)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        raise write_error(shown, exc) from None
+    atomic_write(dest, lambda out, fd: _emit(src, out, plan, label, fd))
     return dest
 
 
