@@ -204,7 +204,7 @@ def test_hunyuan_alpha_is_transformers_ntk_alpha() -> None:
     ours = report(model)
     np.testing.assert_allclose(ours["inv_freq"], rotary.inv_freq.double().numpy(), rtol=INV_RTOL, atol=0)
     assert describe({**HUNYUAN_7B, "rope_scaling": None}).engine is None  # no alpha: transformers' generic rules
-    checked = json.loads(run("check", "-", "--json", "--engines", "vllm,sglang,llama.cpp",
+    checked = json.loads(run("check", "-", "--json", "--engines", "vllm,sglang,llama.cpp,ollama,lmstudio",
                              input=json.dumps(HUNYUAN_7B)).output)
     verdicts = {e["engine"]: e["verdict"] for e in checked["engines"]}
     assert verdicts == {"vllm": "same", "sglang": "same", "llama.cpp": "not modelled", "ollama": "not modelled",
