@@ -159,13 +159,17 @@ def _own_scaling(facts: ModelFacts, native: int, target: int, new_lists: bool, s
                           f"invent factors for {format_length(target)}: pass --long-factor and --short-factor "
                           "searched for it (microsoft/LongRoPE)")
     jump = target / native
-    own_factor = float(facts.params.get("factor") or 1.0)
-    new_factor = own_factor * jump
     if own_type in ("linear", "dynamic"):
+        own_factor = float(facts.params.get("factor") or 1.0)
         # these name no original length: the length the factor refers to is the window over the factor
         start = max(1, int(round(native / own_factor)))
     else:
         start = int(facts.params["original_max_position_embeddings"])
+        # a longrope dict without a factor (Phi-3 as shipped): transformers scales by the window over the original
+        # length, so that is the factor the jump multiplies (read as 1, a Phi-3 at 256k got attention factor 1.04
+        # where 64x gives 1.22)
+        own_factor = float(facts.params.get("factor") or native / start)
+    new_factor = own_factor * jump
     said.append(f"note: {label} keeps its own {own_type} scaling: factor {own_factor:g} x {jump:g} = "
                 f"{new_factor:g} ({format_length(native)} -> {format_length(target)})")
     return start, new_factor

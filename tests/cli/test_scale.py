@@ -804,6 +804,25 @@ def test_longrope_is_not_extended_with_the_lists_searched_for_another_window() -
     assert_usage_error(run("scale", "longrope", "--config", phi3, "--target", "256k"), "256k", "--long-factor")
 
 
+def test_longrope_without_a_factor_is_extended_from_the_factor_transformers_derives(tmp_path: Path) -> None:
+    """Phi-3 ships longrope with no factor: transformers scales by the window over the original length (131,072 /
+    4,096 = 32, attention factor 1.19). Extended to 256k with new lists the factor is 64, so the attention factor is
+    sqrt(1 + ln 64 / ln 4096) = 1.2247; reading the absent factor as 1 wrote 2 (1.0408)."""
+    phi3 = str(Path(__file__).resolve().parents[1] / "fixtures" / "phi-3-mini-128k.json")
+    shipped = json.loads(Path(phi3).read_text())
+    half = shipped["hidden_size"] // shipped["num_attention_heads"] // 2
+    lists = ["--long-factor", json.dumps([1.0 + i / 4 for i in range(half)]),
+             "--short-factor", json.dumps([1.0] * half)]
+    out = tmp_path / "config.json"
+    result = ok(run("scale", "longrope", "--config", phi3, "--target", "256k", *lists, "-o", str(out)))
+    assert "factor 32 x 2 = 64" in result.stderr
+    written = json.loads(out.read_text())["rope_scaling"]
+    assert written["factor"] == 64.0 and written["original_max_position_embeddings"] == 4096
+    report = json.loads(ok(run("inspect", str(out), "--json")).stdout)
+    factor = report["layers"][0]["attention_factor"] if "layers" in report else report["attention_factor"]
+    assert math.isclose(factor, math.sqrt(1 + math.log(64) / math.log(4096)), rel_tol=1e-6)
+
+
 # ---------------------------------------------------------------- llama.cpp on the model's own GGUF (issue 18)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
