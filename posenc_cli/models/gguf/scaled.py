@@ -24,9 +24,10 @@ would stack). Two places differ from the converter, both so that llama.cpp compu
   = wanted / (0.1 ln s + 1) is written as well;
 * LongRoPE: ``rope.scaling.attn_factor`` (llama.cpp's magnitude) is transformers' magnitude for the rope dict: an
   explicit ``attention_factor``, else ``sqrt(1 + ln(f) / ln(original))`` with ``f`` the dict's ``factor`` when it
-  names one (what ``posenc scale longrope`` on a LongRoPE model writes: the factor relative to its shipped window),
-  where the converter always takes ``f = max_position_embeddings / original``. Measured on a converted Phi-3 twin at
-  256k: the converter's GGUF of posenc's patched config is 0.29 relative from transformers, posenc's within 2e-3.
+  names one, where the converter always takes ``f = max_position_embeddings / original``. ``posenc scale longrope``
+  writes ``factor = max_position_embeddings / original``, so on its own files the two agree (a converted Phi-3 twin
+  at 256k: the same keys, logits within 2e-3 of transformers); a dict whose factor says otherwise gets transformers'
+  magnitude here.
 
 Refused, with the reason: dynamic NTK (llama.cpp has none; the converter writes no scaling, so the file would run
 plain RoPE), llama3 outside llama, LongRoPE outside phi3 and anything but LongRoPE on phi3 (the converter refuses or
