@@ -29,13 +29,13 @@ cache's: ``model_init``'s ``--cache_size`` (``Cache(model, max_num_tokens=N)``);
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.engines.registry import Rendering, Target
 from posenc_cli.engines.runs import NOT_MODELLED, WILL_NOT_START, EngineRun, GroupRun
 from posenc_cli.errors import PosencError
 from posenc_cli.files import dumps_config
+from posenc_cli.rope.attention_factors import longrope_attention_factor, yarn_mscale
 from posenc_cli.rope.scaling import max_position_embeddings, rope_parameters
 
 if TYPE_CHECKING:  # numpy loads only when a model is run
@@ -103,8 +103,7 @@ def _yarn(s: dict[str, Any]) -> tuple[dict[str, Any], float]:
     original = int(original) if original is not None else window
     attention = rs.get("attention_factor")
     if attention is None:
-        attention = 1.0 if rs.get("llama_4_scaling_beta") else (
-            1.0 if factor <= 1 else 0.1 * math.log(factor) + 1.0)
+        attention = 1.0 if rs.get("llama_4_scaling_beta") else yarn_mscale(float(factor))
     params = {"rope_type": "yarn", "rope_theta": s["rope_theta"], "factor": float(factor),
               "original_max_position_embeddings": original, "beta_fast": float(rs.get("beta_fast", 32)),
               "beta_slow": float(rs.get("beta_slow", 1)), "truncate": rs.get("truncate", True),
@@ -145,7 +144,7 @@ def frequencies(s: dict[str, Any]) -> tuple[npt.NDArray[np.float32], float]:
     p = {**base, "rope_type": "longrope", "factor": 1.0, "original_max_position_embeddings": original,
          "long_factor": rs.get("long_factor"), "short_factor": rs.get("short_factor")}
     inv = compute(RopeSpec(p, dim, window), original + 1 if window > original else original).inv_freq
-    return inv, math.sqrt(1 + math.log(window / original) / math.log(original)) if window > original else 1.0
+    return inv, longrope_attention_factor({}, window / original, original)
 
 
 def refusal(cfg: dict[str, Any]) -> str | None:

@@ -40,7 +40,7 @@ from posenc_cli.engines.registry import Rendering, Target
 from posenc_cli.engines.runs import NOT_MODELLED, WILL_NOT_START, EngineRun, GroupRun
 from posenc_cli.errors import PosencError
 from posenc_cli.files import dumps_config, dumps_json
-from posenc_cli.rope.attention_factors import yarn_mscale, yarn_mscale_for
+from posenc_cli.rope.attention_factors import longrope_attention_factor, yarn_mscale, yarn_mscale_for
 
 if TYPE_CHECKING:  # the reader loads only when an engine runs a model
     import numpy as np
@@ -370,7 +370,7 @@ def frequencies(rope: MlxRope, seq_len: int) -> tuple[npt.NDArray[np.float32], f
     freqs = (long * (np.float32(rope.base) ** (np.arange(0, rope.dims, 2, dtype=np.float32) / np.float32(rope.dims))))
     inv: npt.NDArray[np.float32] = (np.float32(1) / freqs.astype(np.float32)).astype(np.float32)
     factor = mpe / rope.original
-    default = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(rope.original))
+    default = longrope_attention_factor({}, factor, rope.original)
     return inv, float(rope.long_mscale or default)  # `long_mscale or ...`: a 0 or null long_mscale is the default
 
 
