@@ -23,7 +23,7 @@ from pathlib import Path
 
 import _timing
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "harness"))
 
 from fake_server import FakeServer, Script  # noqa: E402
 

@@ -35,7 +35,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "harness"))
 
 import llama_server  # noqa: E402
 
@@ -45,6 +45,8 @@ TRAINED = 8192
 CACHE = Path(os.environ.get("POSENC_REAL_MODEL_DIR", Path.home() / ".cache" / "posenc" / "real-model"))
 OUT = ROOT / "docs" / "eval" / "real-model"
 THREADS = "2"
+RUN_THREADS = "1"  # the ruler step serves both configurations at once, a core each: same load on both runs
+TASKS = OUT / "tasks.yaml"
 
 
 def shipped_gguf() -> Path:
@@ -111,6 +113,25 @@ def plain(n_ctx: int) -> list[str]:
 def yarn(factor: int) -> list[str]:
     argv = llama_server.scale_command("yarn", "--factor", str(factor), "--config", str(model()), model=model())
     return [*argv, "--model_alias", "smollm2-135m"]
+
+
+def native_plain(n_ctx: int) -> list[str]:
+    """llama.cpp's own llama-server, plain RoPE, a context of ``n_ctx``. llama-server caps each slot at the GGUF's
+    context_length (8,192 here) unless YaRN flags re-adjust it, so plain RoPE past the window needs the override."""
+    binary = llama_server.llama_server_binary()
+    if binary is None:
+        raise SystemExit("needs llama.cpp's llama-server: POSENC_LLAMA_SERVER or on PATH")
+    return [binary, "-m", str(model()), "-t", RUN_THREADS, "-tb", RUN_THREADS, "-np", "1", "--ctx-size", str(n_ctx),
+            "--override-kv", f"llama.context_length=int:{n_ctx}"]
+
+
+def native_yarn(factor: int) -> list[str]:
+    """llama-server with the flags ``posenc scale yarn --factor F --config MODEL.gguf --format llama.cpp`` prints."""
+    binary = llama_server.llama_server_binary()
+    if binary is None:
+        raise SystemExit("needs llama.cpp's llama-server: POSENC_LLAMA_SERVER or on PATH")
+    flags = llama_server.native_scale_flags("yarn", "--factor", str(factor), model=model())
+    return [binary, "-m", str(model()), "-t", RUN_THREADS, "-tb", RUN_THREADS, "-np", "1", *flags]
 
 
 def serve(argv: list[str]) -> Any:
@@ -271,6 +292,32 @@ def run_eval(name: str, argv: list[str], grid: list[str]) -> dict[str, Any]:
             "loss_lengths": summary["loss"]["lengths"], "stderr": proc.stderr.strip().splitlines()}
 
 
+def run_side_by_side(runs: dict[str, list[str]], grid: list[str]) -> dict[str, Any]:
+    """Each configuration served by its own llama-server (a core each) and evaluated at the same time, so load
+    from elsewhere falls on both alike. Run folders are resumed, not replaced: a stopped step continues."""
+    results: dict[str, Any] = {}
+
+    def one(name: str, argv: list[str]) -> None:
+        with serve(argv) as url:
+            started = time.perf_counter()
+            proc = subprocess.run([sys.executable, "-m", "posenc_cli", "eval", "run", url, *grid, "--out",
+                                   str(OUT / name), "--label", name, "--no-loss", "--json", "--timeout", "3600"],
+                                  capture_output=True, text=True, cwd=ROOT)
+            wall = time.perf_counter() - started
+        summary = json.loads(proc.stdout) if proc.stdout else {}
+        results[name] = {"server": " ".join(argv[1:]).replace(str(CACHE) + "/", ""), "exit": proc.returncode,
+                         "requests": summary.get("requests"), "wall_s": round(wall, 1),
+                         "load_average": os.getloadavg(), "stderr": proc.stderr.strip().splitlines()[-3:]}
+        print(name, results[name], flush=True)
+
+    threads = [threading.Thread(target=one, args=item) for item in runs.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
 def loss_png(result: dict[str, Any]) -> None:
     """docs/eval/real-model-loss.png from loss-direct's curves (llama.cpp's logits, not the server's echo)."""
     from posenc_cli.plots.figures import LossCurve, figure_bytes, loss_figure
@@ -284,8 +331,11 @@ def loss_png(result: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=("prepare", "loss-cost", "eval", "loss-direct", "loss-png"))
-    parser.add_argument("--lengths", help="loss-cost: 512,1024,2048,4096; eval: 2k,8k,12k")
+    parser.add_argument("step", choices=("prepare", "loss-cost", "eval", "loss-direct", "loss-png", "ruler",
+                                         "ruler-all"))
+    parser.add_argument("--lengths", help="loss-cost: 512,1024,2048,4096; eval: 2k,8k,12k; ruler: 4k,8k,16k; "
+                        "ruler-all: 2k")
+    parser.add_argument("--trials", default="4", help="ruler, ruler-all: prompts per task and length (4)")
     args = parser.parse_args()
     if args.step == "prepare":
         print(model())
@@ -300,6 +350,17 @@ def main() -> None:
         loss_png(json.loads((OUT / "loss-direct.json").read_text()))
         return
 
+    if args.step in ("ruler", "ruler-all"):
+        # ruler: the tasks this 135M model does at 2k (docs/eval/real-model/tasks.yaml) to 2x the window, plain vs
+        # YaRN x2; ruler-all: RULER's 11 tasks inside the window
+        prefix, template, lengths = (("ruler", str(TASKS), "4k,8k,16k") if args.step == "ruler"
+                                     else ("ruler-all", "ruler", "2k"))
+        grid = ["--template", template, "--lengths", args.lengths or lengths, "--trials", args.trials]
+        result = run_side_by_side({f"{prefix}-plain": native_plain(16384), f"{prefix}-yarn-x2": native_yarn(2)}, grid)
+        timings_file = OUT / "ruler-timings.json"
+        saved = json.loads(timings_file.read_text()) if timings_file.is_file() else {}
+        timings_file.write_text(json.dumps(saved | result, indent=2) + "\n")
+        return
     if args.step == "loss-cost":
         result = loss_cost([int(x) for x in (args.lengths or "512,1024,2048,4096").split(",")])
         (OUT / "loss-cost.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -135,7 +135,9 @@ def probe_command(
 def _render_probe(caps: Capabilities, loss: str) -> None:
     from rich.table import Table
 
-    table = Table(title=f"{caps.base_url}  model {caps.model}", title_justify="left", show_header=False)
+    # above the table, not its title: a title wraps to the table's width, and a long URL or path would break
+    console().print(f"{caps.base_url}  model {caps.model}", soft_wrap=True, markup=False)
+    table = Table(show_header=False)
     table.add_column(style="bold")
     table.add_column()
     table.add_row("engine", caps.engine)
@@ -344,18 +346,21 @@ def _render_summary(summary: dict[str, Any]) -> None:
 
     out = console()
     title = f"{summary['label'] or summary['run']}: {summary['model']} on {summary['engine']} ({summary['plan']})"
-    table = Table(title=title, title_justify="left")
+    table = Table()
     table.add_column("length", justify="right")
     for d in summary["depths"]:
         table.add_column(f"depth {d:g}", justify="right")
     table.add_column("pass rate", justify="right")
+    table.add_column("95% interval", justify="right")
     for n, row in zip(summary["lengths"], summary["pass_rate"], strict=True):
         stats = summary["by_length"][str(n)]
         cells = ["-" if v is None else f"{v:.2f}" for v in row]
         rate = "-" if stats["pass_rate"] is None else f"{stats['pass_rate']:.2f}"
-        table.add_row(format_length(n), *cells, rate)
+        interval = "-" if stats["interval"] is None else "{:.2f}-{:.2f}".format(*stats["interval"])
+        table.add_row(format_length(n), *cells, rate, interval)
+    out.print(title, soft_wrap=True, markup=False)  # above the table, not its title (as probe's)
     if "tasks" in summary:
-        _render_tasks(summary["tasks"], title)
+        _render_tasks(summary["tasks"])
     else:
         out.print(table)
     loss = summary["loss"]
@@ -392,16 +397,24 @@ def _render_summary(summary: dict[str, Any]) -> None:
         out.print(f"api: chat, {api['endpoint']} (each length includes the chat template's {api['template_tokens']} "
                   "tokens)")
     why = f": {summary['why']}" if "why" in summary else ""
-    out.print(f"result: {summary['result']}{why}  ({summary['requests']} requests, {summary['seconds']:.1f} s)")
+    out.print(f"result: {summary['result']}{why}  ({summary['requests']} requests, "
+              f"{summary['seconds']:.1f} s of request time)")
 
 
-def _render_tasks(tasks: dict[str, Any], title: str) -> None:
+def _interval(pair: list[float] | None, signed: bool = False) -> str:
+    if pair is None:
+        return "-"
+    form = "{:+.1f}" if signed else "{:.1f}"
+    return f"{form.format(pair[0])} .. {form.format(pair[1])}"
+
+
+def _render_tasks(tasks: dict[str, Any]) -> None:
     """RULER scores (x100) per task and length, the average, and the effective lengths (with the baseline's)."""
     from rich.table import Table
 
     out = console()
     lengths = list(tasks["average"])
-    table = Table(title=title, title_justify="left")
+    table = Table()
     table.add_column("task")
     for n in lengths:
         table.add_column(format_length(int(n)), justify="right")
@@ -411,6 +424,9 @@ def _render_tasks(tasks: dict[str, Any], title: str) -> None:
         rows.append(("baseline average", base["average"]))
     for name, row in rows:
         table.add_row(name, *["-" if row.get(n) is None else f"{row[n]:.1f}" for n in lengths])
+        if name == "average":
+            table.add_row(f"[dim]95% interval ({tasks['prompts'] * len(tasks['names'])} prompts)[/dim]",
+                          *[_interval(tasks["average_interval"][n]) for n in lengths])
     out.print(table)
     for label, found in (("", tasks), ("baseline ", base)):
         if found is None:
@@ -446,14 +462,50 @@ def compare_command(
     if as_json:
         print_json(result)
         return
+    _render_compare(result)
+
+
+def _render_compare(result: dict[str, Any]) -> None:
+    """Each run per length (task runs: per task and length, scores x100), and each later run against the first:
+    the difference with its 95% interval, marked where the interval excludes 0."""
     from rich.table import Table
 
-    table = Table(title="pass rate by length", title_justify="left")
-    names = [s["label"] or s["run"] for s in summaries]
-    table.add_column("length", justify="right")
+    names = [r["label"] for r in result["runs"]]
+    out = console()
+    level = f"{result['level']:.0%}"
+    if "tasks" in result:
+        title = f"task scores by length; difference from {names[0]} with its {level} interval (* excludes 0)"
+        table = Table()
+        table.add_column("task")
+        table.add_column("length", justify="right")
+        rows = result["tasks"]
+        cell = "score"
+    else:
+        title = f"needle pass rate by length; difference from {names[0]} with its {level} interval (* excludes 0)"
+        table = Table()
+        rows = result["by_length"]
+        cell = ""
+        table.add_column("length", justify="right")
     for name in names:
         table.add_column(name, justify="right")
-    for row in result["by_length"]:
-        table.add_row(format_length(row["length"]),
-                      *["-" if row[name] is None else f"{row[name]:.2f}" for name in names])
-    console().print(table)
+    for name in names[1:]:
+        table.add_column(f"{name} - {names[0]}", justify="right")
+    for row in rows:
+        lead = [row["task"], format_length(row["length"])] if cell else [format_length(row["length"])]
+        shown = []
+        for name in names:
+            value = row[name][cell] if cell else row[name]
+            shown.append("-" if value is None else f"{value:.1f}" if cell else f"{value:.2f}")
+        versus = []
+        for name in names[1:]:
+            v = row.get("versus", {}).get(name)
+            if v is None:
+                versus.append("-")
+            else:
+                d = f"{v['difference']:+.1f}" if cell else f"{v['difference']:+.2f}"
+                span = (_interval(v["interval"], signed=True) if cell
+                        else "{:+.2f} .. {:+.2f}".format(*v["interval"]))
+                versus.append(f"{d} ({span}){' *' if v['separated'] else '  '}")
+        table.add_row(*lead, *shown, *versus)
+    out.print(title, soft_wrap=True, markup=False)
+    out.print(table)

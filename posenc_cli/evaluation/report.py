@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc_cli.errors import PosencError
+from posenc_cli.evaluation.intervals import LEVEL, difference, wilson
 from posenc_cli.evaluation.plan import Cell
 from posenc_cli.evaluation.run import read_manifest, read_results
 from posenc_cli.units import format_length
@@ -145,7 +146,8 @@ def summarise(folder: str | Path, baseline: str | Path | None = None) -> dict[st
             total += len(done)
             refused += sum("refused" in c for c in done)
         grid.append(row)
-        by_length[n] = {"pass_rate": round(hits / total, 4) if total else None, "cells": total,
+        by_length[n] = {"pass_rate": round(hits / total, 4) if total else None, "passed": hits,
+                        "interval": [round(x, 4) for x in wilson(hits, total)] if total else None, "cells": total,
                         "planned": len(depths) * trials, "refused": refused,
                         "mismatched": sum(r["length"] == n for r in needles if not r.get("length_ok", True))}
     curve = loss_curve(records)
@@ -200,24 +202,41 @@ def task_scores(plan: dict[str, Any], records: list[dict[str, Any]]) -> dict[str
     good = {r["cell"]: r for r in records if r.get("kind") == "task" and r.get("length_ok", True)}
     mismatched = sum(1 for r in records if r.get("kind") == "task" and not r.get("length_ok", True))
     scores: dict[str, dict[str, float | None]] = {}
+    totals: dict[str, dict[str, float | None]] = {}  # summed score per cell, what the intervals are built from
     for name in names:
         row: dict[str, float | None] = {}
+        summed: dict[str, float | None] = {}
         for n in lengths:
             found = [good.get(f"task:{name}:{n}:{t}") for t in range(trials)]
             done = [float(c["score"]) for c in found if c is not None]
-            row[str(n)] = round(100 * sum(done) / len(done), 2) if len(done) == trials else None
-        scores[name] = row
+            complete = len(done) == trials
+            row[str(n)] = round(100 * sum(done) / len(done), 2) if complete else None
+            summed[str(n)] = sum(done) if complete else None
+        scores[name], totals[name] = row, summed
     average: dict[int, float | None] = {}
     for n in lengths:
         values = [scores[name][str(n)] for name in names]
         average[n] = None if any(v is None for v in values) else round(sum(v or 0.0 for v in values) / len(values), 2)
     ruler_threshold = 100 * RULER_THRESHOLD
     nolima, base = nolima_length(average, NOLIMA_RATIO)
+    pooled = {str(n): None if average[n] is None else sum(totals[name][str(n)] or 0.0 for name in names)
+              for n in lengths}
     return {"names": names, "scores": scores, "average": {str(k): v for k, v in average.items()},
+            "prompts": trials, "totals": totals, "pooled": pooled,
+            "intervals": {name: {k: _percent_interval(v, trials) for k, v in totals[name].items()} for name in names},
+            "average_interval": {k: _percent_interval(v, trials * len(names)) for k, v in pooled.items()},
             "mismatched": mismatched,
             "effective_length": {"ruler": effective_length(average, ruler_threshold),
                                  "ruler_threshold": ruler_threshold, "nolima": nolima, "nolima_ratio": NOLIMA_RATIO,
                                  "nolima_base": base}}
+
+
+def _percent_interval(total: float | None, n: int) -> list[float] | None:
+    """The 95% interval (Wilson, :mod:`posenc_cli.evaluation.intervals`) of a mean score, x100 as scores are shown."""
+    if total is None:
+        return None
+    low, high = wilson(total, n)
+    return [round(100 * low, 2), round(100 * high, 2)]
 
 
 def _effective(test: dict[str, Any], tasks: dict[str, Any] | None) -> dict[str, Any]:
@@ -249,15 +268,70 @@ def _loss_summary(manifest: dict[str, Any], records: list[dict[str, Any]], has_l
     return out
 
 
+def _versus(total_a: float, n_a: int, total_b: float, n_b: int, scale: float) -> dict[str, Any]:
+    """b against a: the difference of means, its 95% interval (Newcombe) and whether it excludes 0."""
+    d, low, high = difference(total_a, n_a, total_b, n_b)
+    digits = 4 if scale == 1.0 else 2  # as the scores: pass rates to 4 places, task scores (x100) to 2
+    return {"difference": round(scale * d, digits),
+            "interval": [round(scale * low, digits), round(scale * high, digits)], "separated": low > 0 or high < 0}
+
+
 def compare(summaries: list[dict[str, Any]]) -> dict[str, Any]:
-    """Side by side pass rates per length (runs must share their lengths); the first run is the reference."""
+    """Side by side per length (runs must share their lengths): needle pass rates, and for task runs each task's
+    score and the average. The first run is the reference: every other run's difference from it comes with its 95%
+    interval (:func:`posenc_cli.evaluation.intervals.difference`) and whether that interval excludes 0."""
     lengths = summaries[0]["lengths"]
+    for s in summaries[1:]:
+        if s["lengths"] != lengths:
+            raise PosencError(f"{s['run']}: its lengths ({', '.join(map(format_length, s['lengths']))}) differ from "
+                              f"{summaries[0]['run']}'s ({', '.join(map(format_length, lengths))}); compare runs of "
+                              "one plan")
+    names = [s["label"] or s["run"] for s in summaries]
+    if len(set(names)) < len(names):
+        names = [s["run"] for s in summaries]
+    reference = summaries[0]
     rows = []
     for n in lengths:
         row: dict[str, Any] = {"length": n}
-        for s in summaries:
+        ref = reference["by_length"].get(str(n))
+        for name, s in zip(names, summaries, strict=True):
             stats = s["by_length"].get(str(n))
-            row[s["label"] or s["run"]] = stats["pass_rate"] if stats else None
+            row[name] = stats["pass_rate"] if stats else None
+            if s is not reference and stats and ref and stats["cells"] and ref["cells"]:
+                row.setdefault("versus", {})[name] = _versus(ref["passed"], ref["cells"], stats["passed"],
+                                                            stats["cells"], 1.0)
         rows.append(row)
-    return {"runs": [{"run": s["run"], "label": s["label"], "engine": s["engine"], "result": s["result"]}
-                     for s in summaries], "by_length": rows}
+    out: dict[str, Any] = {
+        "runs": [{"run": s["run"], "label": name, "engine": s["engine"], "result": s["result"]}
+                 for name, s in zip(names, summaries, strict=True)],
+        "reference": names[0], "level": LEVEL, "by_length": rows}
+    if all("tasks" in s for s in summaries):
+        out["tasks"] = _compare_tasks(names, [s["tasks"] for s in summaries], lengths)
+    return out
+
+
+def _compare_tasks(names: list[str], tasks: list[dict[str, Any]], lengths: list[int]) -> list[dict[str, Any]]:
+    """One row per task (those every run sent, in the reference's order) and length, then the average's rows when
+    the runs sent the same tasks: scores x100, intervals, and each run against the reference."""
+    common = [t for t in tasks[0]["names"] if all(t in other["names"] for other in tasks[1:])]
+    same_set = all(other["names"] == tasks[0]["names"] for other in tasks[1:])
+    rows = []
+    for task in [*common, *(["average"] if same_set else [])]:
+        for n in map(str, lengths):
+            row: dict[str, Any] = {"task": task, "length": int(n)}
+            cells = []
+            for t in tasks:
+                if task == "average":
+                    total, count = t["pooled"][n], t["prompts"] * len(t["names"])
+                    score, interval = t["average"][n], t["average_interval"][n]
+                else:
+                    total, count = t["totals"][task][n], t["prompts"]
+                    score, interval = t["scores"][task][n], t["intervals"][task][n]
+                cells.append((total, count))
+                row[names[len(cells) - 1]] = {"score": score, "interval": interval}
+            ref_total, ref_count = cells[0]
+            for name, (total, count) in zip(names[1:], cells[1:], strict=True):
+                if ref_total is not None and total is not None:
+                    row.setdefault("versus", {})[name] = _versus(ref_total, ref_count, total, count, 100.0)
+            rows.append(row)
+    return rows

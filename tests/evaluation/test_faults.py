@@ -690,8 +690,8 @@ def test_prompts_past_the_served_context_are_refusals_and_the_run_goes_on(tmp_pa
                      "--pass-rate", "0.5", "--out", str(tmp_path / "run"), "--json")
         assert result.exit_code == 1  # every prompt at 256 refused: 0 < 0.5
         summary = json.loads(result.stdout)
-        assert summary["by_length"]["256"] == {"pass_rate": 0.0, "cells": 2, "planned": 2, "refused": 2,
-                                               "mismatched": 0}
+        assert summary["by_length"]["256"] == {"pass_rate": 0.0, "passed": 0, "interval": [0.0, 0.6576], "cells": 2,
+                                               "planned": 2, "refused": 2, "mismatched": 0}
         assert summary["by_length"]["128"]["refused"] == 0
         assert "refused 2" in summary["tests"][0]["why"]
         # a rerun sends the refused cells again (the server may have been restarted with a longer context)

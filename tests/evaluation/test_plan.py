@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from posenc_cli.errors import PosencError
 from posenc_cli.evaluation import bytevocab
 from posenc_cli.evaluation import plan as plans
+from posenc_cli.evaluation.intervals import wilson
 from posenc_cli.evaluation.plan import Cell, Plan, PlanTest
 from posenc_cli.evaluation.probe import Capabilities
 from posenc_cli.evaluation.report import FAIL, NOT_RUN, PASS, loss_curve, summarise
@@ -438,8 +439,9 @@ def test_niah_verdicts(tmp_path: Path) -> None:
 
     rate = 4 / 6
     summary = summarise(write_run(tmp_path / "a", plan, needle_records(plan, half)))
-    assert summary["by_length"]["128"] == {"pass_rate": round(rate, 4), "cells": 6, "planned": 6, "refused": 0,
-                                           "mismatched": 0}
+    assert summary["by_length"]["128"] == {"pass_rate": round(rate, 4), "passed": 4, "cells": 6, "planned": 6,
+                                           "refused": 0, "mismatched": 0,
+                                           "interval": [round(x, 4) for x in wilson(4, 6)]}
     assert summary["pass_rate"] == [[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]]
     assert summary["tests"][0]["result"] == PASS and summary["result"] == PASS
     assert summary["tests"][0]["measured"] == pytest.approx(rate, abs=1e-4)
@@ -463,8 +465,9 @@ def test_a_torn_line_and_a_cell_written_twice_count_once(tmp_path: Path) -> None
     records = needle_records(plan, lambda c: True)
     twice = dict(records[0], passed=False)
     summary = summarise(write_run(tmp_path / "a", plan, [*records, twice], torn='{"cell": "needle:12'))
-    assert summary["by_length"]["64"] == {"pass_rate": round(5 / 6, 4), "cells": 6, "planned": 6, "refused": 0,
-                                          "mismatched": 0}
+    assert summary["by_length"]["64"] == {"pass_rate": round(5 / 6, 4), "passed": 5, "cells": 6, "planned": 6,
+                                          "refused": 0, "mismatched": 0,
+                                          "interval": [round(x, 4) for x in wilson(5, 6)]}
 
 
 def test_mismatched_lengths_are_left_out_and_listed(tmp_path: Path) -> None:

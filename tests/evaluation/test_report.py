@@ -9,15 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clihelpers import assert_usage_error, ok, run
 from fake_server import FakeServer, Script
 from hypothesis import given
 from hypothesis import strategies as st
 
 from posenc_cli.errors import PosencError
 from posenc_cli.evaluation.client import Client, ServerError
+from posenc_cli.evaluation.intervals import wilson
 from posenc_cli.evaluation.plan import NOLIMA_RATIO, RULER_THRESHOLD, from_lengths, plan_for
 from posenc_cli.evaluation.probe import probe
-from posenc_cli.evaluation.report import effective_length, nolima_length, summarise
+from posenc_cli.evaluation.report import compare, effective_length, nolima_length, summarise
 from posenc_cli.evaluation.ruler import TASKS
 from posenc_cli.evaluation.run import Runner, read_results
 from posenc_cli.evaluation.templates import load_any
@@ -81,6 +83,55 @@ def test_a_short_reach_fails_and_the_baseline_is_reported(runs: dict[str, Path])
     with_base = summarise(runs["long"], baseline=runs["short"])
     assert with_base["tasks"]["baseline"]["effective_length"] == effective
     assert json.loads(json.dumps(with_base)) == with_base  # strict JSON
+
+
+def test_each_score_comes_with_its_interval(runs: dict[str, Path]) -> None:
+    tasks = summarise(runs["short"])["tasks"]
+    n = tasks["prompts"]
+    assert n == 1
+    for t in TASKS:
+        for length in map(str, LENGTHS):
+            total = tasks["totals"][t][length]
+            assert tasks["scores"][t][length] == round(100 * total / n, 2)
+            assert tasks["intervals"][t][length] == [round(100 * x, 2) for x in wilson(total, n)]
+    for length in map(str, LENGTHS):
+        pooled = tasks["pooled"][length]
+        # the average pools every task's prompts: one interval over len(TASKS) x trials prompts
+        assert pooled == pytest.approx(sum(tasks["totals"][t][length] for t in TASKS))
+        low, high = tasks["average_interval"][length]
+        assert [low, high] == [round(100 * x, 2) for x in wilson(pooled, n * len(TASKS))]
+        assert low <= tasks["average"][length] <= high
+
+
+def test_compare_gives_each_difference_with_its_interval(runs: dict[str, Path]) -> None:
+    short, long = summarise(runs["short"]), summarise(runs["long"])
+    result = compare([short, long])
+    me, other = short["run"], long["run"]  # unlabelled runs are named by their folders
+    assert result["reference"] == me and result["level"] == 0.95
+    rows = {(r["task"], r["length"]): r for r in result["tasks"]}
+    assert set(rows) == {(t, n) for t in [*TASKS, "average"] for n in LENGTHS}
+    for row in rows.values():
+        mine, theirs = row[me], row[other]
+        versus = row["versus"][other]
+        assert versus["difference"] == pytest.approx(theirs["score"] - mine["score"], abs=0.011)
+        low, high = versus["interval"]
+        assert low <= versus["difference"] <= high
+        assert versus["separated"] == (low > 0 or high < 0)
+    # 44 prompts per length: at 8k the long reach beats the short one beyond the interval, at 2k they are equal
+    assert rows[("average", 8192)]["versus"][other]["separated"]
+    assert not rows[("average", 2048)]["versus"][other]["separated"]
+    # one prompt per cell: no single task's difference is beyond its interval, whatever the scores
+    assert not any(r["versus"][other]["separated"] for (t, _), r in rows.items() if t != "average")
+
+
+def test_compare_refuses_runs_of_other_lengths(runs: dict[str, Path], tmp_path: Path) -> None:
+    plan = from_lengths([2048], load_any("ruler"), trials=1)
+    with FakeServer(Script(reach=3000)) as server:
+        _run(server.url, tmp_path / "other", plan)
+    result = run("eval", "compare", str(runs["short"]), str(tmp_path / "other"))
+    assert_usage_error(result, "its lengths (2k) differ", "compare runs of one plan")
+    shown = ok(run("eval", "compare", str(runs["short"]), str(runs["long"]))).stdout
+    assert "difference from" in shown and "95% interval" in shown and " *" in shown
 
 
 def test_resume_after_the_server_died_gives_the_same_records(runs: dict[str, Path], tmp_path: Path) -> None:
