@@ -20,6 +20,7 @@ Baselines:
 
 from __future__ import annotations
 
+import argparse
 import platform
 import sys
 import timeit
@@ -29,14 +30,15 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "harness"))
 
 import numpy as np  # noqa: E402
+import reference as ref  # noqa: E402
 from _timing import markdown_table  # noqa: E402
 
 from posenc_cli.rope import precision  # noqa: E402
 from posenc_cli.rope.encodings import apply_rope, rope_inv_freq, sinusoidal  # noqa: E402
 from posenc_cli.rope.verify import VerifySettings, run  # noqa: E402
-from tests import reference as ref  # noqa: E402
 
 Row = tuple[str, float, str, float | None, str]
 
@@ -190,6 +192,7 @@ def bench_half_precision() -> list[Row]:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     rows: list[Row] = []
     for bench in (bench_sinusoidal_small, bench_rope_small, bench_sinusoidal_floor, bench_rope_vs_hf, bench_verify,
                   bench_half_precision):

@@ -10,6 +10,7 @@ calls and bookkeeping). Needs the engines extra.
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import subprocess
@@ -24,19 +25,26 @@ sys.path.insert(0, str(ROOT / "tests" / "harness"))
 import llama_server  # noqa: E402
 
 GRID = ["--lengths", "64,128,192,256,384,512,768,1024", "--trials", "4", "--loss"]  # loss.png needs it
-CONFIGS = {
-    "plain": llama_server.plain_command(1024),
-    "yarn-x2": llama_server.scale_command("yarn", "--factor", "2", "--config", str(llama_server.FIXTURE)),
-    "yarn-x4": llama_server.scale_command("yarn", "--factor", "4", "--config", str(llama_server.FIXTURE)),
-    "linear-x4": llama_server.scale_command("linear", "--factor", "4", "--config", str(llama_server.FIXTURE)),
-}
+NAMES = ("plain", "yarn-x2", "yarn-x4", "linear-x4")
+
+
+def configs() -> dict[str, list[str]]:
+    """Each configuration's server command (posenc scale runs here, not at import: ``--help`` starts nothing)."""
+    fixture = str(llama_server.FIXTURE)
+    return {
+        "plain": llama_server.plain_command(1024),
+        "yarn-x2": llama_server.scale_command("yarn", "--factor", "2", "--config", fixture),
+        "yarn-x4": llama_server.scale_command("yarn", "--factor", "4", "--config", fixture),
+        "linear-x4": llama_server.scale_command("linear", "--factor", "4", "--config", fixture),
+    }
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     out = ROOT / "docs" / "eval"
     out.mkdir(parents=True, exist_ok=True)
     timings: dict[str, dict[str, object]] = {}
-    for name, argv in CONFIGS.items():
+    for name, argv in configs().items():
         folder = out / name
         shutil.rmtree(folder, ignore_errors=True)
         argv = [*argv[: argv.index("--n_ctx")], *argv[argv.index("--n_ctx") + 2:], "--n_ctx", "1024",
@@ -56,7 +64,7 @@ def main() -> None:
                          "pass_rate": {n: v["pass_rate"] for n, v in summary["by_length"].items()}}
         print(name, timings[name], flush=True)
     timings |= pick_plan(out)
-    subprocess.run([sys.executable, "-m", "posenc_cli", "eval", "compare", *(str(out / n) for n in CONFIGS),
+    subprocess.run([sys.executable, "-m", "posenc_cli", "eval", "compare", *(str(out / n) for n in NAMES),
                     "--png", str(out / "heatmaps.png"), "--loss-png", str(out / "loss.png")], check=True)
     (out / "timings.json").write_text(json.dumps(timings, indent=2) + "\n")
 

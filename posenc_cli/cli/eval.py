@@ -280,7 +280,8 @@ def report_command(
     loss_png: LossPngOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Pass rates per length and depth, the loss curve, and each test's verdict: exit 0 pass, 1 fail, 3 not run."""
+    """Pass rates per length and depth (task runs: scores per task and length) with 95% intervals, the loss curve,
+    and each test's verdict: exit 0 pass, 1 fail, 3 not run."""
     _report(run, baseline, png, loss_png, as_json)
 
 
@@ -356,7 +357,7 @@ def _render_summary(summary: dict[str, Any]) -> None:
         stats = summary["by_length"][str(n)]
         cells = ["-" if v is None else f"{v:.2f}" for v in row]
         rate = "-" if stats["pass_rate"] is None else f"{stats['pass_rate']:.2f}"
-        interval = "-" if stats["interval"] is None else "{:.2f}-{:.2f}".format(*stats["interval"])
+        interval = "-" if stats["interval"] is None else "{:.2f} .. {:.2f}".format(*stats["interval"])
         table.add_row(format_length(n), *cells, rate, interval)
     out.print(title, soft_wrap=True, markup=False)  # above the table, not its title (as probe's)
     if "tasks" in summary:
@@ -451,7 +452,8 @@ def compare_command(
     loss_png: LossPngOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Runs side by side: pass rate per length, heatmaps in one PNG, loss curves on one chart."""
+    """Runs side by side, each against the first with the 95% interval of the difference: pass rates per length (task
+    runs: scores per task and length), heatmaps in one PNG, loss curves on one chart."""
     from posenc_cli.evaluation.report import compare, summarise
 
     if len(runs) < 2:

@@ -14,6 +14,10 @@ the flags posenc gives (``common/arg.cpp``, ``src/llama-context.cpp``, ``ggml`` 
   is ``rope.scaling.attn_factor`` itself and the softmax is scaled by ``(attn_factor mscale(s, m_all))^2``, with
   ``m_all`` the GGUF's ``yarn_log_multiplier`` / 0.1 (:func:`deepseek2_yarn`); the flags give the log multiplier
   explicitly and ``attn_factor`` only when it is not 1 (:func:`_deepseek2_yarn`).
+* llama-server (not llama-cpp-python's server) caps each slot's context at the model's training context
+  (``server-context.cpp``, ``n_ctx_slot``): the GGUF's ``context_length``, which ``llama_init_from_model``
+  re-adjusts to ``yarn_orig_ctx / freq_scale`` only for YaRN flags whose scale differs from the GGUF's own. Past it,
+  the llama-server flags add ``--override-kv ARCH.context_length=int:N`` (:func:`server_slot_context`).
 * What conversion bakes into the GGUF has no flag: llama3 scaling (the ``rope_freqs`` tensor, which also applies
   on top of any flag: :func:`stacking` says when flags would stack on it) and LongRoPE (``rope_factors_long``/
   ``_short``, chosen once per context by ``--ctx-size``). A model that already has them runs them from its GGUF; a
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import math
 import shlex
+import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -64,7 +69,39 @@ class Flags:
     warnings: list[str] = field(default_factory=list)
     attention_factor: float | None = None  # the cos/sin magnitude these flags give (YaRN)
     softmax_scale: float | None = None  # the softmax multiplier these flags give (deepseek2 YaRN), else the model's
+    server_only: list[str] = field(default_factory=list)  # what llama-server needs beyond llama-cpp-python's server
 
+
+def _float32(x: float) -> float:
+    return float(struct.unpack("<f", struct.pack("<f", x))[0])
+
+
+def _readjusted_training_context(options: Mapping[str, str], gguf_factor: float | None) -> int | None:
+    """The training context llama.cpp sets after YaRN flags whose frequency scale differs from the GGUF's own:
+    ``yarn_orig_ctx / freq_scale`` in float32, truncated (``llama_init_from_model``, after the context is made, so
+    an ``--override-kv`` of ``context_length`` cannot change it); None when these flags do not re-adjust it."""
+    if options.get("--rope-scaling") != "yarn" or "--rope-scale" not in options or "--yarn-orig-ctx" not in options:
+        return None
+    scale = _float32(1.0 / _float32(float(options["--rope-scale"])))
+    own = _float32(1.0 / _float32(gguf_factor)) if gguf_factor else 1.0
+    if scale == own:
+        return None
+    return int(_float32(_float32(float(options["--yarn-orig-ctx"])) / scale))
+
+
+def server_slot_context(argv: list[str], n_ctx: int, gguf_context: int, gguf_factor: float | None) -> int:
+    """The context of one llama-server slot started with ``argv`` (flags as :func:`flags` writes them, an
+    ``--override-kv ARCH.context_length`` included) and ``--ctx-size n_ctx``, on a GGUF whose ``context_length`` is
+    ``gguf_context`` and ``rope.scaling.factor`` ``gguf_factor``: at most the training context (the GGUF's, or the
+    override's), which YaRN flags with another frequency scale than the GGUF's re-adjust. The default ``-np``
+    (auto: 4 slots, unified KV) gives each slot the whole ``n_ctx``."""
+    options = dict(zip(argv[::2], argv[1::2], strict=False))
+    trained = gguf_context
+    override = options.get("--override-kv", "")
+    if ".context_length=int:" in override:
+        trained = int(override.rsplit(":", 1)[1])
+    readjusted = _readjusted_training_context(options, gguf_factor)
+    return min(n_ctx, trained if readjusted is None else readjusted)
 
 
 def deepseek2_yarn(factor: float, attn_factor: float, mscale_all_dim: float | None) -> tuple[float, float]:
@@ -139,7 +176,28 @@ def arch_name(model_type: str | None) -> str:
 
 
 def flags(params: Mapping[str, Any], *, max_model_len: int, arch: str, in_gguf: bool,
-          truncate: bool | None = None) -> Flags:
+          truncate: bool | None = None, gguf_context: int | None = None, gguf_factor: float | None = None) -> Flags:
+    """The llama.cpp flags for one rope dict; with ``gguf_context`` (the GGUF's ``context_length``) and
+    ``gguf_factor`` (its ``rope.scaling.factor``), also what llama-server needs to give a slot ``max_model_len``
+    (:attr:`Flags.server_only`). See :func:`_flags`."""
+    out = _flags(params, max_model_len=max_model_len, arch=arch, in_gguf=in_gguf, truncate=truncate)
+    if gguf_context is None or server_slot_context(out.argv, max_model_len, gguf_context,
+                                                   gguf_factor) >= max_model_len:
+        return out
+    options = dict(zip(out.argv[::2], out.argv[1::2], strict=False))
+    readjusted = _readjusted_training_context(options, gguf_factor)
+    if readjusted is None:
+        out.server_only = ["--override-kv", f"{arch}.context_length=int:{max_model_len}"]
+    else:
+        out.warnings.append(f"llama-server gives each slot {readjusted:,} tokens, not {max_model_len:,}: with these "
+                            f"YaRN flags it sets the training context to yarn_orig_ctx / float32(1/scale), "
+                            f"truncated, and caps slots there (no flag changes that); llama-cpp-python's server has "
+                            f"no such cap")
+    return out
+
+
+def _flags(params: Mapping[str, Any], *, max_model_len: int, arch: str, in_gguf: bool,
+           truncate: bool | None = None) -> Flags:
     """The llama.cpp flags for one rope dict (transformers 5 form, ``rope_theta`` inside).
 
     ``in_gguf``: the model's own rope, already written into its GGUF by conversion (llama3 and LongRoPE then need
@@ -346,6 +404,20 @@ def python_server_argv(argv: list[str], model: str = "MODEL") -> list[str]:
     return out + (["--kv_overrides", *overrides] if overrides else [])
 
 
+def gguf_context_length(r: Rendering) -> int:
+    """The ``context_length`` of the model's GGUF: the GGUF's own, else what convert_hf_to_gguf.py writes (the text
+    config's ``max_position_embeddings``), else the window posenc reads; for a bare request, the length it scales
+    from."""
+    if r.config is not None and r.facts is not None:
+        text = r.config.get("text_config") if r.facts.text_config else r.config
+        value = text.get("max_position_embeddings") if isinstance(text, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+        if r.facts.native:
+            return r.facts.native
+    return r.req.original_max
+
+
 def render(r: Rendering) -> tuple[str, list[str]]:
     """``--format llama.cpp`` (llama-server) or ``llama-cpp-python``: the flags for the request's rope, refused where
     they would stack on what the model's GGUF already carries."""
@@ -356,8 +428,11 @@ def render(r: Rendering) -> tuple[str, list[str]]:
     stacked = stacking(native, group, gguf=r.gguf)
     if stacked is not None and r.gguf:
         raise NoEquivalent(stacked)
-    f = flags(group, max_model_len=r.req.target, arch=arch, in_gguf=False)
-    argv = f.argv if r.fmt == NAME else python_server_argv(f.argv, r.model)
+    factor = native.get("factor") if native.get("rope_type") in ("linear", "yarn") else None
+    f = flags(group, max_model_len=r.req.target, arch=arch, in_gguf=False, gguf_context=gguf_context_length(r),
+              gguf_factor=float(factor) if isinstance(factor, int | float) else None)
+    # llama-cpp-python's server has no slot cap: the override is llama-server's alone
+    argv = [*f.argv, *f.server_only] if r.fmt == NAME else python_server_argv(f.argv, r.model)
     caveats = list(f.warnings) + ([stacked] if stacked else [])
     if any(isinstance(v, dict) for v in served_rope(r).values()):  # one dict per layer type (Gemma 3)
         caveats.append("these flags turn the global layers; llama.cpp turns the sliding-window layers with the "

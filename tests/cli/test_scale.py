@@ -251,8 +251,10 @@ def test_llama_cpp_yarn_betas() -> None:
 
 
 def test_llama_cpp_linear_flags() -> None:
+    # llama-server caps a slot at the GGUF's context_length (the original 32k here) unless told otherwise
     assert _llama_cpp("linear", *METHOD_ARGS["linear"]) == [
-        "--rope-scaling", "linear", "--rope-scale", "4", "--rope-freq-base", "1000000", "--ctx-size", "131072"]
+        "--rope-scaling", "linear", "--rope-scale", "4", "--rope-freq-base", "1000000", "--ctx-size", "131072",
+        "--override-kv", "ARCH.context_length=int:131072"]
 
 
 def test_llama_cpp_linear_fractional_scale() -> None:
@@ -263,7 +265,7 @@ def test_llama_cpp_linear_fractional_scale() -> None:
 def test_llama_cpp_ntk_flags() -> None:
     argv = _llama_cpp("ntk", *METHOD_ARGS["ntk"])
     assert argv[:2] == ["--rope-scaling", "none"]
-    assert argv[-2:] == ["--ctx-size", "131072"]
+    assert argv[-4:] == ["--ctx-size", "131072", "--override-kv", "ARCH.context_length=int:131072"]
     assert "--rope-scale" not in argv
     base = float(argv[argv.index("--rope-freq-base") + 1])
     assert base == pytest.approx(1e6 * 4 ** (128 / 126), rel=1e-15)

@@ -234,7 +234,7 @@ _IGNORED = ("llama-server",)
 def server_flags_as_kwargs(argv: list[str], arch: str = ARCH) -> dict[str, Any]:
     """llama-server's flags as ``llama_cpp.Llama`` context parameters (common/arg.cpp), no RoPE arithmetic:
     ``--rope-scale N`` is ``rope_freq_scale = 1/N``, ``--override-kv ARCH.key=float:v`` a float override of
-    ``<arch>.key``. A flag posenc prints that is not mapped here fails the test."""
+    ``<arch>.key`` (``int:`` an integer one). A flag posenc prints that is not mapped here fails the test."""
     out: dict[str, Any] = {"kv_overrides": {}}
     it = iter(argv)
     for flag in it:
@@ -260,8 +260,8 @@ def server_flags_as_kwargs(argv: list[str], arch: str = ARCH) -> dict[str, Any]:
         elif flag == "--override-kv":
             key, typed = value.split("=", 1)
             kind, number = typed.split(":", 1)
-            assert kind == "float", value
-            out["kv_overrides"][key.replace("ARCH.", arch + ".")] = float(number)
+            assert kind in ("float", "int"), value  # int: llama-server's context_length past the GGUF's
+            out["kv_overrides"][key.replace("ARCH.", arch + ".")] = float(number) if kind == "float" else int(number)
         else:
             raise AssertionError(f"posenc printed a flag this test does not map: {flag}")
     return out
