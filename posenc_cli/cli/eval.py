@@ -322,10 +322,10 @@ def _figures(summaries: list[dict[str, Any]], png: Path | None, loss_png: Path |
         if path is not None and output_kind(path) == "stdout":
             # the summary (table or JSON) is the command's stdout: a PNG there would corrupt both
             raise PosencError(f"{name} {path}: the report prints its summary on stdout; write the PNG to a file")
-    from posenc_cli.plots.figures import LossCurve, PassGrid, figure_bytes, loss_figure, pass_rate_figure
+    from posenc_cli.plots.figures import LossCurve, figure_bytes, loss_figure, pass_rate_figure
 
     if png is not None:
-        grids = [PassGrid(s["label"] or s["run"], s["lengths"], s["depths"], s["pass_rate"]) for s in summaries]
+        grids = [_grid(s) for s in summaries]
         shown = write_output(png, figure_bytes(pass_rate_figure(grids), "png"))
         sys.stderr.write(f"wrote {shown}\n")
     if loss_png is not None:
@@ -340,6 +340,19 @@ def _figures(summaries: list[dict[str, Any]], png: Path | None, loss_png: Path |
         marks = sorted({(t["length"], names[t["kind"]]) for s in summaries for t in s["tests"] if t["kind"] in names})
         shown = write_output(loss_png, figure_bytes(loss_figure(curves, marks=marks), "png"))
         sys.stderr.write(f"wrote {shown}\n")
+
+
+def _grid(summary: dict[str, Any]) -> Any:
+    """A run's heatmap: needle pass rates by depth, or for a task run each task's score (x100 -> 0 .. 1)."""
+    from posenc_cli.plots.figures import PassGrid
+
+    title = summary["label"] or summary["run"]
+    tasks = summary.get("tasks")
+    if tasks is None:
+        return PassGrid(title, summary["lengths"], summary["depths"], summary["pass_rate"])
+    rates = [[None if tasks["scores"][t][str(n)] is None else tasks["scores"][t][str(n)] / 100 for t in tasks["names"]]
+             for n in summary["lengths"]]
+    return PassGrid(title, summary["lengths"], [], rates, rows=tasks["names"])
 
 
 def _render_summary(summary: dict[str, Any]) -> None:

@@ -193,18 +193,22 @@ def decay_figure(curves: Sequence[DecayCurve], *, dpi: float = DEFAULT_DPI, titl
 
 @dataclass(frozen=True)
 class PassGrid:
-    """One eval run's needle pass rates: ``rates[i][j]`` at ``lengths[i]`` and ``depths[j]`` (None: not run)."""
+    """One eval run's needle pass rates: ``rates[i][j]`` at ``lengths[i]`` and ``depths[j]`` (None: not run); for a
+    task run, ``rows`` names the tasks and ``rates[i][j]`` is task j's score at ``lengths[i]`` (0 .. 1)."""
 
     title: str
     lengths: Sequence[int]
     depths: Sequence[float]
     rates: Sequence[Sequence[float | None]]
+    rows: Sequence[str] = ()
 
 
 def pass_rate_figure(grids: Sequence[PassGrid], *, dpi: float = DEFAULT_DPI, title: str | None = None) -> Figure:
-    """Depth x length heatmaps of needle pass rates, one panel per run, each cell printed (red 0 .. green 1)."""
+    """Depth x length heatmaps of needle pass rates (task runs: task x length scores), one panel per run, each cell
+    printed (red 0 .. green 1)."""
     panels = len(grids)
-    fig = _new_figure((max(5.0, 4.2 * panels), 4.4), dpi)
+    tasks = any(grid.rows for grid in grids)
+    fig = _new_figure((max(5.0, 4.2 * panels), 4.4 + (0.15 * max(len(g.rows) for g in grids) if tasks else 0)), dpi)
     cm = _colormap("RdYlGn", bad="#d0d0d0")
     axes = [fig.add_subplot(1, panels, i + 1) for i in range(panels)]
     fig.subplots_adjust(left=0.08 if panels > 1 else 0.14, right=0.9, bottom=0.14, top=0.8, wspace=0.12)
@@ -213,20 +217,24 @@ def pass_rate_figure(grids: Sequence[PassGrid], *, dpi: float = DEFAULT_DPI, tit
         values = np.array([[np.nan if v is None else v for v in row] for row in grid.rates], dtype=np.float64).T
         image = ax.imshow(values, cmap=cm, vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
         ax.set_xticks(range(len(grid.lengths)), [format_length(n) for n in grid.lengths], fontsize=8)
-        ax.set_yticks(range(len(grid.depths)), [f"{d:.0%}" for d in grid.depths], fontsize=8)
+        labels = list(grid.rows) if grid.rows else [f"{d:.0%}" for d in grid.depths]
+        ax.set_yticks(range(len(labels)), labels, fontsize=8)
         ax.set_xlabel("context length (tokens: prompt + answer)")
         ax.set_title(grid.title, fontsize=10)
         for (row, col), value in np.ndenumerate(values):
             if not np.isnan(value):
                 ax.text(col, row, f"{value:.2f}".rstrip("0").rstrip(".") if value not in (0, 1) else f"{value:.0f}",
                         ha="center", va="center", fontsize=7)
-    axes[0].set_ylabel("needle depth")
+    if tasks:
+        fig.subplots_adjust(left=0.22 if panels == 1 else 0.16)  # task names are wider than depths
+    axes[0].set_ylabel("task" if tasks else "needle depth")
     for ax in axes[1:]:
         ax.set_yticklabels([])
     if image is not None:
         bar = fig.colorbar(image, ax=axes, fraction=0.04, pad=0.02)
-        bar.set_label("pass rate")
-    fig.suptitle(title or "needle retrieval: pass rate by depth and length", fontsize=11)
+        bar.set_label("score (share of the values found)" if tasks else "pass rate")
+    default = "RULER tasks: score by task and length" if tasks else "needle retrieval: pass rate by depth and length"
+    fig.suptitle(title or default, fontsize=11)
     return fig
 
 

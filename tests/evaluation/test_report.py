@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from clihelpers import assert_usage_error, ok, run
 from fake_server import FakeServer, Script
@@ -132,6 +133,27 @@ def test_compare_refuses_runs_of_other_lengths(runs: dict[str, Path], tmp_path: 
     assert_usage_error(result, "its lengths (2k) differ", "compare runs of one plan")
     shown = ok(run("eval", "compare", str(runs["short"]), str(runs["long"]))).stdout
     assert "difference from" in shown and "95% interval" in shown and " *" in shown
+
+
+def test_task_runs_draw_task_by_length_scores(runs: dict[str, Path], tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from posenc_cli.plots import figures
+
+    drawn: list[Any] = []
+    original = figures.figure_bytes
+    monkeypatch.setattr(figures, "figure_bytes", lambda fig, fmt: drawn.append(fig) or original(fig, fmt))
+    png = tmp_path / "tasks.png"
+    ok(run("eval", "compare", str(runs["short"]), str(runs["long"]), "--png", str(png)))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (fig,) = drawn
+    short = summarise(runs["short"])["tasks"]["scores"]
+    for ax, name in zip(fig.axes[:2], ("short", "long"), strict=True):
+        assert [t.get_text() for t in ax.get_yticklabels()] in (list(TASKS), [""] * len(TASKS))
+        image = ax.get_images()[0].get_array()
+        if name == "short":  # rows are tasks, columns lengths, the score / 100
+            expected = [[short[t][str(n)] / 100 for n in LENGTHS] for t in TASKS]
+            np.testing.assert_allclose(np.asarray(image), expected)
+    assert fig.axes[0].get_ylabel() == "task"
 
 
 def test_resume_after_the_server_died_gives_the_same_records(runs: dict[str, Path], tmp_path: Path) -> None:
