@@ -2,10 +2,10 @@
 
 A prompt's score lies in [0, 1]: a needle passes or not, RULER's ``string_match_all`` gives the share of the values
 found. Among variables in [0, 1] with mean p, the Bernoulli has the largest variance, p(1 - p); so Wilson's interval
-computed with the summed score as the count of successes is exact for pass/fail scores and at least as wide as
-needed for partial ones. An average over tasks with equal prompt counts pools their prompts the same way: the mean of
-the tasks' p_i(1 - p_i) is at most p(1 - p) of their mean p (the function is concave), so the pooled interval is
-conservative too.
+computed with the summed score as the count of successes is the binomial score interval for pass/fail scores and at
+least as wide as needed for partial ones. An average over tasks with equal prompt counts pools their prompts the
+same way: the mean of the tasks' p_i(1 - p_i) is at most p(1 - p) of their mean p (the function is concave), so the
+pooled interval is conservative too.
 
 Two runs are told apart when Newcombe's hybrid score interval for the difference of their means (Newcombe 1998,
 method 10; built from the two Wilson intervals) excludes 0. The runs are treated as independent samples; eval sends
@@ -26,6 +26,7 @@ def wilson(total: float, n: int, z: float = Z) -> tuple[float, float]:
     """Wilson's score interval for a mean score ``total / n`` (scores in [0, 1]); ``(low, high)`` within [0, 1]."""
     if n <= 0:
         raise ValueError(f"an interval needs at least one prompt, got n = {n}")
+    # a sum of partial scores rounds, but reaches n only when every score is exactly 1.0, so it never passes n
     if not 0.0 <= total <= n:
         raise ValueError(f"a summed score of {total} is outside 0 .. {n} for {n} prompts in [0, 1]")
     p = total / n
