@@ -409,8 +409,9 @@ def gguf_context_length(r: Rendering) -> int:
     config's ``max_position_embeddings``), else the window posenc reads; for a bare request, the length it scales
     from."""
     if r.config is not None and r.facts is not None:
-        text = r.config.get("text_config") if r.facts.text_config else r.config
-        value = text.get("max_position_embeddings") if isinstance(text, dict) else None
+        from posenc_cli.models.config_keys import text_config
+
+        value = text_config(r.config)[0].get("max_position_embeddings")
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
         if r.facts.native:
