@@ -18,7 +18,11 @@ Every exit status posenc uses:
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from enum import IntEnum, unique
+
+_FIELD = re.compile(r"\{(\w+)\}")
 
 
 @unique
@@ -40,7 +44,23 @@ class PosencError(ValueError):
     """A user mistake: the message names the bad value and what is allowed (exit 2).
 
     Subclassing ValueError keeps the library usable without knowing posenc's types.
+
+    ``fields`` are the inputs the message is about, by their library names (``factor``, ``beta_fast``): the message
+    writes each as ``{name}``. ``str(error)`` reads them as those names (what a library caller passed); the command
+    line renders them as the options it took them from (:meth:`render`), so the core never names a CLI flag.
     """
+
+    def __init__(self, message: str, *fields: str) -> None:
+        self.template = message
+        self.fields = fields
+        super().__init__(self.render(str))
+
+    def render(self, name_of: Callable[[str], str]) -> str:
+        """The message with each field written as ``name_of(field)`` (the CLI: the option it came from)."""
+        if not self.fields:
+            return self.template
+        wanted = set(self.fields)
+        return _FIELD.sub(lambda m: name_of(m[1]) if m[1] in wanted else m[0], self.template)
 
 
 class CouldNotRun(PosencError):

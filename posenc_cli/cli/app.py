@@ -103,15 +103,21 @@ class PosencGroup(TyperGroup):
         except ClickException as exc:
             _fail(exc.format_message(), exc.exit_code)
         except CouldNotRun as exc:
-            _fail(str(exc), ExitCode.COULD_NOT_RUN)
+            _fail(exc.render(option_name), ExitCode.COULD_NOT_RUN)
         except PosencError as exc:
-            _fail(str(exc), ExitCode.USAGE)
+            _fail(exc.render(option_name), ExitCode.USAGE)
         except typer.Abort:
             _fail("aborted", ExitCode.CHECK_FAILED)
         code = rv if isinstance(rv, int) else ExitCode.OK
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def option_name(field: str) -> str:
+    """The option a core error's field came from: every option is its field's name, dashed (``beta_fast`` is
+    ``--beta-fast``); see :class:`posenc_cli.errors.PosencError`."""
+    return "--" + field.replace("_", "-")
 
 
 def _stdout_closed() -> NoReturn:
