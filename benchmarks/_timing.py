@@ -80,6 +80,12 @@ def median_cpu(samples: Sequence[Sample]) -> float:
     return statistics.median(s.cpu for s in samples)
 
 
+def paired_ratios(a: Sequence[Sample], b: Sequence[Sample]) -> list[float]:
+    """Wall time of ``a`` over ``b`` round by round (the two ran back to back in each round of
+    :func:`interleaved`): a drift in machine load moves both halves of a pair alike, so the ratio keeps its meaning."""
+    return [x.wall / y.wall for x, y in zip(a, b, strict=True)]
+
+
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]], align: str | None = None) -> str:
     """A markdown table; ``align`` has one letter per column, ``l`` or ``r`` (default: the first left, the rest
     right)."""

@@ -2,7 +2,8 @@
 
 The issue's budget: pick must stay within 1.3x of the bare imports it cannot avoid. Both commands run as fresh
 processes, interleaved (so drift in machine load hits both alike), after warm-up runs that fill the OS file cache.
-Prints a markdown table with best-of-N and median wall times and their ratios.
+Prints a markdown table with best-of-N and median wall times, and the verdict on the median of the per-pair ratios
+(each round runs both commands back to back; at least :data:`MIN_PAIRS` rounds).
 
 Installed packages come with compiled bytecode; an editable checkout under ``PYTHONDONTWRITEBYTECODE=1`` would
 recompile posenc's modules on every run. So by default both commands run with bytecode caching on, in a throw-away
@@ -16,12 +17,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 
 import _timing
 
 LIMIT = 1.3
+#: Fewer pairs than this leave the median of the ratios at the mercy of one disturbed round.
+MIN_PAIRS = 15
 
 
 def main() -> None:
@@ -32,8 +36,8 @@ def main() -> None:
     parser.add_argument("--no-bytecode-cache", action="store_true",
                         help="keep the caller's bytecode settings (PYTHONDONTWRITEBYTECODE etc.)")
     args = parser.parse_args()
-    if args.runs < 1 or args.warmup < 0:
-        parser.error("--runs must be at least 1 and --warmup at least 0")
+    if args.runs < MIN_PAIRS or args.warmup < 0:
+        parser.error(f"--runs must be at least {MIN_PAIRS} and --warmup at least 0")
     with tempfile.TemporaryDirectory(prefix="bench-pick-pycache-") as cache:
         env = dict(os.environ)
         if not args.no_bytecode_cache:
@@ -62,10 +66,12 @@ def bench(args: argparse.Namespace, env: dict[str, str]) -> None:
                      f"{median / base_median:.2f}x"])
     print(_timing.markdown_table(["command", "best (ms)", "median (ms)", "best / baseline", "median / baseline"],
                                  rows))
-    ratio = _timing.median(samples[pick_name]) / base_median
+    ratios = _timing.paired_ratios(samples[pick_name], samples[base_name])
+    ratio = statistics.median(ratios)
     verdict = "within" if ratio <= LIMIT else "OVER"
     print()
-    print(f"median ratio {ratio:.2f}x: {verdict} the {LIMIT}x budget")
+    print(f"median of {len(ratios)} per-pair ratios {ratio:.2f}x (quartiles {statistics.quantiles(ratios)[0]:.2f}x"
+          f" .. {statistics.quantiles(ratios)[2]:.2f}x): {verdict} the {LIMIT}x budget")
 
 if __name__ == "__main__":
     main()
