@@ -587,3 +587,73 @@ def test_keep_on_a_rope_type_posenc_cannot_keep_is_one_clean_error(tmp_path: Pat
     result = run("pick", "--ctx", "1M", "--config", gemma4, "--rules", str(path))
     assert_usage_error(result, "keep-anything")
     assert "model_keepable" in result.stderr
+
+
+# --- the parse cache -------------------------------------------------------------------------------------------------
+
+def _cache_files(root: Path) -> list[Path]:
+    return sorted((root / "rules").glob("*.json"))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Two rule sets hold the same rules (RuleSet compares by identity)."""
+    return [getattr(a, f) for f in ("source", "version", "derived", "rules", "raw", "constants", "tables")] == [
+        getattr(b, f) for f in ("source", "version", "derived", "rules", "raw", "constants", "tables")]
+
+
+def test_a_valid_file_is_cached_and_the_cache_gives_the_same_rules(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path))
+    text = VALID
+    first = parse_rules(text, "valid.yaml")
+    [cached] = _cache_files(tmp_path)
+    # the second parse reads the JSON, not the YAML: a loader that fails proves it
+    monkeypatch.setattr("posenc_cli.pick.rules._safe_load_with_node", lambda _text: pytest.fail("YAML parsed again"))
+    second = parse_rules(text, "valid.yaml")
+    assert _same(second, first)
+    assert json.loads(cached.read_text(encoding="utf-8"))[0] == yaml.safe_load(text)
+
+
+def test_the_cache_is_keyed_by_the_text(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path))
+    text = VALID
+    parse_rules(text)
+    parse_rules(text + "\n# a comment changes the key\n")
+    assert len(_cache_files(tmp_path)) == 2
+
+
+def test_an_invalid_file_is_never_cached(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path))
+    with pytest.raises(RulesError):
+        parse_rules("version: 1\nrules: []\n")
+    assert _cache_files(tmp_path) == []
+
+
+def test_a_damaged_cache_is_read_as_a_miss(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path))
+    text = VALID
+    expected = parse_rules(text)
+    [cached] = _cache_files(tmp_path)
+    for damage in (b"", b"{not json", b"[1, 2]", b'["data", [], []]'):
+        cached.write_bytes(damage)
+        assert _same(parse_rules(text), expected)  # parsed from the YAML again, and the cache rewritten
+        assert json.loads(cached.read_text(encoding="utf-8"))[0] == yaml.safe_load(text)
+
+
+def test_a_cache_folder_that_cannot_be_written_is_skipped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    monkeypatch.setenv("POSENC_CACHE_DIR", str(blocker))
+    text = VALID
+    expected = parse_rules(text)
+    monkeypatch.setenv("POSENC_CACHE_DIR", "")  # empty: no cache at all
+    assert _same(parse_rules(text), expected)
+    assert blocker.read_text(encoding="utf-8") == "not a folder"
+
+
+def test_data_json_cannot_carry_is_not_cached(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from posenc_cli.pick.rules import _snapshot
+
+    assert _snapshot({1: "an int key"}, {}, []) is None
+    assert _snapshot({"x": float("nan")}, {}, []) is None
+    assert _snapshot({"x": [1, 2.5, None, True]}, {"x": 1}, [None, 3]) is not None
