@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from posenc_cli.engines import hf
@@ -25,8 +24,7 @@ EXTRAPOLATION = ("none", "moderate", "strong")
 DEFAULT_HEADS = 32
 
 
-@dataclass
-class PickInputs:
+class PickInputs(NamedTuple):
     ctx: int
     trained_ctx: int | None = None
     extrapolation: str = "none"
@@ -175,8 +173,7 @@ def _targets(rule: Rule, facts: dict[str, Any]) -> tuple[int, int] | None:
     return target, full
 
 
-@dataclass
-class PlanRequests:
+class PlanRequests(NamedTuple):
     """The requests behind a plan's extension (for ``pick --trainer``). ``served`` is the one ``extension.config``
     and ``extension.command`` carry; ``trained`` is the rope the plan's fine-tuning stages train with, ``trained_argv``
     the ``posenc scale`` command that gives it: the served one, except for an ABF plan that stops short of the
@@ -356,8 +353,7 @@ def _hyper_value(value: Any, facts: dict[str, Any]) -> Any:
     return render(value, facts)
 
 
-@dataclass
-class PickResult:
+class PickResult(NamedTuple):
     answer: dict[str, Any]
     traces: list[Trace]
     rules: RuleSet

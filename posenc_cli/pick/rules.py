@@ -36,14 +36,13 @@ says; evaluation then continues with the next rule.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
+import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -118,7 +117,7 @@ def load_rules(path: str | Path | None = None) -> RuleSet:
 
 def parse_rules(text: str, label: str = "<rules>") -> RuleSet:
     cache = _cache_file(text)
-    parsed = _read_cache(cache)
+    parsed = _read_cache(cache, text)
     if parsed is None:
         try:
             data, root = _safe_load_with_node(text)
@@ -127,7 +126,7 @@ def parse_rules(text: str, label: str = "<rules>") -> RuleSet:
             problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
             raise located(label, mark.line + 1 if mark is not None else None, None, f"YAML error: {problem}") from None
         keys, lines = _node_lines(root)
-        snapshot = _snapshot(data, keys, lines)  # before the schema sees the data
+        snapshot = _snapshot(text, data, keys, lines)  # before the schema sees the data
         ruleset = check_rules(data, label, keys, lines)
         _write_cache(cache, snapshot)
         return ruleset
@@ -137,44 +136,47 @@ def parse_rules(text: str, label: str = "<rules>") -> RuleSet:
 # --- the parse cache ------------------------------------------------------------------------------------------------
 # PyYAML builds the shipped policy (33 kB) in about 5 ms, a fifth of what `posenc pick` adds to `import typer, yaml`;
 # the same data read back from JSON takes 0.2 ms. A file that parsed and passed the schema once is kept as JSON under
-# the user's cache folder, keyed by its text and PyYAML's version, and still goes through the schema each time. Data
-# that JSON cannot carry exactly (keys other than strings, NaN) is never cached; a cache that cannot be read or
+# the user's cache folder with its whole text and PyYAML's version, and is used only for that exact text and version
+# (the file name, a CRC of the text, only finds it: no hash library to load); the schema check still runs every time.
+# Data that JSON cannot carry exactly (keys other than strings, NaN) is never cached; a cache that cannot be read or
 # written is skipped silently: it is only ever a shortcut to what the YAML says.
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2
+_Parsed = tuple[Any, dict[Any, int], list[int | None]]
 
 
 def _cache_file(text: str) -> Path | None:
     """Where the parse of ``text`` is kept: ``$POSENC_CACHE_DIR`` (or ``$XDG_CACHE_HOME/posenc``, else
-    ``~/.cache/posenc``) ``/rules/SHA256.json``; None when ``POSENC_CACHE_DIR`` is set empty (no cache)."""
+    ``~/.cache/posenc``) ``/rules/CRC-LENGTH.json``; None when ``POSENC_CACHE_DIR`` is set empty (no cache)."""
     root = os.environ.get("POSENC_CACHE_DIR")
     if root is None:
         root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
                             "posenc")
     if not root:
         return None
-    digest = hashlib.sha256(f"{_CACHE_FORMAT}\0{yaml.__version__}\0{text}".encode()).hexdigest()
-    return Path(root, "rules", f"{digest}.json")
+    data = text.encode()
+    return Path(root, "rules", f"{zlib.crc32(data):08x}-{len(data)}.json")
 
 
-def _read_cache(path: Path | None) -> tuple[Any, dict[Any, int], list[int | None]] | None:
+def _read_cache(path: Path | None, text: str) -> _Parsed | None:
     if path is None:
         return None
     try:
-        data, keys, lines = json.loads(path.read_bytes())
+        stamp, data, keys, lines = json.loads(path.read_bytes())
     except (OSError, ValueError, TypeError):
         return None
-    if not isinstance(keys, dict) or not isinstance(lines, list):
+    if stamp != [_CACHE_FORMAT, yaml.__version__, text] or not isinstance(keys, dict) or not isinstance(lines, list):
         return None
     return data, keys, lines
 
 
-def _snapshot(data: Any, keys: dict[Any, int], lines: list[int | None]) -> str | None:
+def _snapshot(text: str, data: Any, keys: dict[Any, int], lines: list[int | None]) -> str | None:
     """The parse as JSON text, or None where JSON would not give back the same data (non-string keys, NaN)."""
+    entry = [[_CACHE_FORMAT, yaml.__version__, text], data, keys, lines]
     try:
-        text = json.dumps([data, keys, lines], allow_nan=False)
+        dumped = json.dumps(entry, allow_nan=False)
     except (ValueError, TypeError):
         return None
-    return text if json.loads(text) == [data, keys, lines] else None
+    return dumped if json.loads(dumped) == entry else None
 
 
 def _write_cache(path: Path | None, snapshot: str | None) -> None:
@@ -206,8 +208,7 @@ def render(text: str, facts: Mapping[str, Any]) -> str:
     return TEMPLATE.sub(one, text)
 
 
-@dataclass
-class Trace:
+class Trace(NamedTuple):
     """One line of ``--explain``: a rule, each condition's outcome, and a guard veto if any."""
 
     rule: str
@@ -275,16 +276,13 @@ def decide(rules: RuleSet, facts: Mapping[str, Any]) -> tuple[Rule, list[Trace]]
     for rule in rules.rules:
         outcomes = [(c.text(), c.holds(facts)) for c in rule.when]
         matched = all(ok for _, ok in outcomes)
-        trace = Trace(rule.id, outcomes, matched)
-        traces.append(trace)
-        if not matched or chosen is not None:
-            continue
-        factor = extension_factor(rule, facts)
-        veto = next((name for name, guard in GUARDS.items() if guard(rule, facts, factor)), None)
-        if veto:
-            trace.vetoed_by = veto
-            continue
-        chosen = rule
+        veto = None
+        if matched and chosen is None:
+            factor = extension_factor(rule, facts)
+            veto = next((name for name, guard in GUARDS.items() if guard(rule, facts, factor)), None)
+            if veto is None:
+                chosen = rule
+        traces.append(Trace(rule.id, outcomes, matched, veto))
     if chosen is None:
         raise RulesError(f"{rules.source}: every matching rule was vetoed by a hard guard, including the catch-all; "
                          "fix the rules file")

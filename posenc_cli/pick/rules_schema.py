@@ -11,7 +11,6 @@ import math
 import operator
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from posenc_cli.errors import PosencError
@@ -128,15 +127,14 @@ class TableRow(NamedTuple):
     source: str
 
 
-@dataclass(eq=False)
-class RuleSet:
+class RuleSet(NamedTuple):
     source: str
     version: int
     derived: dict[str, tuple[str, list[Any]]]
     rules: list[Rule]
-    raw: dict[str, Any] = field(repr=False, default_factory=dict)
-    constants: dict[str, Constant] = field(default_factory=dict)
-    tables: dict[str, list[TableRow]] = field(default_factory=dict)
+    raw: dict[str, Any]
+    constants: dict[str, Constant]
+    tables: dict[str, list[TableRow]]
 
     def lookup(self, table: str, length: int) -> TableRow:
         """The first row of ``table`` whose ``up_to`` is at least ``length``."""
@@ -237,8 +235,7 @@ def _derived(raw: Any, label: str, fact_types: dict[str, type]) -> dict[str, tup
     return derived
 
 
-@dataclass(frozen=True)
-class _RuleCheck:
+class _RuleCheck(NamedTuple):
     """The strict check of one rule at a time: ``facts`` the conditions may test (with their types), ``templates``
     the facts a text may name."""
 

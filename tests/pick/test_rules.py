@@ -611,7 +611,7 @@ def test_a_valid_file_is_cached_and_the_cache_gives_the_same_rules(monkeypatch: 
     monkeypatch.setattr("posenc_cli.pick.rules._safe_load_with_node", lambda _text: pytest.fail("YAML parsed again"))
     second = parse_rules(text, "valid.yaml")
     assert _same(second, first)
-    assert json.loads(cached.read_text(encoding="utf-8"))[0] == yaml.safe_load(text)
+    assert json.loads(cached.read_text(encoding="utf-8"))[1] == yaml.safe_load(text)
 
 
 def test_the_cache_is_keyed_by_the_text(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -634,10 +634,13 @@ def test_a_damaged_cache_is_read_as_a_miss(monkeypatch: pytest.MonkeyPatch, tmp_
     text = VALID
     expected = parse_rules(text)
     [cached] = _cache_files(tmp_path)
-    for damage in (b"", b"{not json", b"[1, 2]", b'["data", [], []]'):
+    stamp = json.loads(cached.read_text(encoding="utf-8"))[0]
+    other_version = json.dumps([[stamp[0], "0.0", stamp[2]], {"version": 1, "rules": []}, {}, []]).encode()
+    other_text = json.dumps([[*stamp[:2], "version: 1"], {"version": 1, "rules": []}, {}, []]).encode()
+    for damage in (b"", b"{not json", b"[1, 2]", b'["data", [], []]', other_version, other_text):
         cached.write_bytes(damage)
         assert _same(parse_rules(text), expected)  # parsed from the YAML again, and the cache rewritten
-        assert json.loads(cached.read_text(encoding="utf-8"))[0] == yaml.safe_load(text)
+        assert json.loads(cached.read_text(encoding="utf-8"))[1] == yaml.safe_load(text)
 
 
 def test_a_cache_folder_that_cannot_be_written_is_skipped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -654,6 +657,6 @@ def test_a_cache_folder_that_cannot_be_written_is_skipped(monkeypatch: pytest.Mo
 def test_data_json_cannot_carry_is_not_cached(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from posenc_cli.pick.rules import _snapshot
 
-    assert _snapshot({1: "an int key"}, {}, []) is None
-    assert _snapshot({"x": float("nan")}, {}, []) is None
-    assert _snapshot({"x": [1, 2.5, None, True]}, {"x": 1}, [None, 3]) is not None
+    assert _snapshot("", {1: "an int key"}, {}, []) is None
+    assert _snapshot("", {"x": float("nan")}, {}, []) is None
+    assert _snapshot("", {"x": [1, 2.5, None, True]}, {"x": 1}, [None, 3]) is not None
