@@ -13,6 +13,8 @@ import re
 from posenc_cli.errors import PosencError
 
 _NUMBER = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?|\.\d+)\s*(?P<suffix>[A-Za-z]?)\s*$")
+# a token count may also be written in scientific notation (2e9, 1.5e12), as training budgets often are
+_TOKENS = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?|\.\d+)(?:[eE](?P<exp>[+-]?\d{1,3}))?\s*(?P<suffix>[A-Za-z]?)\s*$")
 
 _LENGTH_SUFFIX = {"": 1, "k": 1024, "K": 1024, "m": 1024**2, "M": 1024**2}
 _TOKEN_SUFFIX: dict[str, int] = {"": 1, "k": 10**3, "K": 10**3, "m": 10**6, "M": 10**6, "b": 10**9, "B": 10**9,
@@ -53,26 +55,42 @@ def parse_length(text: str | int, *, name: str = "length") -> int:
 MAX_TOKENS = 10**18
 
 
-def parse_tokens(text: str, *, name: str = "--budget") -> int:
-    """Parse a token budget: ``0``, ``none``, ``500M``, ``2B``, ``1T``, ``1.5B`` (decimal multiples)."""
+def parse_tokens(text: str, *, name: str = "budget") -> int:
+    """Parse a token budget: ``0``, ``none``, ``500M``, ``2B``, ``1T``, ``1.5B`` (decimal multiples), or scientific
+    notation (``2e9``, ``1.5e12``); exact, whole numbers of tokens only."""
     if str(text).strip().lower() in {"none", "0"}:
         return 0
-    match = _NUMBER.match(str(text))
-    if not match or match["suffix"] not in _TOKEN_SUFFIX:
+    match = _TOKENS.match(str(text))
+    if not match or match["suffix"] not in _TOKEN_SUFFIX or (match["exp"] and match["suffix"]):
         raise PosencError(
-            f"{name} {str(text)!r} is not a token count; use 0 or none, or a number with K, M, B or T "
-            "(decimal), e.g. 500M, 2B"
-        )
+            f"{{{name}}} {str(text)!r} is not a token count; use 0 or none, a number with K, M, B or T (decimal), "
+            "or in scientific notation, e.g. 500M, 2B, 2e9", name)
     # exact integer arithmetic on the decimal digits: float would turn 2.01B into 2009999999
     whole, _, fraction = match["num"].partition(".")
-    numerator = int((whole or "0") + fraction) * _TOKEN_SUFFIX[match["suffix"]]
-    denominator: int = 10 ** len(fraction)
+    exponent = int(match["exp"] or 0) - len(fraction)
+    numerator: int = int((whole or "0") + fraction) * _TOKEN_SUFFIX[match["suffix"]] * 10 ** max(exponent, 0)
+    denominator: int = 10 ** max(-exponent, 0)
     if numerator > MAX_TOKENS * denominator:
-        raise PosencError(f"{name} {str(text)!r} is too large; allowed 0 to {MAX_TOKENS:.0e} "
-                          f"({format_tokens(MAX_TOKENS)})")
+        raise PosencError(f"{{{name}}} {str(text)!r} is too large; allowed 0 to {MAX_TOKENS:.0e} "
+                          f"({format_tokens(MAX_TOKENS)})", name)
     if numerator % denominator:
-        raise PosencError(f"{name} {str(text)!r} is not a whole number of tokens")
+        raise PosencError(f"{{{name}}} {str(text)!r} is not a whole number of tokens", name)
     return numerator // denominator
+
+
+def decimal_length_note(text: str | int, value: int) -> str | None:
+    """A note for a length written as a plain round number (``128000``) where the binary multiple (``128k``) may
+    have been meant: windows are quoted in binary multiples, so ``128000 tokens is 125k; 128k is 131,072``. None
+    for anything else (``128k``, ``131072``, ``5000``)."""
+    if not str(text).strip().isdigit() or value < 1000 or value % 1000:
+        return None
+    if value % 10**6 == 0:
+        meant = f"{value // 10**6}M", value // 10**6 * 1024**2
+    else:
+        meant = f"{value // 1000}k", value // 1000 * 1024
+    spelled = format_length(value)
+    spelled = spelled if spelled != str(value) else f"{value / 1024:.10g}k"
+    return f"{value} tokens is {spelled}; {meant[0]} is {meant[1]:,}"
 
 
 def format_length(n: int) -> str:

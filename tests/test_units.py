@@ -68,13 +68,17 @@ def test_parse_length_rejects_non_positive_ints_and_huge_values() -> None:
         ("0.29B", 290_000_000),
         ("10K", 10_000),
         ("123", 123),
+        ("2e9", 2_000_000_000),  # scientific notation, as training budgets are often written (issue 35)
+        ("1.5E12", 1_500_000_000_000),
+        ("1e18", 10**18),
     ],
 )
 def test_parse_tokens_accepts(text: str, expected: int) -> None:
     assert parse_tokens(text) == expected
 
 
-@pytest.mark.parametrize("text", ["lots", "-1B", "", "1e9", "2Q", "1.5", "0.5K.5", "9" * 400])
+@pytest.mark.parametrize("text", ["lots", "-1B", "", "1e-3", "2.5e0", "2e9K", "1e19", "1e", "e9", "2Q", "1.5",
+                                  "0.5K.5", "9" * 400])
 def test_parse_tokens_rejects(text: str) -> None:
     with pytest.raises(PosencError) as info:
         parse_tokens(text, name="--budget")
@@ -87,6 +91,24 @@ def test_parse_tokens_rejects(text: str) -> None:
 def test_parse_tokens_decimal_is_exact(whole: int, hundredths: int) -> None:
     # "w.hhB" is exactly w.hh * 10^9 tokens; no float truncation such as 2.01B -> 2009999999
     assert parse_tokens(f"{whole}.{hundredths:02d}B") == whole * 10**9 + hundredths * 10**7
+
+
+@given(st.integers(1, 10**6), st.integers(0, 12))
+def test_parse_tokens_scientific_is_exact(mantissa: int, exponent: int) -> None:
+    assert parse_tokens(f"{mantissa}e{exponent}") == mantissa * 10**exponent
+    assert parse_tokens(f"{mantissa}e{exponent}") == parse_tokens(f"{mantissa}E+{exponent}")
+
+
+@pytest.mark.parametrize(("text", "note"), [
+    ("128000", "128000 tokens is 125k; 128k is 131,072"),
+    ("32000", "32000 tokens is 31.25k; 32k is 32,768"),
+    ("1000000", "1000000 tokens is 976.5625k; 1M is 1,048,576"),
+    ("128k", None), ("131072", None), ("5120", None), ("999", None), ("128001", None),
+])
+def test_a_round_decimal_length_gets_a_note(text: str, note: str | None) -> None:
+    from posenc_cli.units import decimal_length_note
+
+    assert decimal_length_note(text, parse_length(text)) == note
 
 
 @pytest.mark.parametrize(("n", "text"), [(131072, "128k"), (1048576, "1M"), (5000, "5000"), (1536, "1536"),

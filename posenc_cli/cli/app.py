@@ -116,8 +116,9 @@ class PosencGroup(TyperGroup):
 
 def option_name(field: str) -> str:
     """The option a core error's field came from: every option is its field's name, dashed (``beta_fast`` is
-    ``--beta-fast``); see :class:`posenc_cli.errors.PosencError`."""
-    return "--" + field.replace("_", "-")
+    ``--beta-fast``; a field already written as an option is left as it is); see
+    :class:`posenc_cli.errors.PosencError`."""
+    return field if field.startswith("-") else "--" + field.replace("_", "-")
 
 
 def _stdout_closed() -> NoReturn:
