@@ -45,18 +45,66 @@ def read_hub(repo_id: str, revision: str | None) -> tuple[dict[str, Any], str, s
         raise PosencError(f"{repo_id!r} looks like a Hub id, but {HUB_INSTALL_HINT}") from None
 
     label = f"Hub {repo_id}@{revision or 'main'}"
+    unreachable = _unreachable()
     # huggingface_hub logs a WARNING per retry when the Hub is unreachable; the failure is reported as one line
     hub_log = logging.getLogger("huggingface_hub")
     level = hub_log.level
     hub_log.setLevel(logging.ERROR)
     try:
         path = hf_hub_download(repo_id, "config.json", revision=revision, library_name="posenc",
-                               library_version=__version__)
+                               library_version=__version__, local_files_only=unreachable is not None)
     except Exception as exc:  # only library code runs in the try: every failure becomes one line
+        if unreachable is not None:
+            at = f" at revision {revision!r}" if revision else ""
+            raise PosencError(f"{repo_id!r} is no local file or folder, and Hub model {repo_id!r}{at} is not in the "
+                              f"local cache and the Hub cannot be reached ({unreachable}): check the name and the "
+                              "connection, or pass a config.json path") from None
         raise _hub_error(exc, repo_id, revision) from None
     finally:
         hub_log.setLevel(level)
     return parse_json_object(read_bytes(path, label), f"{label} config.json"), label, path
+
+
+#: How long the Hub's endpoint may take to accept a connection before it counts as unreachable. Without this, a
+#: machine with no network waits out huggingface_hub's retries (24 s seen, DNS failing slowly) before a mistyped
+#: local folder name (a valid Hub id) is reported; an answering Hub connects in well under a second.
+REACH_TIMEOUT = 1.5
+
+
+def _unreachable(timeout: float = REACH_TIMEOUT) -> str | None:
+    """Why the Hub endpoint (``HF_ENDPOINT``) cannot be reached, or None when it accepted a TCP connection in time,
+    or when the check does not apply: ``HF_HUB_OFFLINE`` (huggingface_hub then reads only the cache) or a proxy in the
+    environment (the route is the proxy's, which a direct connection does not test)."""
+    import os
+    import socket
+    import threading
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    proxied = any(os.environ.get(k) for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
+                                               "all_proxy"))
+    if constants.HF_HUB_OFFLINE or proxied:
+        return None
+    url = urlsplit(constants.ENDPOINT)
+    if not url.hostname:
+        return None
+    port = url.port or (443 if url.scheme == "https" else 80)
+    outcome: list[str | None] = []
+
+    def connect() -> None:  # in a thread: name resolution has no timeout of its own
+        try:
+            socket.create_connection((url.hostname, port), timeout=timeout).close()
+            outcome.append(None)
+        except OSError as exc:
+            outcome.append(_one_line(exc.strerror or str(exc)) or exc.__class__.__name__)
+
+    worker = threading.Thread(target=connect, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if not outcome:
+        return f"no connection to {url.hostname} within {timeout:g} s"
+    return outcome[0] and f"{url.hostname}: {outcome[0]}"
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -533,6 +534,32 @@ def test_hub_online_revision_by_commit(live_hub: tuple[Path, str]) -> None:
     out = hub_read("org/tiny-model", endpoint=endpoint, cache=cache, offline=False, revision=SHA)
     assert out["config"] == TINY
     assert out["path"] == str(cache / "hub" / "models--org--tiny-model" / "snapshots" / SHA / "config.json")
+
+
+def test_a_dead_endpoint_is_reported_at_once_and_the_cache_still_read(hub_cache: tuple[Path, str]) -> None:
+    """Online mode with nothing answering (the fake Hub is stopped): an uncached id (a mistyped folder name, say) is
+    one line naming both readings at once, without huggingface_hub's retries; a cached id is read from the cache."""
+    cache, endpoint = hub_cache
+    started = time.monotonic()
+    out = hub_read("tiny-modle", endpoint=endpoint, cache=cache, offline=False)
+    assert time.monotonic() - started < 10  # an interpreter start and a refused connection, not retries
+    assert out["error"].startswith("'tiny-modle' is no local file or folder, and Hub model 'tiny-modle' is not in "
+                                   "the local cache and the Hub cannot be reached (127.0.0.1: "), out["error"]
+    assert out["error"].endswith("check the name and the connection, or pass a config.json path")
+    cached = hub_read("org/tiny-model", endpoint=endpoint, cache=cache, offline=False)
+    assert cached["config"] == TINY and cached["kind"] == "hub"
+
+
+def test_a_silent_endpoint_counts_as_unreachable_after_the_timeout(hub_cache: tuple[Path, str]) -> None:
+    """A connection that never completes (name resolution hanging, packets dropped) ends at REACH_TIMEOUT."""
+    cache, endpoint = hub_cache
+    hang = ("import socket, time\n"
+            "def _hang(*args, **kwargs):\n    time.sleep(30)\n"
+            "socket.create_connection = _hang\n")
+    started = time.monotonic()
+    out = hub_read("org/other-model", endpoint=endpoint, cache=cache, offline=False, prelude=hang)
+    assert time.monotonic() - started < 25  # the probe's 1.5 s, not the 30 s hang
+    assert "cannot be reached (no connection to 127.0.0.1 within 1.5 s)" in out["error"], out["error"]
 
 
 def test_hub_without_huggingface_hub(tmp_path: Path) -> None:
