@@ -426,7 +426,8 @@ def pick(inp: PickInputs) -> PickResult:
     return PickResult(answer, traces, rules, facts, requests, model, source, prf)
 
 
-#: The task set the plan's effective-length tests run (``posenc eval --template ruler``: rules/templates/ruler.yaml).
+#: The task set the plan's effective-length tests run (``posenc eval run --template ruler``:
+#: rules/templates/ruler.yaml).
 TASK_SET = "ruler"
 
 
@@ -441,6 +442,6 @@ def _add_task_tests(answer: dict[str, Any], rules: RuleSet) -> None:
     answer["tasks"] = TASK_SET
     answer["tests"].append({"kind": "ruler", "length": n, "threshold": round(threshold / 100, 6), "ratio": ratio})
     answer["test_plan"].append(
-        f"RULER's 11 no-download tasks (posenc eval --template {TASK_SET}) up to {format_length(n)}: effective length "
-        f">= {format_length(n)}, by RULER's definition (average score >= {threshold:g}, Hsieh et al. 2024) and "
+        f"RULER's 11 no-download tasks (posenc eval run --template {TASK_SET}) up to {format_length(n)}: effective "
+        f"length >= {format_length(n)}, by RULER's definition (average score >= {threshold:g}, Hsieh et al. 2024) and "
         f"NoLiMa's (>= {ratio:.0%} of the short-context score, Modarressi et al. 2025)")
