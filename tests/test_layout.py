@@ -120,7 +120,8 @@ def test_engines_never_reach_up_to_the_request_or_policy_layers() -> None:
 #: The stages, bottom first: a module may import its own stage and the ones below it. The top-level modules are the
 #: ground every stage stands on.
 STAGES = ("posenc_cli.errors posenc_cli.units posenc_cli.files posenc_cli.folderlock posenc_cli.__init__",
-          "posenc_cli.rope", "posenc_cli.models", "posenc_cli.engines", "posenc_cli.trainers", "posenc_cli.pick",
+          "posenc_cli.rope", "posenc_cli.models", "posenc_cli.engines", "posenc_cli.trainers", "posenc_cli.frameworks",
+          "posenc_cli.pick",
           "posenc_cli.plots", "posenc_cli.evaluation", "posenc_cli.experiment", "posenc_cli.cli posenc_cli.__main__")
 #: Third-party packages whose import costs start-up time: a function-level import of a posenc module is deliberate
 #: when that module loads one of these at import time, or when one of the commands that must stay light

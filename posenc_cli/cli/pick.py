@@ -7,10 +7,11 @@ from typing import Annotated, Any
 
 import typer
 
-from posenc_cli.cli.options import LENGTHS, THETA_RANGE
+from posenc_cli.cli.options import LENGTHS, THETA_RANGE, or_list
 from posenc_cli.cli.output import note, print_json
 from posenc_cli.errors import ExitCode
 from posenc_cli.files import dumps_json
+from posenc_cli.frameworks.registry import TRAINER, formats
 from posenc_cli.rope.scaling import MAX_HEAD_DIM
 from posenc_cli.rope.slopes import MAX_HEADS
 from posenc_cli.units import MAX_TOKENS, format_length, format_tokens, parse_length, parse_tokens
@@ -43,8 +44,8 @@ def pick(
         help="A rules YAML file replacing the shipped policy.", show_default="the shipped rules")] = None,
     trainer: Annotated[str | None, typer.Option(
         help="Also give each training run (sequence length, rope settings, tokens) in this trainer's format, and "
-             "the serving config of the same numbers: megatron, megatron-bridge, torchtitan, torchtune, llamafactory, "
-             "axolotl, unsloth or trl. Exit 1 when the trainer cannot express a run.",
+             f"the serving config of the same numbers: {or_list(formats(TRAINER))}. Exit 1 when the trainer cannot "
+             "express a run.",
         show_default="none")] = None,
     explain: Annotated[bool, typer.Option(help="Show every rule in order and which conditions held (stderr).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,

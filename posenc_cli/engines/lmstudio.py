@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from posenc_cli.engines import llamacpp
 from posenc_cli.engines.ollama import gguf_steps, llamacpp_base
-from posenc_cli.engines.registry import Rendering, Target
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.engines.runs import EngineRun
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ raised theta; when it stops short of the target (a custom rules file), the serve
 
 A stage's settings are what ``posenc scale <the plan's command> --seq-len L --format NAME`` prints: the same
 request the plan's config comes from, at the stage's length (:func:`posenc_cli.rope.scaling.at_length`), rendered by the
-same function (:func:`posenc_cli.engines.render.render_request`). A trainer that cannot express them refuses, with
+same function (:func:`posenc_cli.frameworks.registry.render_request`). A trainer that cannot express them refuses, with
 the measured difference and the nearest setting; the stage carries the refusal and the plan is not ``runnable`` in
 that trainer (``pick`` then exits 1: the check that the trainer reproduces the plan ran and failed).
 
@@ -26,9 +26,8 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.engines import hf
-from posenc_cli.engines.registry import ENGINE, TRAINER, entries, formats
-from posenc_cli.engines.render import render_request
 from posenc_cli.errors import PosencError
+from posenc_cli.frameworks.registry import ENGINE, TRAINER, entries, formats, render_request
 from posenc_cli.rope.scaling import at_length, max_position_embeddings, rope_parameters
 from posenc_cli.units import format_length
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.engines import hf
-from posenc_cli.engines.registry import Rendering
+from posenc_cli.engines.target import Rendering
 from posenc_cli.engines.runs import SAME_RTOL, GroupRun, relative_difference
 from posenc_cli.errors import PosencError
 from posenc_cli.models.model_types import generated

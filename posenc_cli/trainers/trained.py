@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.engines.registry import Rendering, Runner
+from posenc_cli.engines.target import Rendering, Runner
 from posenc_cli.engines.runs import (
     CANNOT_EXPRESS,
     NOT_MODELLED,

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from posenc_cli.engines import hf
-from posenc_cli.engines.registry import Rendering, Target
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.engines.runs import EngineRun
 from posenc_cli.files import dumps_json
 from posenc_cli.models.model_positions import ModelPositions
