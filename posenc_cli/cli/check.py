@@ -65,8 +65,9 @@ def check(
 def _names(kind: str, *given: tuple[list[str] | None, str]) -> list[str] | None:
     """The engines (or trainers; ``all`` is every one) asked for by an option or its hidden alias (None: neither
     was given)."""
-    flag = next((f for values, f in given if values), given[0][1])
-    asked = split_names(*(values for values, _ in given))
+    values, typed = one_of(kind, *given)
+    flag = typed.get(kind, given[0][1])
+    asked = split_names(values)
     known = names(kind)
     if asked is None:
         return None

@@ -1,4 +1,4 @@
-"""``posenc check``: every engine's run of a model next to transformers', per rope group, and with ``--trainers``
+"""``posenc check``: every engine's run of a model next to transformers', per rope group, and with ``--trainer``
 every training framework's, and each trained-with/served-with pair.
 
 The engines and trainers are the registry's (:mod:`posenc_cli.frameworks.registry`), in report order; each lives in

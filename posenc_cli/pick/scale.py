@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from posenc_cli.engines import hf
 from posenc_cli.engines.target import Rendering
 from posenc_cli.errors import PosencError
-from posenc_cli.frameworks.registry import formats, render, render_request, training_formats
 from posenc_cli.files import parse_factor_list
+from posenc_cli.frameworks.registry import formats, render, render_request, training_formats
 from posenc_cli.models.extension import extend
 from posenc_cli.rope import scaling
 from posenc_cli.rope.scaling import ScaleRequest

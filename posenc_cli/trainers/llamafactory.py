@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.engines.runs import EngineRun
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.errors import PosencError
 from posenc_cli.rope.scaling import rope_parameters
 from posenc_cli.trainers.hf_based import (

@@ -8,8 +8,8 @@ from dataclasses import replace
 from typing import Any
 
 from posenc_cli.engines import hf
-from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.engines.runs import EngineRun
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.files import dumps_json
 from posenc_cli.models.model_positions import ModelPositions
 from posenc_cli.rope.scaling import rope_parameters
