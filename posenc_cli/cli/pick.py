@@ -54,11 +54,6 @@ def pick(
     from posenc_cli.pick.picker import PickInputs
     from posenc_cli.pick.picker import pick as run_pick
 
-    if trainer is not None:
-        # the registry and the renderings load only for --trainer: a bare pick needs neither
-        from posenc_cli.pick.trainer_plan import check_trainer, trainer_plan
-
-        check_trainer(trainer)  # a bad name fails before any model is read
     inputs = PickInputs(
         ctx=parse_length(ctx, name="--ctx"),
         trained_ctx=parse_length(trained_ctx, name="--trained-ctx") if trained_ctx is not None else None,
@@ -66,14 +61,17 @@ def pick(
         theta=theta, rules=rules,
         typical_ctx=parse_length(typical_ctx, name="--typical-ctx") if typical_ctx is not None else None,
     )
-    result = run_pick(inputs)
+    if trainer is None:
+        result = run_pick(inputs)
+    else:  # the trainers' renderings load only for --trainer
+        from posenc_cli.pick.trainer_plan import pick_with_trainer
+
+        result = pick_with_trainer(inputs, trainer)
     if result.model is not None and result.model.window_note:
         note(result.model.window_note)
     if explain:
         _render_trace(result.traces)
-    plan: dict[str, Any] | None = None
-    if trainer is not None:
-        plan = result.answer["trainer"] = trainer_plan(result, trainer)
+    plan: dict[str, Any] | None = result.answer.get("trainer")
     if as_json:
         print_json(result.answer)
     else:

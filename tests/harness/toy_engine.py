@@ -1,5 +1,5 @@
 """A toy engine for the registry's test: one module exporting one record, registered by a monkeypatched entry
-(``tests/engines/test_registry.py``) without touching any other file. It serves transformers' numbers."""
+(``tests/frameworks/test_registry.py``) without touching any other file. It serves transformers' numbers."""
 
 from __future__ import annotations
 
