@@ -7,6 +7,7 @@ is the circle. ``python tests/test_layout.py`` prints the figures the targets ar
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 from startup import posenc_modules
@@ -120,7 +121,8 @@ def test_engines_never_reach_up_to_the_request_or_policy_layers() -> None:
 #: The stages, bottom first: a module may import its own stage and the ones below it. The top-level modules are the
 #: ground every stage stands on.
 STAGES = ("posenc_cli.errors posenc_cli.units posenc_cli.files posenc_cli.folderlock posenc_cli.__init__",
-          "posenc_cli.rope", "posenc_cli.models", "posenc_cli.engines", "posenc_cli.trainers", "posenc_cli.pick",
+          "posenc_cli.rope", "posenc_cli.models", "posenc_cli.engines", "posenc_cli.trainers", "posenc_cli.frameworks",
+          "posenc_cli.pick",
           "posenc_cli.plots", "posenc_cli.evaluation", "posenc_cli.experiment", "posenc_cli.cli posenc_cli.__main__")
 #: Third-party packages whose import costs start-up time: a function-level import of a posenc module is deliberate
 #: when that module loads one of these at import time, or when one of the commands that must stay light
@@ -248,6 +250,70 @@ def test_function_level_imports_are_only_the_deliberately_lazy() -> None:
     loaded_by_all = set.intersection(*runs)
     pointless = [(a, b, line) for a, b, line in light if b in loaded_by_all]
     assert pointless == [], "import these at the top of the module: every light command loads them anyway"
+
+
+#: Where a posenc module may be loaded by name (``importlib.import_module``, ``__import__``), as
+#: ``module:function``. The registry's loader is the one list of engines and trainers, a stage above both, so every
+#: module it loads sits below it (checked below). Two tables of their own stay: the CLI's command table
+#: (``cli/app.py``'s ``COMMANDS``, so a run imports one command's module) loads modules of its own stage, so it
+#: hides no edge between stages; the package's public names (``posenc_cli/__init__.py``, PEP 562, the library's
+#: face in docs/python.md) are reached only by library users: no posenc module imports through them (checked).
+BY_NAME = {"posenc_cli.frameworks.registry:_load", "posenc_cli.cli.app:PosencGroup.get_command",
+           "posenc_cli:__getattr__"}
+#: Loads by a computed name of an installed third-party package's own modules (``check --installed``): the
+#: transformers modeling module of a config class, each module of vLLM's rotary package.
+THIRD_PARTY_BY_NAME = {"posenc_cli.engines.installed.hf:rotary_class",
+                       "posenc_cli.engines.installed.vllm:captured_inv_freq"}
+
+
+def by_name_imports(trees: dict[str, ast.Module] | None = None) -> dict[str, str]:
+    """``module:function`` -> the name's source, for every load by name whose name is a posenc module's or is
+    computed (a literal third-party name, ``importlib.import_module("vllm")``, is no posenc edge)."""
+    found: dict[str, str] = {}
+
+    def visit(node: ast.AST, module: str, scope: list[str]) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            scope = [*scope, node.name]
+        if isinstance(node, ast.Call) and node.args and ast.unparse(node.func) in (
+                "importlib.import_module", "import_module", "__import__"):
+            name = node.args[0]
+            literal = name.value if isinstance(name, ast.Constant) and isinstance(name.value, str) else None
+            if isinstance(name, ast.JoinedStr) and name.values and isinstance(name.values[0], ast.Constant):
+                literal = str(name.values[0].value)
+            if literal is None or literal.startswith("posenc_cli"):
+                found[f"{module}:{'.'.join(scope)}"] = ast.unparse(name)
+        for child in ast.iter_child_nodes(node):
+            visit(child, module, scope)
+
+    for module, tree in (trees or _trees()).items():
+        visit(tree, module, [])
+    return found
+
+
+def test_modules_are_loaded_by_name_only_by_the_registrys_loader() -> None:
+    from posenc_cli.cli.app import COMMANDS
+    from posenc_cli.frameworks import registry
+
+    assert set(by_name_imports()) == BY_NAME | THIRD_PARTY_BY_NAME
+    below = stage_of("posenc_cli.frameworks.registry")
+    loaded = [e.module for e in registry.ENTRIES] + [e.installed for e in registry.ENTRIES if e.installed]
+    assert all(stage_of(m) < below for m in loaded), loaded
+    assert {stage_of(module) for module, _ in COMMANDS.values()} == {stage_of("posenc_cli.cli.app")}
+    public = set(importlib.import_module("posenc_cli")._EXPORTS)
+    through = [(name, a.name) for name, tree in _trees().items() for node in ast.walk(tree)
+               if isinstance(node, ast.ImportFrom) and node.module == "posenc_cli" and not node.level
+               for a in node.names if a.name in public]
+    assert through == [], "import the defining module, not the package's lazy public name"
+
+
+def test_a_load_by_name_elsewhere_would_be_found() -> None:
+    tree = ast.parse("import importlib\n\nclass Plan:\n    def trainer(self, name):\n"
+                     "        return importlib.import_module(f'posenc_cli.trainers.{name}')\n"
+                     "def vllm():\n    return importlib.import_module('vllm')\n"
+                     "def computed(config):\n    return __import__(type(config).__module__)\n")
+    assert by_name_imports({"posenc_cli.pick.fake": tree}) == {
+        "posenc_cli.pick.fake:Plan.trainer": "f'posenc_cli.trainers.{name}'",
+        "posenc_cli.pick.fake:computed": "type(config).__module__"}
 
 
 def test_heavy_is_told_apart() -> None:

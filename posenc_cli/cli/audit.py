@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from posenc_cli.cli.options import hidden_alias, one_of, options_as_typed, or_list
 from posenc_cli.cli.output import note, print_json
-from posenc_cli.errors import ExitCode, PosencError
+from posenc_cli.errors import ExitCode
 from posenc_cli.files import dumps_config, write_output_text
-from posenc_cli.models.sources import read_source
-from posenc_cli.trainers.audit import Audit, base_model, takes_base, trained_rope
-from posenc_cli.trainers.audit import audit as run_audit
+from posenc_cli.frameworks.audit import audit_checkpoint, frameworks
+from posenc_cli.trainers.audit import Audit
 
 
 def audit(
@@ -24,12 +23,13 @@ def audit(
         "shell script or flags file), a torchtitan TOML, a posenc plan (posenc pick --json), or the model "
         "config.json the run loaded (HF Trainer, TRL, Unsloth).")],
     framework: Annotated[str | None, typer.Option(
-        help="llama-factory, megatron, axolotl, torchtitan, posenc-plan or hf-config.",
+        help=f"{or_list(frameworks())}.",
         show_default="from the file: .yaml by its keys, .toml torchtitan, .json a posenc plan or (model keys) "
         "hf-config, else megatron")] = None,
-    base: Annotated[str | None, typer.Option(
+    base_model: Annotated[str | None, typer.Option(
         help="The base model's config (any source) for LLaMA-Factory, which scales from the base's own length.",
         show_default="model_name_or_path when it is a local path, else the checkpoint's config")] = None,
+    base: Annotated[str | None, hidden_alias("--base", "--base-model")] = None,
     to: Annotated[str | None, typer.Option(
         help="Write the right config in transformers v4 (rope_scaling + rope_theta) or v5 (rope_parameters) form.",
         show_default="the checkpoint's own")] = None,
@@ -43,24 +43,9 @@ def audit(
 
     Exit 0 when none is found, 1 when one is, 2 on bad input.
     """
-    if to is not None and to not in ("v4", "v5"):
-        raise PosencError(f"--to {to!r} is not known; use v4 or v5")
-    if not Path(trained_with).exists():
-        raise PosencError(f"--trained-with {trained_with}: no such file")
-    exported, label = _read_checkpoint(checkpoint)
-    base_cfg = None
-    if base is not None:
-        base_cfg = _read_config(base)
-    elif (local := base_model(trained_with, framework)) is not None:
-        base_cfg = _read_config(local)
-    trained = trained_rope(trained_with, exported, framework, base_cfg)
-    if base is not None and not takes_base(trained.framework):
-        raise PosencError(f"--base is for LLaMA-Factory settings; {trained_with} is {trained.framework}'s, which "
-                          "name their rope themselves")
-    result = run_audit(label, exported, trained, to)
-    if write is not None and result.findings and result.fixed is None:
-        raise PosencError(f"--write: there is no config.json in {label} to correct; merge the rope keys printed "
-                          "without --write into the model's config")
+    base_model, typed = one_of("base_model", (base_model, "--base-model"), (base, "--base"))
+    with options_as_typed(typed):
+        result = audit_checkpoint(checkpoint, trained_with, framework, base_model, to, writing=write is not None)
     shown = None
     if write is not None and result.fixed is not None:  # before any output: a failed write is the one error line
         shown = write_output_text(write, dumps_config(result.fixed) + "\n")
@@ -68,7 +53,7 @@ def audit(
         print_json(result.as_dict())
     else:
         _render(result)
-    for line in trained.notes:
+    for line in result.trained.notes:
         note(f"note: {line}")
     if shown is not None:
         note(f"wrote {shown}")
@@ -76,23 +61,6 @@ def audit(
         note(f"no mismatch: {write} not written")
     if result.findings:
         raise typer.Exit(ExitCode.CHECK_FAILED)
-
-
-def _read_checkpoint(checkpoint: str) -> tuple[dict[str, Any] | None, str]:
-    """(the exported config, its label); None for a checkpoint folder without config.json."""
-    path = Path(checkpoint)
-    if path.is_dir() and not (path / "config.json").exists():
-        if not any(path.iterdir()):
-            raise PosencError(f"{checkpoint} is an empty folder, not a checkpoint")
-        return None, str(path)
-    src = read_source(checkpoint)
-    if src.gguf is not None:
-        raise PosencError(f"{src.label} is a GGUF file; audit reads the transformers config.json an export writes")
-    return src.config, src.label
-
-
-def _read_config(source: str) -> dict[str, Any]:
-    return read_source(source).config
 
 
 def _render(result: Audit) -> None:

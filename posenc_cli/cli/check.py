@@ -1,4 +1,4 @@
-"""``posenc check``: what transformers and every registered engine (and with ``--trainers``, every training
+"""``posenc check``: what transformers and every registered engine (and with ``--trainer``, every training
 framework) compute for a model's positions."""
 
 from __future__ import annotations
@@ -10,77 +10,74 @@ from typing import Annotated, Any
 import typer
 
 from posenc_cli.cli.inspect import RevisionOpt, SourceArg, note_newer_transformers
-from posenc_cli.cli.options import LENGTHS
+from posenc_cli.cli.options import LENGTHS, engine_option, hidden_alias, one_of, options_as_typed, split_names
 from posenc_cli.cli.output import note, print_json
-from posenc_cli.engines.check import check as run_check
-from posenc_cli.engines.check import verdict_line
-from posenc_cli.engines.registry import ENGINE, TRAINER, names
 from posenc_cli.engines.runs import NOT_MODELLED, SAME_RTOL
 from posenc_cli.errors import PosencError
-from posenc_cli.models.facts import window_of
-from posenc_cli.models.sources import describe_source, read_source, served_name
+from posenc_cli.frameworks.check import check_source, verdict_line
+from posenc_cli.frameworks.registry import ENGINE, TRAINER, names
 from posenc_cli.units import parse_length
 
 
 def check(
     source: SourceArg,
-    engines: Annotated[str, typer.Option(help=f"Comma-separated: {', '.join(names(ENGINE))}.")] =
-    ",".join(names(ENGINE)),
-    max_model_len: Annotated[str | None, typer.Option(
+    engine: Annotated[list[str] | None, engine_option(
+        f"Engines to compare with transformers: {', '.join(names(ENGINE))}.", "all of them")] = None,
+    engines: Annotated[list[str] | None, hidden_alias("--engines", "--engine")] = None,
+    ctx: Annotated[str | None, typer.Option(
         help=f"Serving length (4k, 128k); {LENGTHS}.", show_default="the model's native window")] = None,
-    trainers: Annotated[str | None, typer.Option(
-        help=f"Comma-separated training frameworks, or all: {', '.join(names(TRAINER))}. Each is compared with "
-             "transformers and with every engine (trained at --max-model-len).", show_default="none")] = None,
+    max_model_len: Annotated[str | None, hidden_alias("--max-model-len", "--ctx")] = None,
+    trainer: Annotated[list[str] | None, typer.Option(
+        help=f"Training frameworks, or all: {', '.join(names(TRAINER))}. Each is compared with transformers and "
+             "with every engine (trained at --ctx). Repeat it, or give a comma list.", show_default="none")] = None,
+    trainers: Annotated[list[str] | None, hidden_alias("--trainers", "--trainer")] = None,
     revision: RevisionOpt = None,
     installed: Annotated[bool, typer.Option(
         "--installed", help="Run each engine or trainer (and transformers) whose package is importable here with "
         "its own code, at the installed version, instead of posenc's model; rows say which.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Compare each engine's RoPE with transformers', per layer group (and each trainer's, with --trainers).
+    """Compare each engine's RoPE with transformers', per layer group (and each trainer's, with --trainer).
 
     Exit 0 only when every engine and trainer asked for computes what transformers computes; 1 when one differs,
     will not start or (a trainer) cannot express the model's rope, or a trained-with/served-with pair differs;
-    else 3 when one was not compared (not modelled: leave it out with --engines or --trainers). A model without
+    else 3 when one was not compared (not modelled: leave it out with --engine or --trainer). A model without
     RoPE is exit 0 (nothing can differ).
     """
-    asked = [e.strip() for e in engines.split(",") if e.strip()]
-    if not asked:
-        raise PosencError(f"--engines is empty; use some of: {', '.join(names(ENGINE))}")
-    trainer_names = _trainer_names(trainers)
-    src = read_source(source, revision=revision)
-    model = describe_source(src)
+    asked = _names(ENGINE, (engine, "--engine"), (engines, "--engines"))
+    trainer_names = _names(TRAINER, (trainer, "--trainer"), (trainers, "--trainers"))
+    length, typed = one_of("ctx", (ctx, "--ctx"), (max_model_len, "--max-model-len"))
+    with options_as_typed(typed):
+        report, label = check_source(
+            source, list(names(ENGINE)) if asked is None else asked,
+            None if length is None else parse_length(length, name=typed.get("ctx", "--ctx")), trainer_names,
+            revision=revision, installed=installed)
     note_newer_transformers()
-    if max_model_len is not None:
-        length = parse_length(max_model_len, name="--max-model-len")
-    elif model.family != "rope" or not model.layers:
-        length = model.max_position_embeddings or 0
-    elif model.layers and model.max_position_embeddings:
-        length = max(served.native for layer in model.layers if (served := window_of(model, layer)))
-    else:
-        raise PosencError(f"{src.label} names no max_position_embeddings: pass --max-model-len")
-    report = run_check(model, src.config, asked, length, served_name(src), trainer_names, installed=installed)
     for line in report.notes:
         note(f"note: {line}")
     if as_json:
         print_json(report.as_dict())
     else:
-        _render(report, src.label)
+        _render(report, label)
     raise typer.Exit(report.exit_code())
 
 
-def _trainer_names(option: str | None) -> list[str] | None:
-    """The trainers asked for (None: the option was not given)."""
-    if option is None:
+def _names(kind: str, *given: tuple[list[str] | None, str]) -> list[str] | None:
+    """The engines (or trainers; ``all`` is every one) asked for by an option or its hidden alias (None: neither
+    was given)."""
+    values, typed = one_of(kind, *given)
+    flag = typed.get(kind, given[0][1])
+    asked = split_names(values)
+    known = names(kind)
+    if asked is None:
         return None
-    known = names(TRAINER)
-    asked = [t.strip() for t in option.split(",") if t.strip()]
-    if asked == ["all"]:
-        return list(known)
     if not asked:
-        raise PosencError(f"--trainers is empty; use all or some of: {', '.join(known)}")
-    if "all" in asked:
-        raise PosencError(f"--trainers {option!r}: all stands alone (it is every trainer); or name some of: "
+        some = "some" if kind == ENGINE else "all or some"
+        raise PosencError(f"{flag} is empty; use {some} of: {', '.join(known)}")
+    if kind == TRAINER and asked == ["all"]:
+        return list(known)
+    if kind == TRAINER and "all" in asked:
+        raise PosencError(f"{flag} {','.join(asked)!r}: all stands alone (it is every trainer); or name some of: "
                           f"{', '.join(known)}")
     return asked
 

@@ -1,6 +1,7 @@
 """The option types and help texts several commands share: the RoPE scaling options of ``posenc scale`` and
 ``posenc plot rope/frequencies`` (given to a command as one parameter by
-:func:`posenc_cli.cli.scaling_options.scaling_options`), and the ranges the help texts state.
+:func:`posenc_cli.cli.scaling_options.scaling_options`), the ranges the help texts state, the ``--engine`` form
+(repeatable, each value a name or a comma list) and the hidden aliases that keep old option names working.
 
 Only typer, the stdlib and the stdlib-only scaling and units modules (whose limits the help texts state) load at
 import time (``import posenc_cli.cli`` must stay free of numpy and matplotlib).
@@ -8,10 +9,13 @@ import time (``import posenc_cli.cli`` must stay free of numpy and matplotlib).
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Annotated, Any, TypeVar
 
 import typer
 
+from posenc_cli.errors import PosencError
 from posenc_cli.rope.scaling import MAX_FACTOR, MAX_PARAMETER, MAX_THETA, MIN_PARAMETER
 from posenc_cli.units import MAX_LENGTH, format_length
 
@@ -53,3 +57,57 @@ LongFactorOpt = Annotated[str | None, typer.Option(
     show_default="the config's, else required")]
 #: --theta of the RoPE commands (validated by posenc_cli.rope.scaling.check_theta).
 THETA_RANGE = f"greater than 1, at most {MAX_THETA:g}"
+
+
+T = TypeVar("T")
+
+
+def or_list(names: Sequence[str]) -> str:
+    """``a, b or c``: the names a help text offers."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def engine_option(help: str, show_default: str | bool = True) -> Any:
+    """``--engine``: one option for the engines a command works with, repeatable, each value a name or a comma list
+    (``--engine vllm,llama.cpp`` is ``--engine vllm --engine llama.cpp``); read it with :func:`split_names`."""
+    return typer.Option("--engine", help=f"{help} Repeat it, or give a comma list.", show_default=show_default)
+
+
+def hidden_alias(flag: str, of: str) -> Any:
+    """An old spelling of option ``of``, still accepted and no longer listed in the help."""
+    return typer.Option(flag, hidden=True, help=f"The old name of {of}.")
+
+
+def split_names(*given: Sequence[str] | None) -> list[str] | None:
+    """The names a repeatable option (and its hidden aliases) gave, each value one name or a comma list, in the
+    order given; None when none was given (an empty value gives ``[]``)."""
+    values = [v for values in given if values for v in values]
+    if not values:
+        return None
+    return [n.strip() for v in values for n in v.split(",") if n.strip()]
+
+
+def one_of(field: str, *given: tuple[T | None, str]) -> tuple[T | None, dict[str, str]]:
+    """The value of an option given under its own name or a hidden alias (``(value, flag)`` pairs, its own first;
+    an empty list counts as not given), and ``{field: flag}`` when an alias was typed, for
+    :func:`options_as_typed`. Both given: an error."""
+    typed = [(value, flag) for value, flag in given if value is not None and value != []]
+    if len(typed) > 1:
+        raise PosencError(f"{typed[0][1]} and {typed[1][1]} are one option: give it once")
+    if not typed:
+        return None, {}
+    value, flag = typed[0]
+    return value, {} if flag == given[0][1] else {field: flag}
+
+
+@contextmanager
+def options_as_typed(typed: Mapping[str, str]) -> Iterator[None]:
+    """A core error about one of ``typed``'s fields names the option as the user typed it (a hidden alias such as
+    ``--base``); its other fields stay for the app to name (:func:`posenc_cli.cli.app.option_name`)."""
+    try:
+        yield
+    except PosencError as exc:
+        if not set(exc.fields) & set(typed):
+            raise
+        rest = tuple(f for f in exc.fields if f not in typed)
+        raise type(exc)(exc.render(lambda f: typed.get(f, "{" + f + "}")), *rest) from None

@@ -7,10 +7,11 @@ from typing import Annotated, Any
 
 import typer
 
-from posenc_cli.cli.options import LENGTHS, THETA_RANGE
+from posenc_cli.cli.options import LENGTHS, THETA_RANGE, or_list
 from posenc_cli.cli.output import note, print_json
 from posenc_cli.errors import ExitCode
 from posenc_cli.files import dumps_json
+from posenc_cli.frameworks.registry import TRAINER, formats
 from posenc_cli.rope.scaling import MAX_HEAD_DIM
 from posenc_cli.rope.slopes import MAX_HEADS
 from posenc_cli.units import MAX_TOKENS, format_length, format_tokens, parse_length, parse_tokens
@@ -43,8 +44,8 @@ def pick(
         help="A rules YAML file replacing the shipped policy.", show_default="the shipped rules")] = None,
     trainer: Annotated[str | None, typer.Option(
         help="Also give each training run (sequence length, rope settings, tokens) in this trainer's format, and "
-             "the serving config of the same numbers: megatron, megatron-bridge, torchtitan, torchtune, llamafactory, "
-             "axolotl, unsloth or trl. Exit 1 when the trainer cannot express a run.",
+             f"the serving config of the same numbers: {or_list(formats(TRAINER))}. Exit 1 when the trainer cannot "
+             "express a run.",
         show_default="none")] = None,
     explain: Annotated[bool, typer.Option(help="Show every rule in order and which conditions held (stderr).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -53,11 +54,6 @@ def pick(
     from posenc_cli.pick.picker import PickInputs
     from posenc_cli.pick.picker import pick as run_pick
 
-    if trainer is not None:
-        # the registry and the renderings load only for --trainer: a bare pick needs neither
-        from posenc_cli.pick.trainer_plan import check_trainer, trainer_plan
-
-        check_trainer(trainer)  # a bad name fails before any model is read
     inputs = PickInputs(
         ctx=parse_length(ctx, name="--ctx"),
         trained_ctx=parse_length(trained_ctx, name="--trained-ctx") if trained_ctx is not None else None,
@@ -65,14 +61,17 @@ def pick(
         theta=theta, rules=rules,
         typical_ctx=parse_length(typical_ctx, name="--typical-ctx") if typical_ctx is not None else None,
     )
-    result = run_pick(inputs)
+    if trainer is None:
+        result = run_pick(inputs)
+    else:  # the trainers' renderings load only for --trainer
+        from posenc_cli.pick.trainer_plan import pick_with_trainer
+
+        result = pick_with_trainer(inputs, trainer)
     if result.model is not None and result.model.window_note:
         note(result.model.window_note)
     if explain:
         _render_trace(result.traces)
-    plan: dict[str, Any] | None = None
-    if trainer is not None:
-        plan = result.answer["trainer"] = trainer_plan(result, trainer)
+    plan: dict[str, Any] | None = result.answer.get("trainer")
     if as_json:
         print_json(result.answer)
     else:

@@ -10,8 +10,8 @@ import typer
 from posenc_cli.cli import options as opts
 from posenc_cli.cli.output import console, note
 from posenc_cli.cli.scaling_options import GIVEN, scaling_options
-from posenc_cli.engines.registry import ENGINE, TRAINER, formats
 from posenc_cli.files import write_output_text
+from posenc_cli.frameworks.registry import ENGINE, TRAINER, formats
 from posenc_cli.pick.scale import ScaleAsk, Scaled, ScaleOptions
 from posenc_cli.pick.scale import scale as scale_core
 from posenc_cli.rope.scaling import MAX_HEAD_DIM, ScaleRequest

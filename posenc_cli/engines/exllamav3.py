@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.engines.registry import Rendering, Target
 from posenc_cli.engines.runs import NOT_MODELLED, WILL_NOT_START, EngineRun, GroupRun
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.errors import PosencError
 from posenc_cli.files import dumps_config
 from posenc_cli.rope.attention_factors import longrope_attention_factor, yarn_mscale

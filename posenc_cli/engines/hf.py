@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.engines.registry import Rendering, Target, entry
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.errors import PosencError
 from posenc_cli.files import dumps_config, dumps_json
 from posenc_cli.rope.scaling import ScaleRequest, max_position_embeddings, rope_parameters
@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 NAME = "hf"
 #: the transformers release posenc's frequency code is proven equal to (the reference of every comparison)
 VERSION = "5.25"
-FORMATS = entry(NAME).formats
+#: the ``--engine`` (``scale --format``) names of transformers' keys: v4 legacy keys, v5 ``rope_parameters`` (the
+#: registry's entry names these, so they are written here once)
+FORMATS = ("hf", "hf-v5")
 
 
 def format_hf(req: ScaleRequest) -> dict[str, Any]:

@@ -36,9 +36,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.engines.registry import Rendering, Target
 from posenc_cli.engines.render import served_rope
 from posenc_cli.engines.runs import EngineRun, GroupRun, static_longrope
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.errors import PosencError
 from posenc_cli.models.gguf.header import shortest_float32
 from posenc_cli.models.gguf.metadata import DEEPSEEK_ARCHS

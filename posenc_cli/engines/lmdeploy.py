@@ -53,9 +53,9 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.engines.registry import Rendering, Target
 from posenc_cli.engines.render import served_rope
 from posenc_cli.engines.runs import NOT_MODELLED, WILL_NOT_START, EngineRun, GroupRun
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.errors import PosencError
 from posenc_cli.files import dumps_json
 from posenc_cli.rope.scaling import max_position_embeddings

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from posenc_cli.engines import llamacpp
 from posenc_cli.engines.ollama import gguf_steps, llamacpp_base
-from posenc_cli.engines.registry import Rendering, Target
 from posenc_cli.engines.runs import EngineRun
+from posenc_cli.engines.target import Rendering, Target
 
 if TYPE_CHECKING:
     from posenc_cli.models.model_positions import ModelPositions

@@ -36,8 +36,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.engines.registry import Rendering, Target
 from posenc_cli.engines.runs import NOT_MODELLED, WILL_NOT_START, EngineRun, GroupRun
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.errors import PosencError
 from posenc_cli.files import dumps_config, dumps_json
 from posenc_cli.rope.attention_factors import longrope_attention_factor, yarn_mscale, yarn_mscale_for

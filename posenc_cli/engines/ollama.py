@@ -22,8 +22,8 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.engines import llamacpp
-from posenc_cli.engines.registry import Rendering, Target
 from posenc_cli.engines.runs import WILL_NOT_START, EngineRun
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.models.ollama_convert import FIX, ollama_converter_drops
 from posenc_cli.rope.scaling import rope_parameters
 

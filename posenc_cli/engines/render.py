@@ -1,22 +1,18 @@
-"""What ``posenc scale --format`` prints: the request handed to the target that owns the format
-(:mod:`posenc_cli.engines.registry`), and the rope dict an engine's command line carries for a model.
+"""The rope dict an engine's command line carries for a model (what the engines' renderings share); the request
+is handed to the engine that owns its format by :func:`posenc_cli.frameworks.registry.render_request`.
 
-Each target is loaded when its format is asked for: ``posenc scale`` without ``--config`` then loads one engine,
-not four, nor the model reader (``tests/test_imports.py`` guards it); the reader loads inside :func:`served_rope`
-for that reason.
+``posenc scale`` without ``--config`` loads one engine and not the model reader (``tests/test_imports.py`` guards
+it); the reader loads inside :func:`served_rope` for that reason.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from posenc_cli.engines import hf, registry
-from posenc_cli.engines.registry import Rendering
+from posenc_cli.engines import hf
+from posenc_cli.engines.target import Rendering
 from posenc_cli.errors import PosencError
-from posenc_cli.rope.scaling import ScaleRequest, rope_parameters
-
-if TYPE_CHECKING:
-    from posenc_cli.models.facts import ModelFacts
+from posenc_cli.rope.scaling import rope_parameters
 
 
 def served_rope(r: Rendering, *, replaces_dicts: bool = False) -> dict[str, Any]:
@@ -49,12 +45,3 @@ def in_text_config(r: Rendering) -> bool:
     """The model keeps its rope settings in ``text_config`` (multimodal), where vLLM and SGLang read them."""
     return r.facts.text_config if r.config is not None and r.facts is not None else False
 
-
-def render_request(req: ScaleRequest, fmt: str, config: dict[str, Any] | None = None, facts: ModelFacts | None = None,
-                   model: str = "MODEL", *, gguf: bool = False) -> tuple[str, list[str]]:
-    """What ``posenc scale --format fmt`` prints (stdout text, stderr caveats) for ``req``: on the model whose
-    config dict and facts are given (``--config``), else for the bare request. ``posenc scale`` and
-    ``posenc pick --trainer`` both render through here."""
-    if config is not None and facts is not None:
-        return registry.render(Rendering(req, fmt, model, config, facts, gguf))
-    return registry.render(Rendering(req, fmt, model))

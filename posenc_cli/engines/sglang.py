@@ -22,9 +22,9 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.engines import vllm
-from posenc_cli.engines.registry import Rendering, Target
 from posenc_cli.engines.render import in_text_config, served_rope
 from posenc_cli.engines.runs import EngineRun, GroupRun
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.files import dumps_json
 from posenc_cli.rope.attention_factors import yarn_mscale
 

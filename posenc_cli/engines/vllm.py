@@ -27,9 +27,9 @@ import shlex
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.engines.registry import Rendering, Target
 from posenc_cli.engines.render import in_text_config, served_rope
 from posenc_cli.engines.runs import EngineRun, GroupRun, static_longrope
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.files import dumps_json
 from posenc_cli.rope.attention_factors import yarn_mscale
 from posenc_cli.rope.scaling import rope_parameters

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from posenc_cli.engines import hf
-from posenc_cli.engines.registry import Rendering, formats, render, training_formats
-from posenc_cli.engines.render import render_request
+from posenc_cli.engines.target import Rendering
 from posenc_cli.errors import PosencError
 from posenc_cli.files import parse_factor_list
+from posenc_cli.frameworks.registry import formats, render, render_request, training_formats
 from posenc_cli.models.extension import extend
 from posenc_cli.rope import scaling
 from posenc_cli.rope.scaling import ScaleRequest
@@ -152,14 +152,14 @@ def scale(method: str, options: ScaleOptions, ask: ScaleAsk, *, theta: float | N
 
 def _verdict(req: ScaleRequest, fmt: str, model: _Model | None) -> str:
     """What ``posenc check`` says of the engine (or trainer) that owns ``fmt`` for this request: its line from
-    :func:`posenc_cli.engines.check.judge`, on the model's config patched with the request (``--config``) or on a
+    :func:`posenc_cli.frameworks.check.judge`, on the model's config patched with the request (``--config``) or on a
     config of the request alone (theta, head dim, lengths and the rope dict), at the target length. For
     transformers' formats the config is the reference itself."""
     if fmt in hf.FORMATS:
         return "this is transformers' config: the reference every engine is compared with"
     # the engine comparison computes frequencies: numpy and the config reader load only for it
-    from posenc_cli.engines.check import judge
-    from posenc_cli.engines.registry import format_owner
+    from posenc_cli.frameworks.check import judge
+    from posenc_cli.frameworks.registry import format_owner
     from posenc_cli.models.model_positions import describe
 
     if model is not None:

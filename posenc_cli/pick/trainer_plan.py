@@ -11,7 +11,7 @@ raised theta; when it stops short of the target (a custom rules file), the serve
 
 A stage's settings are what ``posenc scale <the plan's command> --seq-len L --format NAME`` prints: the same
 request the plan's config comes from, at the stage's length (:func:`posenc_cli.rope.scaling.at_length`), rendered by the
-same function (:func:`posenc_cli.engines.render.render_request`). A trainer that cannot express them refuses, with
+same function (:func:`posenc_cli.frameworks.registry.render_request`). A trainer that cannot express them refuses, with
 the measured difference and the nearest setting; the stage carries the refusal and the plan is not ``runnable`` in
 that trainer (``pick`` then exits 1: the check that the trainer reproduces the plan ran and failed).
 
@@ -26,14 +26,13 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.engines import hf
-from posenc_cli.engines.registry import ENGINE, TRAINER, entries, formats
-from posenc_cli.engines.render import render_request
 from posenc_cli.errors import PosencError
+from posenc_cli.frameworks.registry import ENGINE, TRAINER, entries, formats, render_request
+from posenc_cli.pick.picker import PickInputs, PickResult, pick, plain_request, scale_argv
 from posenc_cli.rope.scaling import at_length, max_position_embeddings, rope_parameters
 from posenc_cli.units import format_length
 
 if TYPE_CHECKING:
-    from posenc_cli.pick.picker import PickResult
     from posenc_cli.rope.scaling import ScaleRequest
 
 #: The trainer formats of ``posenc scale --format`` (the registry's).
@@ -50,6 +49,18 @@ def _train_samples(n: int) -> str:
 #: How a trainer takes a run's length in sequences, where it has one setting for it (Megatron-LM counts samples;
 #: the others count steps or epochs, which depend on a batch size pick does not know).
 SAMPLES = {"megatron": _train_samples}
+
+
+def pick_with_trainer(inputs: PickInputs, trainer: str | None = None) -> PickResult:
+    """``posenc pick``: the plan for ``inputs`` (:func:`posenc_cli.pick.picker.pick`) and, with ``trainer``, its
+    training runs in that trainer's format as the answer's ``trainer`` part (:func:`trainer_plan`); a trainer name
+    the registry does not know fails before any model is read."""
+    if trainer is not None:
+        check_trainer(trainer)
+    result = pick(inputs)
+    if trainer is not None:
+        result.answer["trainer"] = trainer_plan(result, trainer)
+    return result
 
 
 def check_trainer(name: str) -> str:
@@ -108,8 +119,6 @@ def trainer_plan(result: PickResult, fmt: str) -> dict[str, Any]:
     :func:`_run` plus ``stage``, ``from``, ``tokens`` and ``sequences``), ``training_free`` (the jump served past
     the last run), ``serving`` (the plan's config and the engines' commands), ``nothing_to_train`` (why, when no run)
     and ``runnable`` (no run refused)."""
-    from posenc_cli.pick.picker import plain_request, scale_argv
-
     check_trainer(fmt)
     a, f = result.answer, result.facts
     ext, reqs = a["extension"], result.requests

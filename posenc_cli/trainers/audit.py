@@ -2,11 +2,13 @@
 
 The training settings say what the trainer computed: a framework's own file, read by that framework's module (its
 registry record's ``reads_back``: LLaMA-Factory's and axolotl's YAML, Megatron-LM's arguments, a torchtitan TOML,
-each following the framework's own code), a posenc plan from ``posenc pick --json`` (its ``extension.config_v5``),
-or the model config.json the run loaded (HF Trainer, TRL, Unsloth load it with transformers: the rope groups and
-window :func:`posenc_cli.models.model_positions.describe` reads from it). :func:`trained_rope` turns them into one
-transformers 5 rope dict (``rope_theta`` inside; one per layer type for a per-layer-type model's config.json) and
-the window (``max_position_embeddings``) the model should be served with.
+each following the framework's own code), a posenc plan from ``posenc pick --json`` (its ``extension.config_v5``,
+:func:`read_plan`), or the model config.json the run loaded (HF Trainer, TRL, Unsloth load it with transformers: the
+rope groups and window :func:`posenc_cli.models.model_positions.describe` reads from it, :func:`read_hf_config`).
+Each becomes one transformers 5 rope dict (``rope_theta`` inside; one per layer type for a per-layer-type model's
+config.json) and the window (``max_position_embeddings``) the model should be served with: a
+:class:`~posenc_cli.trainers.settings.TrainedWith`. Which framework's reader reads a file is the registry's business
+(:mod:`posenc_cli.frameworks.audit`, a stage above).
 
 :func:`audit` then reads the exported config as transformers 5 does
 (:func:`~posenc_cli.models.model_positions.describe`),
@@ -26,8 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from posenc_cli.engines import registry
-from posenc_cli.engines.registry import TRAINER
 from posenc_cli.engines.runs import SAME_RTOL, relative_difference
 from posenc_cli.errors import PosencError
 from posenc_cli.files import check_values, parse_json_object, read_bytes, read_text
@@ -36,8 +36,8 @@ from posenc_cli.models.convert import with_rope
 from posenc_cli.models.facts import extended_group
 from posenc_cli.models.lint import oldest_reader
 from posenc_cli.models.model_positions import describe
-from posenc_cli.models.sources import MODEL_KEYS, Source, checked_source
-from posenc_cli.trainers.settings import Reader, TrainedWith
+from posenc_cli.models.sources import Source, checked_source
+from posenc_cli.trainers.settings import TrainedWith
 
 #: the settings audit reads itself: a posenc plan, and a model's config.json
 PLAN, HF_CONFIG = "posenc-plan", "hf-config"
@@ -120,83 +120,17 @@ def load_settings(path: str) -> tuple[str, Any]:
     return "args", text
 
 
-def readers() -> list[Reader]:
-    """How each framework's settings are read back, in the registry's order."""
-    return [t.reads_back for t in registry.targets(TRAINER) if t.reads_back is not None]
-
-
-def frameworks() -> list[str]:
-    """Every ``--framework`` name."""
-    return [r.framework for r in readers()] + [PLAN, HF_CONFIG]
-
-
-def reader(framework: str) -> Reader | None:
-    return next((r for r in readers() if r.framework == framework), None)
-
-
-def base_model(path: str, framework: str | None) -> str | None:
-    """The base model a settings file names (LLaMA-Factory's local ``model_name_or_path``), for a framework that
-    scales from the base's own length; None otherwise."""
-    scaling = [r for r in readers() if r.base_key is not None and framework in (None, r.framework)]
-    if not scaling:
-        return None
-    fmt, data = load_settings(path)
-    for r in scaling:
-        local = data.get(r.base_key) if fmt == r.file_format and isinstance(data, dict) else None
-        if isinstance(local, str) and Path(local).exists():
-            return local
-    return None
-
-
-def takes_base(framework: str) -> bool:
-    """Whether ``framework`` scales from a base model's config (``--base``)."""
-    found = reader(framework)
-    return found is not None and found.base_key is not None
-
-
-def detect_framework(fmt: str, data: Any, path: str) -> str:
-    """Which framework wrote a settings file (``--framework`` overrides this)."""
-    if fmt == "json":
-        # a plan is `posenc pick --json` output; a file with model keys and no plan key is a model's config.json
-        model_config = not set(data) & _PLAN_KEYS and any(k in data for k in MODEL_KEYS)
-        return HF_CONFIG if model_config else PLAN
-    candidates = [r for r in readers() if r.file_format == fmt]
-    if len(candidates) == 1:
-        return candidates[0].framework
-    hits = [r for r in candidates if r.keys & set(data)]
-    if len(hits) == 1:
-        return hits[0].framework
-    raise PosencError(f"{path}: cannot tell whether this YAML is {' or '.join(f'{r.title}s' for r in candidates)}; "
-                      "pass --framework")
-
-
-def trained_rope(path: str, exported: Mapping[str, Any] | None, framework: str | None = None,
-                 base: Mapping[str, Any] | None = None) -> TrainedWith:
-    """The rope and window the settings file ``path`` trained with. ``exported``: the checkpoint's config (None:
-    missing), read for what the settings leave to the model (theta, the original length); ``base``: the base
-    model's config when known (a local LLaMA-Factory ``model_name_or_path``), which wins over ``exported``."""
-    fmt, data = load_settings(path)
-    framework = framework or detect_framework(fmt, data, path)
-    if framework not in frameworks():
-        raise PosencError(f"--framework {framework!r} is not known; use one of: {', '.join(frameworks())}")
-    found = reader(framework)
-    want = found.file_format if found is not None else "json"
-    if fmt != want:
-        raise PosencError(f"{path}: {framework} settings are a {want} file, not {fmt}")
-    if found is not None:
-        return found.read(data, path, exported, base)
-    return _plan(data, path) if framework == PLAN else _hf_config(data, path)
-
-
-_PLAN_KEYS = {"encoding", "reason", "caveats", "hyperparameters", "extension", "test_plan", "tests", "tasks",
+#: the top-level keys of a posenc plan (``posenc pick --json``)
+PLAN_KEYS = {"encoding", "reason", "caveats", "hyperparameters", "extension", "test_plan", "tests", "tasks",
               "fallback", "rule", "why", "vetoed", "inputs", "plan", "rules_file", "warnings", "trainer"}
 
 
-def _plan(data: Mapping[str, Any], path: str) -> TrainedWith:
-    unknown = sorted(set(data) - _PLAN_KEYS)
+def read_plan(data: Mapping[str, Any], path: str) -> TrainedWith:
+    """What a posenc plan (``posenc pick --json``) trained with: its ``extension.config_v5``."""
+    unknown = sorted(set(data) - PLAN_KEYS)
     if unknown:
         raise PosencError(f"{path}: unknown key {unknown[0]!r}: a posenc plan is `posenc pick --json` output "
-                          f"({', '.join(sorted(_PLAN_KEYS))})")
+                          f"({', '.join(sorted(PLAN_KEYS))})")
     ext = data.get("extension")
     if not isinstance(ext, Mapping) or not isinstance(ext.get("config_v5"), Mapping):
         raise PosencError(f"{path}: the plan has no extension config (extension.config_v5): it keeps the model as "
@@ -216,7 +150,7 @@ def _plan(data: Mapping[str, Any], path: str) -> TrainedWith:
                        source_window=source_window, source_theta=source_theta)
 
 
-def _hf_config(data: Mapping[str, Any], path: str) -> TrainedWith:
+def read_hf_config(data: Mapping[str, Any], path: str) -> TrainedWith:
     """The config.json a run loaded: HF Trainer, TRL and Unsloth build the model from it with transformers, so the
     run computed what :func:`~posenc_cli.models.model_positions.describe` reads from it (every rope group; its
     window)."""
@@ -280,7 +214,8 @@ def _form(text: Mapping[str, Any]) -> str:
     return "v5" if isinstance(text.get("rope_parameters"), Mapping) and not text.get("rope_scaling") else "v4"
 
 
-def _trained_groups(trained: TrainedWith, model: Any, label: str) -> tuple[dict[str, dict[str, Any] | None], list[str]]:
+def _trained_groups(trained: TrainedWith, model: Any, label: str,
+                    setattr_dict: bool) -> tuple[dict[str, dict[str, Any] | None], list[str]]:
     """The trained rope dict of each rope group of ``model`` (None: the training left that group as it was), and
     notes. A per-layer-type trained dict must name every group; a flat one on a model with several groups is the
     extended group's (the one already scaled, else full attention), except for axolotl, whose setattr of a flat
@@ -299,8 +234,7 @@ def _trained_groups(trained: TrainedWith, model: Any, label: str) -> tuple[dict[
         return {n: dict(rope[keys[n]]) for n in names}, []
     if len(names) == 1:
         return {names[0]: dict(rope)}, []
-    found = reader(trained.framework)
-    if found is not None and found.setattr_dict:
+    if setattr_dict:
         raise PosencError(f"{trained.label}: axolotl sets model_config's rope_parameters on the built config; a flat "
                           f"dict on this model's per-layer rope ({', '.join(keys.values())}) fails in transformers 5 "
                           f"(KeyError: {keys[names[0]]!r}): give one dict per layer type")
@@ -312,9 +246,11 @@ def _trained_groups(trained: TrainedWith, model: Any, label: str) -> tuple[dict[
 
 
 def audit(checkpoint_label: str, exported: Mapping[str, Any] | None, trained: TrainedWith,
-          to: str | None = None) -> Audit:
+          to: str | None = None, *, setattr_dict: bool = False) -> Audit:
     """Every difference between ``exported`` (None: no config.json) and ``trained`` that changes the served numbers,
-    in every rope group, with the config that would be right (in the file's own transformers form, or ``to``)."""
+    in every rope group, with the config that would be right (in the file's own transformers form, or ``to``).
+    ``setattr_dict``: the framework sets a flat rope dict on the built config (its reader's
+    :attr:`~posenc_cli.trainers.settings.Reader.setattr_dict`), which fails on a model with several rope groups."""
     if exported is None:
         return _without_config(checkpoint_label, trained, to)
     findings: list[Finding] = []
@@ -327,7 +263,7 @@ def audit(checkpoint_label: str, exported: Mapping[str, Any] | None, trained: Tr
     model = describe(exported)
     if model.family != "rope" or not model.layers:
         raise PosencError(f"{checkpoint_label}: not a RoPE model (posenc reads it as {model.family})")
-    per_group, notes = _trained_groups(trained, model, checkpoint_label)
+    per_group, notes = _trained_groups(trained, model, checkpoint_label, setattr_dict)
     trained.notes.extend(notes)
     form = to or _form(text)
     if form == "v5":

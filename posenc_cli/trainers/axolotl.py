@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.engines.registry import Rendering, Target
 from posenc_cli.engines.runs import EngineRun
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.errors import PosencError
 from posenc_cli.trainers.hf_based import complete_keys, dump_yaml, top_level_only, trainer_input, transformers_groups
 from posenc_cli.trainers.settings import Reader, TrainedWith, positive_int, reject_rope_keys

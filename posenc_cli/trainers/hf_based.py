@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.engines import hf
-from posenc_cli.engines.registry import Rendering
 from posenc_cli.engines.runs import SAME_RTOL, GroupRun, relative_difference
+from posenc_cli.engines.target import Rendering
 from posenc_cli.errors import PosencError
 from posenc_cli.models.model_types import generated
 from posenc_cli.rope.scaling import ScaleRequest, max_position_embeddings, rope_parameters

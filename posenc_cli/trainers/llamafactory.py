@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.engines.registry import Rendering, Target
 from posenc_cli.engines.runs import EngineRun
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.errors import PosencError
 from posenc_cli.rope.scaling import rope_parameters
 from posenc_cli.trainers.hf_based import (
@@ -45,8 +45,6 @@ if TYPE_CHECKING:
     from posenc_cli.models.model_positions import ModelPositions
 
 NAME = "llamafactory"
-#: ``posenc audit --framework``'s name for it
-AUDIT_NAME = "llama-factory"
 VERSION = "0.9.5"
 
 
@@ -279,7 +277,7 @@ def _read_yaml(data: Any, path: str, exported: Mapping[str, Any] | None,
     cutoff = positive_int(data.get("cutoff_len", 2048), "cutoff_len", path)  # DataArguments' default
     label = f"LLaMA-Factory {path}"
     if kind is None:
-        return TrainedWith(AUDIT_NAME, label, None, None, ["no rope_scaling: LLaMA-Factory left the rope as it was"])
+        return TrainedWith(NAME, label, None, None, ["no rope_scaling: LLaMA-Factory left the rope as it was"])
     if model_cfg is None:
         raise PosencError(f"{path}: LLaMA-Factory scales from the model's own length and theta, and the checkpoint "
                           "has no config.json to read them from")
@@ -294,18 +292,18 @@ def _read_yaml(data: Any, path: str, exported: Mapping[str, Any] | None,
         if base_is_exported(model_cfg, raw) and isinstance(factor, (int, float)) and factor > 1:
             old = int(round(old / factor))  # the window LLaMA-Factory itself raised from old * factor
             note = (f"the model's length before training is taken as {old} (max_position_embeddings / factor of a "
-                    "config LLaMA-Factory scaled); pass --base with the base model's config to be sure")
+                    "config LLaMA-Factory scaled); pass --base-model with the base model's config to be sure")
     if not old:
         raise PosencError("the config has no max_position_embeddings for LLaMA-Factory to scale from")
     notes: list[str] = [note] if note else []
     if cutoff <= old:
         notes.append(f"cutoff_len {cutoff} <= the model's length {old}: LLaMA-Factory disabled rope scaling")
-        return TrainedWith(AUDIT_NAME, label, None, None, notes)
+        return TrainedWith(NAME, label, None, None, notes)
     factor = float(scaling_factor(cutoff, old))
     rope = llamafactory_rope(kind, factor, old, params["rope_theta"])
     if factor != cutoff / old:
         notes.append(f"LLaMA-Factory rounds the factor up: ceil({cutoff} / {old}) = {factor:g}")
-    return TrainedWith(AUDIT_NAME, label, rope, int(old * factor), notes, source_window=old)
+    return TrainedWith(NAME, label, rope, int(old * factor), notes, source_window=old)
 
 
 def base_is_exported(cfg: Mapping[str, Any], raw: Mapping[str, Any]) -> bool:
@@ -320,6 +318,6 @@ TARGET = Target(
     proven_by="`configure_rope`, `tests/trainers/test_hf.py`",
     cannot_express="a factor other than a whole `ceil(cutoff_len / L)` of at least 2, from an original length other "
                    "than the model's own; anything under transformers 5.x (its `configure_rope` fails there)",
-    reads_back=Reader(AUDIT_NAME, "LLaMA-Factory", "yaml", _read_yaml,
+    reads_back=Reader(NAME, "LLaMA-Factory", "yaml", _read_yaml,
                       frozenset({"model_name_or_path", "cutoff_len", "stage", "finetuning_type"}),
                       base_key="model_name_or_path"))

@@ -21,8 +21,8 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from posenc_cli.engines.registry import Rendering, Target
 from posenc_cli.engines.runs import CANNOT_EXPRESS, NOT_MODELLED, SAME_RTOL, WILL_NOT_START
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.errors import PosencError
 from posenc_cli.rope.attention_factors import yarn_attention_factor, yarn_mscale, yarn_mscale_for
 from posenc_cli.trainers.settings import ROPE_WORDS, Reader, TrainedWith

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from posenc_cli.engines.registry import Rendering, Target
 from posenc_cli.engines.runs import NOT_MODELLED
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.trainers.megatron import VERSION as CORE_VERSION
 from posenc_cli.trainers.megatron import megatron_core, megatron_fields
 from posenc_cli.trainers.trained import (

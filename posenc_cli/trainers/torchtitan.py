@@ -11,8 +11,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from posenc_cli.engines.registry import Rendering, Target
 from posenc_cli.engines.runs import CANNOT_EXPRESS
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.errors import PosencError
 from posenc_cli.rope.attention_factors import yarn_attention_factor, yarn_mscale
 from posenc_cli.trainers.settings import Reader, TrainedWith, reject_rope_keys

@@ -7,8 +7,8 @@ stdlib at import (``posenc scale`` loads this module only for its format).
 
 from __future__ import annotations
 
-from posenc_cli.engines.registry import Rendering, Target
 from posenc_cli.engines.runs import CANNOT_EXPRESS
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.trainers.trained import (
     Refusal,
     Rope,

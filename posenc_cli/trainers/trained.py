@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.engines.registry import Rendering, Runner
 from posenc_cli.engines.runs import (
     CANNOT_EXPRESS,
     NOT_MODELLED,
@@ -22,6 +21,7 @@ from posenc_cli.engines.runs import (
     GroupRun,
     relative_difference,
 )
+from posenc_cli.engines.target import Rendering, Runner
 from posenc_cli.errors import PosencError
 from posenc_cli.rope.scaling import ScaleRequest, max_position_embeddings, rope_parameters
 

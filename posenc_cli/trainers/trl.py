@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.engines.registry import Rendering, Target
 from posenc_cli.engines.runs import NOT_MODELLED, WILL_NOT_START, EngineRun
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.models.model_types import generated
 from posenc_cli.trainers.hf_based import complete_keys, dump_yaml, top_level_only, trainer_input, transformers_groups
 from posenc_cli.trainers.trained import refused

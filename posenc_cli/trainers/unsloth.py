@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from posenc_cli.engines.registry import Rendering, Target
 from posenc_cli.engines.runs import NOT_MODELLED, EngineRun, GroupRun
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.errors import PosencError
 from posenc_cli.trainers.hf_based import difference, one_dict, own_rope, top_level_only, trainer_input
 from posenc_cli.trainers.trained import refused, rope_of

@@ -133,3 +133,43 @@ def test_a_model_without_rope_is_a_result_not_bad_input() -> None:
     assert code == 0 and r["no_rope"] == "none" and r["engines"] == [] and r["passed"]
     text = run("check", str(CORPUS / "nemotron-h-56b-base-8k.json"))
     assert text.exit_code == 0 and "no RoPE" in text.stdout
+
+
+# ------------------------------------------------------------------ the option words and their old names
+
+
+def test_engine_is_repeatable_and_takes_comma_lists_as_engines_did() -> None:
+    qwen = str(CORPUS / "qwen2.5-7b-instruct.json")
+    _, old = check(qwen, "--engines", "vllm,llama.cpp", "--max-model-len", "64k")
+    _, repeated = check(qwen, "--engine", "vllm", "--engine", "llama.cpp", "--ctx", "64k")
+    _, listed = check(qwen, "--engine", "vllm,llama.cpp", "--ctx", "64k")
+    assert [e["engine"] for e in repeated["engines"]] == ["vllm", "llama.cpp"]
+    assert old == repeated == listed and listed["max_model_len"] == 65536
+
+
+def test_trainer_is_repeatable_and_trainers_stays_its_old_name() -> None:
+    llama = str(CORPUS / "llama-3.2-1b-instruct.json")
+    _, old = check(llama, "--trainers", "megatron,torchtune", "--engine", "hf")
+    _, new = check(llama, "--trainer", "megatron", "--trainer", "torchtune", "--engine", "hf")
+    assert [t["engine"] for t in new["trainers"]] == ["megatron", "torchtune"] and old == new
+
+
+ALIASED = [
+    (["--engine", "hf", "--engines", "vllm"], "--engine and --engines are one option"),
+    (["--ctx", "4k", "--max-model-len", "8k"], "--ctx and --max-model-len are one option"),
+    (["--engine", ","], "--engine is empty"),
+    (["--trainer", "all,megatron"], "--trainer 'all,megatron': all stands alone"),
+    (["--ctx", "lots"], "--ctx"),
+    (["--max-model-len", "lots"], "--max-model-len"),
+]
+
+
+@pytest.mark.parametrize(("args", "needle"), ALIASED, ids=[" ".join(a) for a, _ in ALIASED])
+def test_an_error_names_the_option_as_typed(args: list[str], needle: str) -> None:
+    assert_usage_error(run("check", str(CORPUS / "qwen3-8b.json"), *args), needle)
+
+
+def test_the_help_lists_the_new_names_only() -> None:
+    text = run("check", "--help").stdout
+    assert "--engine " in text and "--ctx" in text and "--trainer " in text
+    assert "--engines" not in text and "--max-model-len" not in text and "--trainers" not in text

@@ -18,7 +18,7 @@ import llama_server
 import pytest
 
 from posenc_cli.engines.llamacpp import NAME, render, server_slot_context
-from posenc_cli.engines.registry import Rendering
+from posenc_cli.engines.target import Rendering
 from posenc_cli.rope.scaling import make_request
 
 REPO = Path(__file__).resolve().parents[2]

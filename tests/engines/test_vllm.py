@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from posenc_cli.engines import vllm as vllm_model
-from posenc_cli.engines.check import check
+from posenc_cli.frameworks.check import check
 from posenc_cli.models.model_positions import describe
 
 pytestmark = pytest.mark.numeric

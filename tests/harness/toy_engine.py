@@ -1,5 +1,5 @@
 """A toy engine for the registry's test: one module exporting one record, registered by a monkeypatched entry
-(``tests/engines/test_registry.py``) without touching any other file. It serves transformers' numbers."""
+(``tests/frameworks/test_registry.py``) without touching any other file. It serves transformers' numbers."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from dataclasses import replace
 from typing import Any
 
 from posenc_cli.engines import hf
-from posenc_cli.engines.registry import Rendering, Target
 from posenc_cli.engines.runs import EngineRun
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.files import dumps_json
 from posenc_cli.models.model_positions import ModelPositions
 from posenc_cli.rope.scaling import rope_parameters

@@ -21,10 +21,10 @@ from clihelpers import assert_usage_error, ok, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from posenc_cli.engines.registry import TRAINER, formats
+from posenc_cli.frameworks.audit import trained_rope
+from posenc_cli.frameworks.registry import TRAINER, formats
 from posenc_cli.pick.trainer_plan import ENGINES, SAMPLES, TRAINERS
 from posenc_cli.rope.frequencies import RopeSpec, compute
-from posenc_cli.trainers.audit import trained_rope
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 LLAMA31 = str(CORPUS / "llama-3.1-8b-instruct.json")

@@ -115,6 +115,30 @@ def test_llamafactory_base_option_gives_the_original_length(tmp_path: Path) -> N
     assert findings(result) == ["reset-factor", "window"]
 
 
+def test_base_model_is_the_option_base_its_old_name(tmp_path: Path) -> None:
+    base = write_json(tmp_path, LLAMA2, "base.json")
+    cfg = {**LLAMA2, "max_position_embeddings": 8192, "rope_scaling": {"rope_type": "yarn", "factor": 2.0,
+                                                                      "original_max_position_embeddings": 4096}}
+    ckpt, train = checkpoint(tmp_path, cfg), text(tmp_path, "t.yaml", LF_TRAIN)
+    old = run("audit", ckpt, "--trained-with", train, "--base", base, "--json")
+    new = run("audit", ckpt, "--trained-with", train, "--base-model", base, "--json")
+    assert old.stdout == new.stdout and findings(new) == ["reset-factor", "window"]
+    assert_usage_error(run("audit", ckpt, "--trained-with", train, "--base-model", base, "--base", base),
+                       "--base-model and --base are one option")
+    args = text(tmp_path, "a.sh", "--position-embedding-type rope\n")
+    assert_usage_error(run("audit", ckpt, "--trained-with", args, "--base-model", base),
+                       "--base-model is for LLaMA-Factory")
+    assert "--base-model" in run("audit", "--help").stdout and "--base " not in run("audit", "--help").stdout
+
+
+def test_llamafactory_is_the_registrys_name_and_llama_factory_its_old_one(tmp_path: Path) -> None:
+    ckpt, train = checkpoint(tmp_path, LLAMA2), text(tmp_path, "t.yaml", LF_TRAIN)
+    detected = json.loads(run("audit", ckpt, "--trained-with", train, "--json").stdout)
+    named = json.loads(run("audit", ckpt, "--trained-with", train, "--framework", "llamafactory", "--json").stdout)
+    old = json.loads(run("audit", ckpt, "--trained-with", train, "--framework", "llama-factory", "--json").stdout)
+    assert detected == named == old and named["framework"] == "llamafactory"
+
+
 # ------------------------------------------------------------------ one hand-made export per mismatch kind
 
 

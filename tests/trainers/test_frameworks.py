@@ -440,7 +440,7 @@ def test_only_a_trainer_format_loads_the_trainer_module(fmt: str) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     line = next(x for x in proc.stderr.splitlines() if x.startswith("LOADED "))
     loaded = set(line.split()[1:])
-    from posenc_cli.engines.registry import TRAINER, entries
+    from posenc_cli.frameworks.registry import TRAINER, entries
 
     frameworks = {e.module for e in entries(TRAINER)}
     assert loaded & frameworks == ({"posenc_cli.trainers.megatron"} if fmt == "megatron" else set())
@@ -599,7 +599,7 @@ def test_megatron_mla_plain_rope(monkeypatch: pytest.MonkeyPatch) -> None:
     --no-rope-fusion MLATransformerConfig needs for it (its __post_init__ refuses the CLI's default fusion)."""
     cfg = json.loads((CORPUS / "deepseek-v3.json").read_text())
     cfg = {k: v for k, v in cfg.items() if k != "rope_scaling"} | {"max_position_embeddings": 4096}
-    from posenc_cli.engines.registry import Rendering
+    from posenc_cli.engines.target import Rendering
     from posenc_cli.models.facts import model_facts
     from posenc_cli.models.model_positions import describe
     from posenc_cli.rope.scaling import ScaleRequest

@@ -32,8 +32,8 @@ pytest.importorskip("transformers")
 import core_trainers_harness as th  # noqa: E402
 import test_frameworks as tt  # noqa: E402
 
-from posenc_cli.engines import registry  # noqa: E402
 from posenc_cli.engines.runs import EngineRun  # noqa: E402
+from posenc_cli.frameworks import registry  # noqa: E402
 from posenc_cli.models.facts import window_of  # noqa: E402
 from posenc_cli.models.model_positions import describe  # noqa: E402
 from posenc_cli.trainers import megatron_bridge, trained  # noqa: E402

@@ -1,20 +1,19 @@
-"""``posenc check``: every engine's run of a model next to transformers', per rope group, and with ``--trainers``
+"""``posenc check``: every engine's run of a model next to transformers', per rope group, and with ``--trainer``
 every training framework's, and each trained-with/served-with pair.
 
-The engines and trainers are the registry's (:mod:`posenc_cli.engines.registry`), in report order; each lives in its
-own module and knows nothing of the others or of the request layer.
+The engines and trainers are the registry's (:mod:`posenc_cli.frameworks.registry`), in report order; each lives in
+its own module and knows nothing of the others or of the request layer. With ``--installed`` a row runs the module its
+entry names (``installed``) or says why it stays modelled (the entry's ``not_run``).
 """
 
 from __future__ import annotations
 
 import copy
-import importlib
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from posenc_cli.engines import hf, registry
-from posenc_cli.engines.registry import ENGINE, TRAINER, Runner
+from posenc_cli.engines import hf
 from posenc_cli.engines.runs import (
     SAME_RTOL,
     TRAINER_VERDICTS,
@@ -25,8 +24,12 @@ from posenc_cli.engines.runs import (
     compare,
     group_verdict,
 )
+from posenc_cli.engines.target import Runner
 from posenc_cli.errors import ExitCode, PosencError
+from posenc_cli.frameworks import registry
+from posenc_cli.frameworks.registry import ENGINE, TRAINER
 from posenc_cli.models import remote_code
+from posenc_cli.models.facts import window_of
 from posenc_cli.models.model_positions import ModelPositions
 
 
@@ -232,28 +235,6 @@ def _known(names: list[str], kind: str) -> None:
         raise PosencError(f"trainer {unknown[0]!r} is not known; use all or some of: {', '.join(known)}")
 
 
-#: The package of the modules that run an engine's (or trainer's) installed package: ``<module basename>.py`` with
-#: ``version()`` and ``run()`` (the same signature as the modelled run); a module that does not exist: modelled only.
-INSTALLED = "posenc_cli.engines.installed"
-#: Why an engine without an installed module stays modelled (said in its row).
-NOT_RUN_WHY = {
-    "llama.cpp": "llama.cpp runs a GGUF and exposes logits, not frequencies: its numbers stay modelled (proven on "
-                 "converted GGUFs' logits)",
-    "sglang": "SGLang's rotary classes import triton (about 1 GB, absent from CPU installs)",
-}
-
-
-def installed_module(name: str) -> Any | None:
-    """The module that runs ``name``'s installed package (:data:`INSTALLED`), or None when posenc has none."""
-    basename = registry.entry(name).module.rsplit(".", 1)[1]
-    try:
-        return importlib.import_module(f"{INSTALLED}.{basename}")
-    except ModuleNotFoundError as exc:
-        if exc.name == f"{INSTALLED}.{basename}":
-            return None
-        raise
-
-
 def _proven(name: str) -> tuple[str, str]:
     """(package, version) a target's numbers are proven against."""
     target = registry.load(name)
@@ -268,12 +249,12 @@ def source_of(name: str, installed: bool) -> tuple[Runner, list[str]]:
     package, proven_version = _proven(name)
     modelled = f"modelled (proven against {package} {proven_version})"
     target_run = registry.load(name).run
-    module = installed_module(name) if installed else None
+    module = registry.load_installed(name) if installed else None
     version = module.version() if module is not None else None
     if not installed or version is None:
         why = "" if not installed else (
             f": {package} is not installed here" if module is not None else
-            f": {NOT_RUN_WHY.get(name, 'posenc has no installed run of it')}")
+            f": {registry.entry(name).not_run}")
 
         def modelled_run(model: ModelPositions, cfg: dict[str, Any], length: int, seq: int | None) -> EngineRun:
             out = target_run(model, cfg, length, seq)
@@ -465,3 +446,25 @@ def _without_reference(model: ModelPositions, engines: list[str], max_model_len:
     trained = None if trainers is None else [
         EngineVerdict(_refused(name, max_model_len, f"not modelled: {why}"), []) for name in trainers]
     return CheckReport(model.model_type, max_model_len, None, verdicts, no_reference=why, trainers=trained)
+
+
+def check_source(source: str, engines: list[str], ctx: int | None = None, trainers: list[str] | None = None, *,
+                 revision: str | None = None, installed: bool = False) -> tuple[CheckReport, str]:
+    """``posenc check``: the model of ``source`` (any source posenc reads, at ``revision``) checked by :func:`check`
+    at ``ctx`` tokens (None: the model's native window, the longest of its layer groups'), and the source's label.
+    """
+    # the source reader loads here, not with the module: `posenc scale --format ENGINE` judges a request without it
+    from posenc_cli.models.sources import describe_source, read_source, served_name
+
+    src = read_source(source, revision=revision)
+    model = describe_source(src)
+    if ctx is not None:
+        length = ctx
+    elif model.family != "rope" or not model.layers:
+        length = model.max_position_embeddings or 0
+    elif model.max_position_embeddings:
+        length = max(served.native for layer in model.layers if (served := window_of(model, layer)))
+    else:
+        raise PosencError(f"{src.label} names no max_position_embeddings: pass {{ctx}}", "ctx")
+    report = check(model, src.config, engines, length, served_name(src), trainers, installed=installed)
+    return report, src.label

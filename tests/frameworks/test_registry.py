@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from clihelpers import assert_usage_error, ok, run
 
-from posenc_cli.engines import registry
-from posenc_cli.engines.registry import ENGINE, TRAINER, Entry
+from posenc_cli.engines.target import Target
+from posenc_cli.frameworks import registry
+from posenc_cli.frameworks.registry import ENGINE, TRAINER, Entry
 
 ROOT = Path(__file__).resolve().parents[2]
 QWEN = str(ROOT / "tests" / "corpus" / "qwen2.5-7b-instruct.json")
@@ -22,7 +23,7 @@ SCALE = ["scale", "yarn", "--original-max", "32k", "--target", "128k", "--theta"
 @pytest.mark.parametrize("entry", registry.ENTRIES, ids=lambda e: e.name)
 def test_every_entry_names_a_module_exporting_its_record(entry: Entry) -> None:
     target = importlib.import_module(entry.module).TARGET
-    assert isinstance(target, registry.Target) and target.name == entry.name
+    assert isinstance(target, Target) and target.name == entry.name
     assert registry.load(entry.name) is target
     assert all(registry.for_format(f) is target for f in entry.formats)
 
@@ -38,13 +39,13 @@ def test_names_and_formats_are_unique_and_in_report_order() -> None:
 def test_the_docs_tables_are_the_registrys(kind: str, doc: str) -> None:
     text = (ROOT / doc).read_text(encoding="utf-8")
     for table in registry.docs_tables(kind):
-        assert table in text, f"{doc}: paste posenc_cli.engines.registry.docs_tables({kind!r})"
+        assert table in text, f"{doc}: paste posenc_cli.frameworks.registry.docs_tables({kind!r})"
 
 
 def test_every_framework_audit_reads_is_a_trainer_record() -> None:
-    from posenc_cli.trainers.audit import frameworks
+    from posenc_cli.frameworks.audit import frameworks
 
-    assert frameworks() == ["megatron", "torchtitan", "llama-factory", "axolotl", "posenc-plan", "hf-config"]
+    assert frameworks() == ["megatron", "torchtitan", "llamafactory", "axolotl", "posenc-plan", "hf-config"]
 
 
 @pytest.fixture

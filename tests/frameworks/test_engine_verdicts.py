@@ -1,5 +1,5 @@
 """One verdict per engine: ``posenc scale --format ENGINE`` prints the line ``posenc check`` prints for that engine,
-on the config the request makes, from the same function (``engines.check.judge`` and ``verdict_line``)."""
+on the config the request makes, from the same function (``frameworks.check.judge`` and ``verdict_line``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from clihelpers import ok, run
 
 from posenc_cli.engines import vllm
-from posenc_cli.engines.check import check, judge
+from posenc_cli.frameworks.check import check, judge
 from posenc_cli.models.model_positions import describe
 from posenc_cli.pick.scale import request_config
 from posenc_cli.rope.scaling import ScaleRequest

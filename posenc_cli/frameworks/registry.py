@@ -1,97 +1,71 @@
-"""The registry of engines and training frameworks: one module each, named here and loaded by name when needed.
+"""The registry of engines and training frameworks: one entry each, the one list every command and the docs iterate
+over, and the one loader of their modules.
 
-Each module exports one :class:`Target` (``TARGET``): its name, the package and version its numbers are proven
-against, ``render`` (the text ``posenc scale`` prints, and caveats), ``run`` (what it computes for a model, an
-:class:`~posenc_cli.engines.runs.EngineRun`), what it cannot express and, for a trainer, how ``posenc audit`` reads
-its settings back. ``posenc scale --format``, ``posenc check``, ``posenc pick --trainer``, ``posenc audit`` and the
-docs' tables iterate over :data:`ENTRIES`.
+Each engine or trainer module exports one :class:`~posenc_cli.engines.target.Target` (``TARGET``): its name, the
+package and version its numbers are proven against, ``render`` (the text ``posenc scale`` prints, and caveats),
+``run`` (what it computes for a model, an :class:`~posenc_cli.engines.runs.EngineRun`), what it cannot express and,
+for a trainer, how ``posenc audit`` reads its settings back. ``posenc scale --format``, ``posenc check``,
+``posenc pick --trainer``, ``posenc audit --framework`` and the docs' tables iterate over :data:`ENTRIES`.
 
-An entry carries what start-up needs without loading a module: the name, the module and the ``--format`` names it
-renders (listed only here, so that ``posenc scale`` loads the one module its ``--format`` names:
-``tests/test_imports.py``). :func:`load` is the only place these modules are imported lazily, by name
-(``importlib``): the trainers sit a stage above the engines, and the engines reach them only through here.
+An entry carries what start-up needs without loading a module: the name, the module and the ``--engine`` names it
+renders (listed only here, so that ``posenc scale`` loads the one module its format names: ``tests/test_imports.py``),
+and for ``posenc check --installed`` the module that runs the installed package and why a row may stay modelled.
+:func:`_load` is the only place posenc modules are imported by name (``importlib``; ``tests/test_layout.py`` holds
+it to that): this stage sits above both the engines and the trainers, so every edge it hides runs down.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from posenc_cli.engines import hf
+from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.errors import PosencError
 
 if TYPE_CHECKING:
-    from posenc_cli.engines.runs import EngineRun
     from posenc_cli.models.facts import ModelFacts
-    from posenc_cli.models.model_positions import ModelPositions
     from posenc_cli.rope.scaling import ScaleRequest
 
 ENGINE = "engine"
 TRAINER = "trainer"
+#: why ``check --installed`` keeps a row modelled when its entry names no installed runner
+NO_INSTALLED_RUN = "posenc has no installed run of it"
 
 
-class Rendering(NamedTuple):  # a named tuple, not a dataclass: `posenc scale` builds the class at start-up
-    """What ``posenc scale --format`` renders: the request, the format, the model's name (or GGUF path) for command
-    lines, and with ``--config`` the model's config dict and facts (``gguf``: the model was given as its GGUF)."""
+class Entry(NamedTuple):  # a named tuple, not a dataclass: `posenc scale` builds the class at start-up
+    """What the registry knows of a target without loading its module.
 
-    req: ScaleRequest
-    fmt: str
-    model: str = "MODEL"
-    config: dict[str, Any] | None = None
-    facts: ModelFacts | None = None
-    gguf: bool = False
-
-
-#: ``(model, config, max_model_len, seq_len) -> EngineRun``: what the target computes serving (or training at)
-#: ``max_model_len`` for a sequence of ``seq_len`` tokens (None: ``max_model_len``).
-Runner = Callable[["ModelPositions", "dict[str, Any]", int, "int | None"], "EngineRun"]
-Renderer = Callable[[Rendering], "tuple[str, list[str]]"]
-
-
-@dataclass(frozen=True)
-class Target:
-    """One engine or training framework, as its module exports it (``TARGET``).
-
-    ``version``: the version its numbers are proven against, as reports print it; ``targets``: the docs' "version
-    targeted" cell (``{version}`` filled in); ``proven_by``: what the tests run it against; ``prints``: what its
-    rendering is (trainers); ``cannot_express``: where it differs from transformers or refuses (docs' table);
-    ``reads_back``: how ``posenc audit`` reads its settings (None: audit does not read this framework's files)."""
-
-    name: str
-    title: str
-    package: str
-    version: str
-    render: Renderer
-    run: Runner
-    cannot_express: str = ""
-    targets: str = "{version}"
-    proven_by: str = ""
-    prints: str = ""
-    reads_back: Any = None  # a posenc_cli.trainers.settings.Reader (a stage above: not typed here)
-
-
-class Entry(NamedTuple):  # as Rendering
-    """What the registry knows of a target without loading its module."""
+    ``installed``: the module that runs the installed package with its own code (``version()`` and ``run()``, the
+    modelled run's signature) for ``posenc check --installed``; None: posenc has none, and ``not_run`` says why the
+    row stays modelled."""
 
     name: str
     module: str
     formats: tuple[str, ...]
     kind: str = ENGINE
+    installed: str | None = None
+    not_run: str = NO_INSTALLED_RUN
 
+
+_INSTALLED = "posenc_cli.engines.installed"
 
 #: Report order: the engines (transformers first, the reference), then the trainers (the Megatron stack, the
 #: PyTorch-native ones, the Hugging Face-based ones).
 ENTRIES: tuple[Entry, ...] = (
-    Entry("hf", "posenc_cli.engines.hf", ("hf", "hf-v5")),
-    Entry("vllm", "posenc_cli.engines.vllm", ("vllm",)),
-    Entry("sglang", "posenc_cli.engines.sglang", ("sglang",)),
-    Entry("llama.cpp", "posenc_cli.engines.llamacpp", ("llama.cpp", "llama-cpp-python")),
+    Entry("hf", "posenc_cli.engines.hf", hf.FORMATS, installed=f"{_INSTALLED}.hf"),
+    Entry("vllm", "posenc_cli.engines.vllm", ("vllm",), installed=f"{_INSTALLED}.vllm"),
+    Entry("sglang", "posenc_cli.engines.sglang", ("sglang",),
+          not_run="SGLang's rotary classes import triton (about 1 GB, absent from CPU installs)"),
+    Entry("llama.cpp", "posenc_cli.engines.llamacpp", ("llama.cpp", "llama-cpp-python"),
+          not_run="llama.cpp runs a GGUF and exposes logits, not frequencies: its numbers stay modelled (proven on "
+                  "converted GGUFs' logits)"),
     Entry("ollama", "posenc_cli.engines.ollama", ("ollama",)),
     Entry("lmstudio", "posenc_cli.engines.lmstudio", ("lmstudio",)),
-    Entry("mlx-lm", "posenc_cli.engines.mlx_lm", ("mlx-lm",)),
-    Entry("lmdeploy", "posenc_cli.engines.lmdeploy", ("lmdeploy",)),
-    Entry("exllamav3", "posenc_cli.engines.exllamav3", ("exllamav3",)),
+    Entry("mlx-lm", "posenc_cli.engines.mlx_lm", ("mlx-lm",), installed=f"{_INSTALLED}.mlx_lm"),
+    Entry("lmdeploy", "posenc_cli.engines.lmdeploy", ("lmdeploy",), installed=f"{_INSTALLED}.lmdeploy"),
+    Entry("exllamav3", "posenc_cli.engines.exllamav3", ("exllamav3",), installed=f"{_INSTALLED}.exllamav3"),
     Entry("megatron", "posenc_cli.trainers.megatron", ("megatron",), TRAINER),
     Entry("megatron-bridge", "posenc_cli.trainers.megatron_bridge", ("megatron-bridge",), TRAINER),
     Entry("torchtitan", "posenc_cli.trainers.torchtitan", ("torchtitan",), TRAINER),
@@ -131,10 +105,22 @@ def training_formats() -> tuple[str, ...]:
     return (*entries(ENGINE)[0].formats, *formats(TRAINER))
 
 
+def _load(module: str) -> ModuleType:
+    """The one import of a posenc module by name: an entry's target or installed runner."""
+    return importlib.import_module(module)
+
+
 def load(name: str) -> Target:
     """The target named ``name`` (an engine or a trainer), its module imported now."""
-    target: Target = importlib.import_module(entry(name).module).TARGET
+    target: Target = _load(entry(name).module).TARGET
     return target
+
+
+def load_installed(name: str) -> ModuleType | None:
+    """The module that runs ``name``'s installed package (its entry's ``installed``), or None when posenc has none.
+    The module imports its package only when run: loading it needs nothing installed."""
+    module = entry(name).installed
+    return None if module is None else _load(module)
 
 
 def format_owner(fmt: str) -> str:
@@ -158,6 +144,16 @@ def targets(kind: str | None = None) -> list[Target]:
 def render(rendering: Rendering) -> tuple[str, list[str]]:
     """What ``posenc scale --format`` prints (stdout text, stderr caveats), from the target that owns the format."""
     return for_format(rendering.fmt).render(rendering)
+
+
+def render_request(req: ScaleRequest, fmt: str, config: dict[str, Any] | None = None, facts: ModelFacts | None = None,
+                   model: str = "MODEL", *, gguf: bool = False) -> tuple[str, list[str]]:
+    """What ``posenc scale --format fmt`` prints (stdout text, stderr caveats) for ``req``: on the model whose
+    config dict and facts are given (``--config``), else for the bare request. ``posenc scale`` and
+    ``posenc pick --trainer`` both render through here."""
+    if config is not None and facts is not None:
+        return render(Rendering(req, fmt, model, config, facts, gguf))
+    return render(Rendering(req, fmt, model))
 
 
 # --- the docs' tables ---------------------------------------------------------------------------------------------

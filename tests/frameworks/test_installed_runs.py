@@ -16,11 +16,13 @@ from typing import Any
 import pytest
 from clihelpers import ok, run
 
-from posenc_cli.engines import check as check_module
-from posenc_cli.engines import hf, registry
+from posenc_cli.engines import hf
 from posenc_cli.engines import vllm as vllm_model
 from posenc_cli.engines.installed import hf as installed_hf
 from posenc_cli.engines.runs import EngineRun, compare
+from posenc_cli.engines.target import Target
+from posenc_cli.frameworks import check as check_module
+from posenc_cli.frameworks import registry
 from posenc_cli.models.model_positions import describe
 
 pytestmark = pytest.mark.numeric
@@ -136,8 +138,8 @@ def test_an_installed_run_that_fails_falls_back_to_the_model_and_says_why(monkey
         def run(*args: Any) -> EngineRun:
             raise RuntimeError("no such model class")
 
-    real = check_module.installed_module
-    monkeypatch.setattr(check_module, "installed_module", lambda name: Broken if name == "vllm" else real(name))
+    real = registry.load_installed
+    monkeypatch.setattr(registry, "load_installed", lambda name: Broken if name == "vllm" else real(name))
     qwen = str(ROOT / "tests" / "corpus" / "qwen2.5-7b-instruct.json")
     report = json.loads(ok(run("check", qwen, "--installed", "--json", "--engines", "vllm")).stdout)
     (row,) = report["engines"]
@@ -147,15 +149,27 @@ def test_an_installed_run_that_fails_falls_back_to_the_model_and_says_why(monkey
 
 
 def test_engines_without_an_installed_module_stay_modelled() -> None:
-    """The contract: engines/installed/<module basename>.py; none for llama.cpp (a GGUF's logits, not
-    frequencies) or SGLang (triton)."""
-    assert check_module.installed_module("llama.cpp") is None
-    assert check_module.installed_module("sglang") is None
-    assert check_module.installed_module("vllm") is not None and check_module.installed_module("hf") is not None
+    """The contract: an entry names its installed runner (a module of engines/installed/ with ``version`` and
+    ``run``), or says why its row stays modelled; none for llama.cpp (a GGUF's logits, not frequencies) or SGLang
+    (triton); every module of engines/installed/ is some entry's."""
+    assert registry.load_installed("llama.cpp") is None and "logits" in registry.entry("llama.cpp").not_run
+    assert registry.load_installed("sglang") is None and "triton" in registry.entry("sglang").not_run
+    assert registry.load_installed("vllm") is not None and registry.load_installed("hf") is not None
     for entry in registry.ENTRIES:
-        module = check_module.installed_module(entry.name)
+        module = registry.load_installed(entry.name)
         if module is not None:
             assert callable(module.version) and callable(module.run)
+    folder = ROOT / "posenc_cli" / "engines" / "installed"
+    runners = {f"posenc_cli.engines.installed.{p.stem}" for p in folder.glob("*.py") if p.stem != "__init__"}
+    assert runners == {e.installed for e in registry.ENTRIES if e.installed is not None}
+
+
+def test_a_row_without_an_installed_runner_says_its_entrys_reason() -> None:
+    qwen = str(ROOT / "tests" / "corpus" / "qwen2.5-7b-instruct.json")
+    report = json.loads(ok(run("check", qwen, "--installed", "--json", "--engine", "sglang,ollama")).stdout)
+    sources = {row["engine"]: row["source"] for row in report["engines"]}
+    assert sources["sglang"].endswith(": " + registry.entry("sglang").not_run)
+    assert sources["ollama"].endswith(": " + registry.NO_INSTALLED_RUN)
 
 
 def test_each_engine_gets_the_config_as_given(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -173,7 +187,7 @@ def test_each_engine_gets_the_config_as_given(monkeypatch: pytest.MonkeyPatch) -
 
     target = registry.load("vllm")
     real_load = registry.load
-    monkeypatch.setattr(registry, "load", lambda name: registry.Target(
+    monkeypatch.setattr(registry, "load", lambda name: Target(
         name, target.title, target.package, target.version, target.render, meddling) if name in ("vllm", "sglang")
         else real_load(name))
     check_module.check(describe(cfg), cfg, ["hf", "vllm", "sglang"], 131072)
