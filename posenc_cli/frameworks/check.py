@@ -70,6 +70,19 @@ class CheckReport:
     pairs: list[PairVerdict] = field(default_factory=list)  # every trainer that ran x every engine that ran
     installed: bool = False  # rows run by the installed packages where posenc can (check --installed)
     notes: list[str] = field(default_factory=list)  # for stderr: an installed version other than the proven one
+    # check --installed: the pip requirement of each asked package posenc could run but that is not importable here
+    to_install: list[str] = field(default_factory=list)
+
+    @property
+    def ran_installed(self) -> int:
+        """How many engine and trainer rows ran from their installed package's own code (``--installed``)."""
+        return sum((v.run.source or "").startswith("run ") for v in self.verdicts + (self.trainers or []))
+
+    @property
+    def nothing_installed_ran(self) -> bool:
+        """``--installed`` was asked and no engine or trainer row could run from an installed package."""
+        return self.installed and self.no_rope is None and not self.ran_installed and bool(
+            self.verdicts or self.trainers)
 
     @property
     def passed(self) -> bool:
@@ -86,7 +99,7 @@ class CheckReport:
         if (groups["differs"] or groups["will not start"] or trained["differs"] or trained["will not start"]
                 or trained["cannot express"] or not all(p.same for p in self.pairs)):
             return ExitCode.CHECK_FAILED
-        if groups["not modelled"] or trained["not modelled"] or self.no_reference:
+        if groups["not modelled"] or trained["not modelled"] or self.no_reference or self.nothing_installed_ran:
             return ExitCode.COULD_NOT_RUN
         return ExitCode.OK
 
@@ -105,7 +118,19 @@ class CheckReport:
         return out
 
     def summary(self) -> str:
-        """One line that counts every engine, compared or not."""
+        """One line that counts every engine, compared or not (with ``--installed``, and how many rows ran from
+        installed packages)."""
+        text = self._verdicts_summary()
+        if not self.installed or self.no_rope is not None:
+            return text
+        rows = len(self.verdicts) + len(self.trainers or [])
+        if not self.nothing_installed_ran:
+            return f"{text}; {self.ran_installed} of {rows} rows ran from installed packages"
+        fix = f": pip install {' '.join(self.to_install)}" if self.to_install else ""
+        return (f"no row ran from an installed package, every verdict is posenc's model ({text}); to run them, "
+                f"install what posenc can run here{fix}")
+
+    def _verdicts_summary(self) -> str:
         if self.no_rope is not None:
             return (f"no RoPE: the model's positions are {self.no_rope}; no engine has rope frequencies to compare "
                     "(nothing differs)")
@@ -140,6 +165,7 @@ class CheckReport:
                 "no_reference": self.no_reference,
                 "verdicts": self.by_verdict(),
                 "installed": self.installed, "notes": self.notes,
+                **({"ran_installed": self.ran_installed, "to_install": self.to_install} if self.installed else {}),
                 "transformers": None if ref is None else {
                     "version": ref.version, "warnings": ref.warnings, "source": ref.source,
                     "groups": [{"group": g.name, "attention_factor": g.attention_factor,
@@ -362,8 +388,19 @@ def check(model: ModelPositions, cfg: dict[str, Any], engines: list[str], max_mo
             trained.append(verdict)
             if not verdict.run.refusal:
                 pairs += [_pair(verdict.run, at_short, engine, engine_short) for engine, engine_short in served]
+    to_install = [hint for name in dict.fromkeys(names) if installed and (hint := _install_hint(name))]
     return CheckReport(model.model_type, max_model_len, reference, verdicts, short, trainers=trained, pairs=pairs,
-                       installed=installed, notes=notes)
+                       installed=installed, notes=notes, to_install=to_install)
+
+
+def _install_hint(name: str) -> str | None:
+    """``package==version`` (the version posenc is proven against) when posenc can run ``name``'s installed package
+    but it is not importable here; None otherwise."""
+    module = registry.load_installed(name)
+    if module is None or module.version() is not None:
+        return None
+    package, version = _proven(name)
+    return f"{package}=={version}"
 
 
 def _engine_verdict(model: ModelPositions, name: str, judged: _Judge,

@@ -32,6 +32,17 @@ CORPUS = sorted((ROOT / "tests" / "corpus").glob("*.json")) + [ROOT / "tests" / 
 HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
 
 
+def ran(result: Any) -> Any:
+    """A ``check --installed`` run: exit 0 when some row ran from an installed package, 3 when none could (the
+    summary then says so and what to install); no traceback either way."""
+    assert "Traceback" not in result.stderr, result.stderr
+    text = result.stdout.strip()
+    summary = json.loads(text)["summary"] if text.startswith("{") else text.splitlines()[-1]
+    nothing = summary.startswith("no row ran from an installed package")
+    assert result.exit_code == (3 if nothing else 0), (result.exit_code, result.stdout, result.stderr)
+    return result
+
+
 def rope_configs() -> list[tuple[str, dict[str, Any]]]:
     """The corpus configs with RoPE that transformers itself builds (no remote code)."""
     out = []
@@ -100,7 +111,7 @@ def test_installed_vllm_is_posencs_model_on_the_corpus() -> None:
 
 def test_check_installed_marks_every_row(monkeypatch: pytest.MonkeyPatch) -> None:
     qwen = str(ROOT / "tests" / "corpus" / "qwen2.5-7b-instruct.json")
-    result = ok(run("check", qwen, "--installed", "--json"))
+    result = ran(run("check", qwen, "--installed", "--json"))
     report = json.loads(result.stdout)
     assert report["installed"] is True
     sources = {e["engine"]: e["source"] for e in report["engines"]}
@@ -108,7 +119,7 @@ def test_check_installed_marks_every_row(monkeypatch: pytest.MonkeyPatch) -> Non
     assert sources["sglang"].startswith("modelled (proven against sglang")
     if HAS_TRANSFORMERS:
         assert report["transformers"]["source"] == f"run (installed transformers {installed_hf.version()})"
-    text = ok(run("check", qwen, "--installed")).stdout
+    text = ran(run("check", qwen, "--installed")).stdout
     assert "  engine     source    verdict" in text and "llama.cpp  modelled" in text
     # without --installed every row is modelled and the table has no source column
     plain = json.loads(ok(run("check", qwen, "--json")).stdout)
@@ -121,11 +132,11 @@ def test_check_installed_marks_every_row(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_a_version_other_than_the_proven_one_is_said_on_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
     qwen = str(ROOT / "tests" / "corpus" / "qwen2.5-7b-instruct.json")
     monkeypatch.setattr(installed_hf, "version", lambda: "5.99.0")
-    result = ok(run("check", qwen, "--installed", "--engines", "hf,llama.cpp"))
+    result = ran(run("check", qwen, "--installed", "--engines", "hf,llama.cpp"))
     assert (f"note: hf: the installed transformers is 5.99.0; posenc's model is proven against {hf.VERSION}: this "
             "row is the installed one's") in result.stderr
     monkeypatch.setattr(installed_hf, "version", lambda: hf.VERSION + ".0")
-    assert "note:" not in ok(run("check", qwen, "--installed", "--engines", "hf,llama.cpp")).stderr
+    assert "note:" not in ran(run("check", qwen, "--installed", "--engines", "hf,llama.cpp")).stderr
 
 
 def test_an_installed_run_that_fails_falls_back_to_the_model_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -141,7 +152,7 @@ def test_an_installed_run_that_fails_falls_back_to_the_model_and_says_why(monkey
     real = registry.load_installed
     monkeypatch.setattr(registry, "load_installed", lambda name: Broken if name == "vllm" else real(name))
     qwen = str(ROOT / "tests" / "corpus" / "qwen2.5-7b-instruct.json")
-    report = json.loads(ok(run("check", qwen, "--installed", "--json", "--engines", "vllm")).stdout)
+    report = json.loads(ran(run("check", qwen, "--installed", "--json", "--engines", "vllm")).stdout)
     (row,) = report["engines"]
     assert row["verdict"] == "same"
     assert row["source"] == (f"modelled (proven against vllm {vllm_model.VERSION}): the installed vllm 9.9.9 could "
@@ -166,7 +177,7 @@ def test_engines_without_an_installed_module_stay_modelled() -> None:
 
 def test_a_row_without_an_installed_runner_says_its_entrys_reason() -> None:
     qwen = str(ROOT / "tests" / "corpus" / "qwen2.5-7b-instruct.json")
-    report = json.loads(ok(run("check", qwen, "--installed", "--json", "--engine", "sglang,ollama")).stdout)
+    report = json.loads(ran(run("check", qwen, "--installed", "--json", "--engine", "sglang,ollama")).stdout)
     sources = {row["engine"]: row["source"] for row in report["engines"]}
     assert sources["sglang"].endswith(": " + registry.entry("sglang").not_run)
     assert sources["ollama"].endswith(": " + registry.NO_INSTALLED_RUN)
@@ -192,3 +203,50 @@ def test_each_engine_gets_the_config_as_given(monkeypatch: pytest.MonkeyPatch) -
         else real_load(name))
     check_module.check(describe(cfg), cfg, ["hf", "vllm", "sglang"], 131072)
     assert seen == [given, given] and cfg == given
+
+
+def test_installed_with_nothing_runnable_is_could_not_run_and_names_the_packages(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every installed runner reporting its package absent: no row ran, so no verdict is the installed packages'
+    (exit 3), and the summary names the pip requirements posenc could run; transformers itself counts as a row only
+    when asked as an engine."""
+    real = registry.load_installed
+
+    class Absent:
+        @staticmethod
+        def version() -> None:
+            return None
+
+    monkeypatch.setattr(registry, "load_installed", lambda name: Absent if real(name) is not None else None)
+    qwen = str(ROOT / "tests" / "corpus" / "qwen2.5-7b-instruct.json")
+    result = run("check", qwen, "--installed", "--engine", "vllm,sglang,mlx-lm")
+    assert result.exit_code == 3, result.stdout
+    assert result.stdout.splitlines()[-1] == (
+        "no row ran from an installed package, every verdict is posenc's model (all 3 engines compute what "
+        f"transformers computes); to run them, install what posenc can run here: pip install "
+        f"transformers=={hf.VERSION} vllm=={vllm_model.VERSION} mlx-lm=={registry.load('mlx-lm').version}")
+    report = json.loads(run("check", qwen, "--installed", "--json", "--engine", "vllm").stdout)
+    assert (report["ran_installed"], report["to_install"]) == (0, [f"transformers=={hf.VERSION}",
+                                                                  f"vllm=={vllm_model.VERSION}"])
+    # without --installed nothing is asked of the installed packages: exit 0, no such keys
+    plain = run("check", qwen, "--json", "--engine", "vllm")
+    assert plain.exit_code == 0 and "ran_installed" not in json.loads(plain.stdout)
+
+
+def test_installed_rows_are_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Runs:
+        @staticmethod
+        def version() -> str:
+            return vllm_model.VERSION
+
+        @staticmethod
+        def run(*args: Any) -> EngineRun:
+            out: EngineRun = vllm_model.TARGET.run(*args)
+            return out
+
+    real = registry.load_installed
+    monkeypatch.setattr(registry, "load_installed", lambda name: Runs if name == "vllm" else real(name))
+    qwen = str(ROOT / "tests" / "corpus" / "qwen2.5-7b-instruct.json")
+    result = run("check", qwen, "--installed", "--engine", "vllm,sglang")
+    assert result.exit_code == 0, result.stdout
+    assert result.stdout.splitlines()[-1].endswith("; 1 of 2 rows ran from installed packages")
