@@ -69,6 +69,8 @@ def pick(
         result = pick_with_trainer(inputs, trainer)
     if result.model is not None and result.model.window_note:
         note(result.model.window_note)
+    for name, value in result.answer["inputs"]["assumed"].items():
+        note(f"note: assumed {name} {value} (no --{name.replace('_', '-')} and no --config); pass your model's")
     if explain:
         _render_trace(result.traces)
     plan: dict[str, Any] | None = result.answer.get("trainer")

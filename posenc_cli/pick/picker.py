@@ -102,6 +102,8 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
     facts["trained_ctx"] = trained if trained is not None else inp.ctx
     facts["head_dim"] = int(head_dim or scaling.DEFAULT_HEAD_DIM)
     facts["heads"] = heads or DEFAULT_HEADS
+    # what neither the command line nor a model gave, so the plan's numbers rest on posenc's defaults (said in the plan)
+    facts["assumed"] = {k: facts[k] for k, given in (("head_dim", head_dim), ("heads", heads)) if not given}
     facts["theta"] = float(theta or 0.0)
     return facts, (float(prf) if prf is not None else None), (model_facts, source)
 
@@ -405,6 +407,8 @@ def pick(inp: PickInputs) -> PickResult:
                                         "stage_tokens", "plan_tokens_min", "plan_tokens_full", "plan_tokens",
                                         "missing_tokens", "final_jump", "stage_plan", "target_stages",
                                         "target_tokens_min", "target_plan")}
+    # an assumption counts where the plan prints the value: head_dim for RoPE, heads for ALiBi's slopes
+    inputs["assumed"] = {k: v for k, v in facts["assumed"].items() if k in hyper}
     answer = {
         "encoding": render(rule.body["encoding"], facts),
         "reason": reason,

@@ -673,3 +673,15 @@ def test_a_new_models_budget_buys_a_stage_at_the_target(budget: str, rule: str) 
                                                ("lots", "--typical-ctx")])
 def test_bad_typical_ctx(value: str, needle: str) -> None:
     assert_usage_error(run("pick", "--ctx", "128k", "--typical-ctx", value), needle)
+
+
+def test_every_assumed_value_is_named() -> None:
+    """A new model's plan rests on posenc's default head_dim unless one is given: said on stderr and in the JSON."""
+    result = run("pick", "--ctx", "128k")
+    assert result.exit_code == 0
+    assert "note: assumed head_dim 128 (no --head-dim and no --config); pass your model's" in result.stderr
+    assert json.loads(run("pick", "--ctx", "128k", "--json").stdout)["inputs"]["assumed"] == {"head_dim": 128}
+    given = run("pick", "--ctx", "128k", "--head-dim", "64", "--json")
+    assert json.loads(given.stdout)["inputs"]["assumed"] == {} and "assumed" not in given.stderr
+    model = run("pick", "--ctx", "128k", "--config", str(ROOT_RULES.parents[1] / "tests" / "corpus" / "qwen2.5-7b-instruct.json"))
+    assert model.exit_code == 0 and "assumed" not in model.stderr
