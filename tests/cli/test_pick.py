@@ -683,5 +683,6 @@ def test_every_assumed_value_is_named() -> None:
     assert json.loads(run("pick", "--ctx", "128k", "--json").stdout)["inputs"]["assumed"] == {"head_dim": 128}
     given = run("pick", "--ctx", "128k", "--head-dim", "64", "--json")
     assert json.loads(given.stdout)["inputs"]["assumed"] == {} and "assumed" not in given.stderr
-    model = run("pick", "--ctx", "128k", "--config", str(ROOT_RULES.parents[1] / "tests" / "corpus" / "qwen2.5-7b-instruct.json"))
+    qwen = ROOT_RULES.parents[1] / "tests" / "corpus" / "qwen2.5-7b-instruct.json"
+    model = run("pick", "--ctx", "128k", "--config", str(qwen))
     assert model.exit_code == 0 and "assumed" not in model.stderr
