@@ -10,13 +10,20 @@ from typing import Annotated, Any
 import typer
 
 from posenc_cli.cli.inspect import RevisionOpt, SourceArg, note_newer_transformers
-from posenc_cli.cli.options import LENGTHS, engine_option, hidden_alias, one_of, options_as_typed, split_names
+from posenc_cli.cli.options import (
+    LENGTHS,
+    context_length,
+    engine_option,
+    hidden_alias,
+    one_of,
+    options_as_typed,
+    split_names,
+)
 from posenc_cli.cli.output import note, print_json
 from posenc_cli.engines.runs import NOT_MODELLED, SAME_RTOL
 from posenc_cli.errors import PosencError
 from posenc_cli.frameworks.check import check_source, verdict_line
 from posenc_cli.frameworks.registry import ENGINE, TRAINER, names
-from posenc_cli.units import parse_length
 
 
 def check(
@@ -50,7 +57,7 @@ def check(
     with options_as_typed(typed):
         report, label = check_source(
             source, list(names(ENGINE)) if asked is None else asked,
-            None if length is None else parse_length(length, name=typed.get("ctx", "--ctx")), trainer_names,
+            None if length is None else context_length(length, typed.get("ctx", "--ctx")), trainer_names,
             revision=revision, installed=installed)
     note_newer_transformers()
     for line in report.notes:

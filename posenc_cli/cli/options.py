@@ -15,9 +15,10 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from posenc_cli.cli.output import note
 from posenc_cli.errors import PosencError
 from posenc_cli.rope.scaling import MAX_FACTOR, MAX_PARAMETER, MAX_THETA, MIN_PARAMETER
-from posenc_cli.units import MAX_LENGTH, format_length
+from posenc_cli.units import MAX_LENGTH, decimal_length_note, format_length, parse_length
 
 #: How the length options state their range (the limit lives in posenc_cli.units.MAX_LENGTH).
 LENGTHS = f"1 to {format_length(MAX_LENGTH)} (k=1024, M=1024^2)"
@@ -60,6 +61,16 @@ THETA_RANGE = f"greater than 1, at most {MAX_THETA:g}"
 
 
 T = TypeVar("T")
+
+
+def context_length(text: str, name: str = "--ctx") -> int:
+    """A context-length option parsed, with a note on stderr when a round decimal number may have meant a binary
+    multiple (``128000`` for ``128k``): the value is used as given."""
+    value = parse_length(text, name=name)
+    said = decimal_length_note(text, value)
+    if said is not None:
+        note(f"note: {name} {said}")
+    return value
 
 
 def or_list(names: Sequence[str]) -> str:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from posenc_cli.cli.options import LENGTHS, THETA_RANGE, or_list
+from posenc_cli.cli.options import LENGTHS, THETA_RANGE, context_length, or_list
 from posenc_cli.cli.output import note, print_json
 from posenc_cli.errors import ExitCode
 from posenc_cli.files import dumps_json
@@ -55,7 +55,7 @@ def pick(
     from posenc_cli.pick.picker import pick as run_pick
 
     inputs = PickInputs(
-        ctx=parse_length(ctx, name="--ctx"),
+        ctx=context_length(ctx),
         trained_ctx=parse_length(trained_ctx, name="--trained-ctx") if trained_ctx is not None else None,
         extrapolation=extrapolation, budget=parse_tokens(budget), config=config, head_dim=head_dim, heads=heads,
         theta=theta, rules=rules,

@@ -686,3 +686,11 @@ def test_every_assumed_value_is_named() -> None:
     qwen = ROOT_RULES.parents[1] / "tests" / "corpus" / "qwen2.5-7b-instruct.json"
     model = run("pick", "--ctx", "128k", "--config", str(qwen))
     assert model.exit_code == 0 and "assumed" not in model.stderr
+
+
+def test_a_round_decimal_length_is_noted_and_used_as_given() -> None:
+    decimal = run("pick", "--ctx", "128000", "--json")
+    assert decimal.exit_code == 0
+    assert "note: --ctx 128000 tokens is 125k; 128k is 131,072" in decimal.stderr
+    assert json.loads(decimal.stdout)["inputs"]["ctx"] == 128000
+    assert "tokens is" not in run("pick", "--ctx", "128k").stderr
