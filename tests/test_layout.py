@@ -107,7 +107,8 @@ def test_engines_never_reach_up_to_the_request_or_policy_layers() -> None:
     """An engine renders a rope dict and model facts; how a request became that dict is not its business."""
     graph = import_graph()
     above = {
-        "posenc_cli.models.extension", "posenc_cli.pick.picker", "posenc_cli.pick.planning", "posenc_cli.pick.rules"}
+        "posenc_cli.models.extension", "posenc_cli.pick.picker", "posenc_cli.pick.planning", "posenc_cli.pick.rules",
+        "posenc_cli.scale.options", "posenc_cli.scale.scaled"}
     for name, imported in graph.items():
         if name.startswith("posenc_cli.engines"):
             assert not imported & above, (name, imported & above)
@@ -120,8 +121,9 @@ def test_engines_never_reach_up_to_the_request_or_policy_layers() -> None:
 #: The stages, bottom first: a module may import its own stage and the ones below it. The top-level modules are the
 #: ground every stage stands on.
 STAGES = ("posenc_cli.errors posenc_cli.units posenc_cli.files posenc_cli.folderlock posenc_cli.__init__",
-          "posenc_cli.rope", "posenc_cli.models", "posenc_cli.engines", "posenc_cli.trainers", "posenc_cli.pick",
-          "posenc_cli.plots", "posenc_cli.evaluation", "posenc_cli.experiment", "posenc_cli.cli posenc_cli.__main__")
+          "posenc_cli.rope", "posenc_cli.models", "posenc_cli.engines", "posenc_cli.trainers", "posenc_cli.scale",
+          "posenc_cli.pick", "posenc_cli.plots", "posenc_cli.evaluation", "posenc_cli.experiment",
+          "posenc_cli.cli posenc_cli.__main__")
 #: Third-party packages whose import costs start-up time: a function-level import of a posenc module is deliberate
 #: when that module loads one of these at import time, or when one of the commands that must stay light
 #: (:data:`LIGHT_RUNS`) never loads it (the model reader, deferred until a model is given); the registry's loader

@@ -8,12 +8,15 @@ import time (``import posenc_cli.cli`` must stay free of numpy and matplotlib).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
+from posenc_cli.errors import PosencError
 from posenc_cli.rope.scaling import MAX_FACTOR, MAX_PARAMETER, MAX_THETA, MIN_PARAMETER
 from posenc_cli.units import MAX_LENGTH, format_length
+
+T = TypeVar("T")
 
 #: How the length options state their range (the limit lives in posenc_cli.units.MAX_LENGTH).
 LENGTHS = f"1 to {format_length(MAX_LENGTH)} (k=1024, M=1024^2)"
@@ -53,3 +56,10 @@ LongFactorOpt = Annotated[str | None, typer.Option(
     show_default="the config's, else required")]
 #: --theta of the RoPE commands (validated by posenc_cli.rope.scaling.check_theta).
 THETA_RANGE = f"greater than 1, at most {MAX_THETA:g}"
+
+
+def renamed(value: T | None, old: T | None, name: str, old_name: str) -> T | None:
+    """The value of an option given by its name or by its old one (a hidden alias): one of them, or both alike."""
+    if value is not None and old is not None and value != old:
+        raise PosencError(f"{old_name} is the old name of {name}; give one of them")
+    return value if value is not None else old

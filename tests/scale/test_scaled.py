@@ -1,5 +1,5 @@
-"""posenc scale's core (posenc_cli.pick.scale): the request, its rendering and the notes, without the CLI
-(tests/cli/test_scale.py has the command; base names are unique across tests/, hence _core)."""
+"""posenc scale's core (posenc_cli.scale.scaled): the request rendered, the verdict and the notes, without the CLI
+(tests/cli/test_scale.py has the command)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ import json
 import pytest
 
 from posenc_cli.errors import PosencError
-from posenc_cli.pick.scale import ScaleAsk, ScaleOptions, scale, scale_request
+from posenc_cli.scale.options import ScaleOptions
+from posenc_cli.scale.scaled import ScaleAsk, scale
 
 
 def test_a_bare_request_renders_with_its_notes_in_order() -> None:
-    scaled = scale("yarn", ScaleOptions(original_max="32k", target="128k"), ScaleAsk(fmt="vllm"), theta=1e6)
+    scaled = scale("yarn", ScaleOptions(original_max="32k", target="128k"), ScaleAsk(engine="vllm"), theta=1e6)
     assert scaled.text.startswith("vllm serve MODEL --hf-overrides ")
     assert scaled.destination is None
     assert scaled.notes == ["note: --head-dim not given; using 128"]
@@ -22,22 +23,15 @@ def test_a_bare_request_renders_with_its_notes_in_order() -> None:
 def test_the_default_format_is_hf_and_seq_len_needs_a_training_format() -> None:
     scaled = scale("linear", ScaleOptions(original_max="4k", factor=2), ScaleAsk(), theta=1e4, head_dim=64)
     assert json.loads(scaled.text)["rope_scaling"]["factor"] == 2.0
-    with pytest.raises(PosencError, match="--seq-len"):
-        scale("linear", ScaleOptions(original_max="4k", factor=2), ScaleAsk(fmt="vllm", seq_len="6k"))
+    with pytest.raises(PosencError, match="seq_len sets the length"):
+        scale("linear", ScaleOptions(original_max="4k", factor=2), ScaleAsk(engine="vllm", seq_len="6k"))
 
 
 @pytest.mark.parametrize(("ask", "needle"), [
-    (ScaleAsk(fmt="nope"), "--format 'nope' is not known"),
+    (ScaleAsk(engine="nope"), "engine 'nope' is not known"),
     (ScaleAsk(output="x.json"), "pass --config FILE"),
     (ScaleAsk(config="c.json", output="x.json", in_place=True), "not both"),
 ])
 def test_a_bad_ask_fails_before_anything_is_read(ask: ScaleAsk, needle: str) -> None:
     with pytest.raises(PosencError, match=needle):
         scale("yarn", ScaleOptions(original_max="4k", factor=2), ask)
-
-
-def test_scale_request_parses_the_lengths_and_needs_an_original_length() -> None:
-    req = scale_request("yarn", ScaleOptions(original_max="4k", target="16k"), theta=1e4, head_dim=64)
-    assert (req.original_max, req.target, req.factor) == (4096, 16384, 4.0)
-    with pytest.raises(PosencError, match="--original-max"):
-        scale_request("yarn", ScaleOptions(factor=2))
