@@ -25,9 +25,9 @@ from posenc_cli.cli.output import note, print_json
 from posenc_cli.cli.scaling_options import GIVEN, scaling_options
 from posenc_cli.errors import PosencError
 from posenc_cli.files import output_kind, write_output
-from posenc_cli.pick.scale import ScaleOptions, scale_request
 from posenc_cli.rope import scaling
 from posenc_cli.rope.scaling import MAX_HEAD_DIM, check_head_dim, check_theta, rope_parameters
+from posenc_cli.scale.options import ScaleOptions, scale_request
 from posenc_cli.units import format_length, format_number, parse_length
 
 if TYPE_CHECKING:

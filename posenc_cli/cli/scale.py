@@ -12,10 +12,10 @@ from posenc_cli.cli.output import console, note
 from posenc_cli.cli.scaling_options import GIVEN, scaling_options
 from posenc_cli.engines.registry import ENGINE, TRAINER, formats
 from posenc_cli.files import write_output_text
+from posenc_cli.rope.scaling import MAX_HEAD_DIM, ScaleRequest
 from posenc_cli.scale.options import ScaleOptions
 from posenc_cli.scale.scaled import ScaleAsk, Scaled
 from posenc_cli.scale.scaled import scale as scale_core
-from posenc_cli.rope.scaling import MAX_HEAD_DIM, ScaleRequest
 
 
 @scaling_options("factor original_max target theta head_dim partial_rotary_factor config engine *")

@@ -74,7 +74,8 @@ def scale(method: str, options: ScaleOptions, ask: ScaleAsk, *, theta: float | N
     if ask.seq_len is not None:
         if fmt not in training_formats():
             raise PosencError(f"{{seq_len}} sets the length a training run trains at; {{engine}} {fmt} serves the "
-                              f"whole target (use it with one of: {', '.join(training_formats())})", "seq_len", "engine")
+                              f"whole target (use it with one of: {', '.join(training_formats())})",
+                              "seq_len", "engine")
         req = scaling.at_length(req, parse_length(ask.seq_len, name="--seq-len"))
     destination = written = None
     caveats: list[str] = []
