@@ -81,7 +81,7 @@ def sinusoidal(
     d_model: Annotated[int, typer.Option(help=f"Embedding dimension; 1 to {MAX_FEATURES:,}.")] = 128,
     theta: Annotated[float | None, typer.Option(
         help=f"Frequency base; {THETA_RANGE}.", show_default="10000.0")] = None,
-    base: Annotated[float | None, typer.Option(hidden=True)] = None,  # --theta's old name
+    base: Annotated[float | None, typer.Option(hidden=True, help="--theta's old name, still read.")] = None,
     output: OutputOpt = None,
     dpi: DpiOpt = 150,
     cmap: Annotated[str, _cmap_opt("RdBu")] = "RdBu",

@@ -18,7 +18,7 @@ from posenc_cli.scale.scaled import ScaleAsk, Scaled
 from posenc_cli.scale.scaled import scale as scale_core
 
 
-@scaling_options("factor original_max target theta head_dim partial_rotary_factor config engine *")
+@scaling_options("factor original_max target theta head_dim partial_rotary_factor config engine fmt *")
 def scale(
     method: Annotated[str, typer.Argument(help="linear, ntk, dynamic, yarn, longrope or llama3.")],
     scale_options: ScaleOptions = GIVEN,
@@ -32,7 +32,7 @@ def scale(
     engine: Annotated[str | None, typer.Option(
         "--engine", help=f"{', '.join(formats(ENGINE))}; trainers: {', '.join(formats(TRAINER))}.",
         show_default="with --config, the file's own (hf-v5 for a rope_parameters file), else hf")] = None,
-    fmt: Annotated[str | None, typer.Option("--format", hidden=True)] = None,  # --engine's old name
+    fmt: Annotated[str | None, typer.Option("--format", hidden=True, help="--engine's old name, still read.")] = None,
     fine_tuned: Annotated[bool, typer.Option(
         help="The model is fine-tuned at this scale (no warning for a jump past x4).")] = False,
     seq_len: Annotated[str | None, typer.Option(
