@@ -47,7 +47,7 @@ def scaling_options(layout: str = "*") -> Callable[[Callable[..., None]], Callab
     The command declares ``scale_options: ScaleOptions = GIVEN`` where the options go; typer sees the options there
     instead. ``layout`` orders that block when a command lists them otherwise (its help text keeps its order):
     option names and the command's own parameter names, ``*`` for the remaining options in :data:`SCALING`'s order.
-    ``posenc scale``: ``"factor original_max target theta head_dim partial_rotary_factor config fmt *"``.
+    ``posenc scale``: ``"factor original_max target theta head_dim partial_rotary_factor config engine fmt *"``.
     """
     def decorate(command: Callable[..., None]) -> Callable[..., None]:
         signature = inspect.signature(command, eval_str=True)
