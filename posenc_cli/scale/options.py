@@ -59,7 +59,8 @@ def scale_request(
     original_max = (parse_length(options.original_max, name="--original-max")
                     if options.original_max is not None else None)
     if original_max is None and model is None:
-        raise PosencError(f"{method} needs the original (trained) context length: pass --original-max, e.g. 4k")
+        raise PosencError(f"{method} needs the original (trained) context length: pass {{original_max}}, e.g. 4k",
+                          "original_max")
     short = parse_factor_list(options.short_factor, "--short-factor") if options.short_factor else None
     long = parse_factor_list(options.long_factor, "--long-factor") if options.long_factor else None
     return extend(

@@ -132,9 +132,10 @@ def _check_ask(ask: ScaleAsk) -> None:
     if ask.engine is not None and ask.engine not in formats():
         raise PosencError(f"{{engine}} {ask.engine!r} is not known; use one of: {', '.join(formats())}", "engine")
     if (ask.output or ask.in_place) and ask.config is None:
-        raise PosencError("--output and --in-place patch a model config: pass --config FILE")
+        raise PosencError("{output} and {in_place} patch a model config: pass {config} FILE", "output", "in_place",
+                          "config")
     if ask.output and ask.in_place:
-        raise PosencError("give either --output FILE or --in-place, not both")
+        raise PosencError("give either {output} FILE or {in_place}, not both", "output", "in_place")
 
 
 def _read_model(ask: ScaleAsk) -> _Model:
@@ -146,14 +147,14 @@ def _read_model(ask: ScaleAsk) -> _Model:
     assert ask.config is not None
     src = read_source(ask.config)
     if ask.in_place and src.kind == "gguf":
-        raise PosencError(f"--in-place would rewrite {src.label}; posenc never writes over a GGUF it reads: give "
-                          "-o NEW.gguf")
+        raise PosencError(f"{{in_place}} would rewrite {src.label}; posenc never writes over a GGUF it reads: give "
+                          "-o NEW.gguf", "in_place")
     if (ask.output or ask.in_place) and src.kind not in ("file", "stdin", "folder", "gguf"):
-        raise PosencError(f"--output and --in-place patch a local config.json; {src.label} is a {src.kind} "
-                          "(print the scaling without them, or download config.json first)")
+        raise PosencError(f"{{output}} and {{in_place}} patch a local config.json; {src.label} is a {src.kind} "
+                          "(print the scaling without them, or download config.json first)", "output", "in_place")
     if ask.in_place and src.kind == "stdin":
-        raise PosencError("--in-place rewrites a config file; --config - is stdin (use -o - to print the "
-                          "patched config)")
+        raise PosencError("{in_place} rewrites a config file; {config} - is stdin (use -o - to print the patched "
+                          "config)", "in_place", "config")
     path = src.path if ask.in_place and src.kind == "folder" and src.path else ask.config
     return _Model(src, model_facts(describe_source(src), src.label, cfg=src.config), path, served_name(src))
 

@@ -29,7 +29,7 @@ def test_the_default_format_is_hf_and_seq_len_needs_a_training_format() -> None:
 
 @pytest.mark.parametrize(("ask", "needle"), [
     (ScaleAsk(engine="nope"), "engine 'nope' is not known"),
-    (ScaleAsk(output="x.json"), "pass --config FILE"),
+    (ScaleAsk(output="x.json"), "pass config FILE"),
     (ScaleAsk(config="c.json", output="x.json", in_place=True), "not both"),
 ])
 def test_a_bad_ask_fails_before_anything_is_read(ask: ScaleAsk, needle: str) -> None:
