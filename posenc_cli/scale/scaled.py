@@ -54,7 +54,6 @@ class _Model(NamedTuple):
     source: Source
     facts: ModelFacts
     path: str
-    served: str  # what engine command lines name it by
 
 
 def scale(method: str, options: ScaleOptions, ask: ScaleAsk, *, theta: float | None = None,
@@ -85,7 +84,7 @@ def scale(method: str, options: ScaleOptions, ask: ScaleAsk, *, theta: float | N
         text = _patched(model, req, fmt)
         destination = model.path if ask.in_place else ask.output
     elif model is not None:
-        text, caveats = _rendered_for_model(model, req, fmt, ask.model)
+        text, caveats = render_on_model(req, fmt, model.source, model.facts, ask.model)
     else:
         text, caveats = render_request(req, fmt, model=ask.model)
     given = {"theta": theta, "head_dim": head_dim}
@@ -142,7 +141,7 @@ def _read_model(ask: ScaleAsk) -> _Model:
     """The model of ``--config``, and the file a write patches (a folder's config.json)."""
     # the model reader loads only for --config: a bare request never needs it (tests/test_imports.py)
     from posenc_cli.models.facts import model_facts
-    from posenc_cli.models.sources import describe_source, read_source, served_name
+    from posenc_cli.models.sources import describe_source, read_source
 
     assert ask.config is not None
     src = read_source(ask.config)
@@ -156,7 +155,7 @@ def _read_model(ask: ScaleAsk) -> _Model:
         raise PosencError("{in_place} rewrites a config file; {config} - is stdin (use -o - to print the patched "
                           "config)", "in_place", "config")
     path = src.path if ask.in_place and src.kind == "folder" and src.path else ask.config
-    return _Model(src, model_facts(describe_source(src), src.label, cfg=src.config), path, served_name(src))
+    return _Model(src, model_facts(describe_source(src), src.label, cfg=src.config), path)
 
 
 def _patched(model: _Model, req: ScaleRequest, fmt: str) -> str:
@@ -195,10 +194,15 @@ def _written_gguf(model: _Model, req: ScaleRequest, ask: ScaleAsk, notes: list[s
     return written, text, caveats
 
 
-def _rendered_for_model(model: _Model, req: ScaleRequest, fmt: str, name: str) -> tuple[str, list[str]]:
-    src = model.source
-    return render_request(req, fmt, src.config, model.facts, model.served if name == "MODEL" else name,
-                          gguf=src.kind == "gguf")
+def render_on_model(req: ScaleRequest, fmt: str, source: Source, facts: ModelFacts | None,
+                    name: str = "MODEL") -> tuple[str, list[str]]:
+    """``posenc scale --engine fmt`` of ``req`` on a model read from ``source``: its config and facts (no facts, a
+    model with no rope group: neither), and the name engine command lines give it (its served name unless ``name``
+    is given). Returns (text, caveats). ``pick --trainer`` renders its runs through this too."""
+    from posenc_cli.models.sources import served_name  # loaded already: the model was read with it
+
+    return render_request(req, fmt, source.config if facts is not None else None, facts,
+                          served_name(source) if name == "MODEL" else name, gguf=source.kind == "gguf")
 
 
 def _notes(req: ScaleRequest, fmt: str, facts: ModelFacts | None, notes: list[str],
