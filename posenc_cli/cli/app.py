@@ -50,8 +50,9 @@ LAZY_GROUPS = {name: spec for name, spec in COMMANDS.items() if spec[1].endswith
 class ParserError(Protocol):
     """A usage error of the argument parser (an unknown option, a missing argument: click's ``ClickException``).
 
-    Told by its shape: typer vendors click as the private ``typer._click`` and re-exports none of its exception
-    bases (0.26 to 0.28), so no public class names it."""
+    Told by its shape: typer vendors click as the private ``typer._click``; of its exceptions it re-exports
+    ``BadParameter`` (one kind) and, from 0.28 only, ``TyperException`` (their base), so across the typer versions
+    posenc takes (0.26 to 0.28) no public class names them all."""
 
     exit_code: int
 

@@ -1,7 +1,7 @@
 """``posenc experiment lm|copy|passkey``: train tiny transformers on the CPU (extrapolation per position method;
 a passkey Llama exported for llama.cpp and transformers).
 
-Parsing and rendering only: each command is one call of :mod:`posenc_cli.experiment.workflows`. Only typer and the
+Parsing and rendering only: each command is one call of :mod:`posenc_cli.experiment.launch`. Only typer and the
 standard library load with this module: torch (an optional extra) and matplotlib are imported there, after checking
 that torch is installed.
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from posenc_cli.cli.output import console, note, print_json
-from posenc_cli.experiment import workflows
+from posenc_cli.experiment import launch
 from posenc_cli.experiment.settings import MAX_LEN, MAX_SEED, MAX_STEPS
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ def passkey(
     tokenizer.json, tokenizer_config.json: transformers, vLLM) and OUT/train.json (command, settings, losses,
     wall time and the greedy pass rate per prompt length, measured in torch). Same seed, same machine, same bytes.
     """
-    settings, result = workflows.passkey(out, steps=steps, seed=seed, quick=quick, as_json=as_json, note=note)
+    settings, result = launch.passkey(out, steps=steps, seed=seed, quick=quick, as_json=as_json, note=note)
     if as_json:
         print_json(result)
     else:
@@ -123,7 +123,7 @@ def passkey(
 
 
 def _experiment(task: str, *, as_json: bool, **asked: Any) -> None:
-    results = workflows.extrapolation(task, **asked, progress=_ProgressReporter, note=note)
+    results = launch.extrapolation(task, **asked, progress=_ProgressReporter, note=note)
     if as_json:
         print_json(results)
     else:

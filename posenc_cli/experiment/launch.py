@@ -1,4 +1,4 @@
-"""Each ``posenc experiment`` command's work, from what it was asked to what it renders: :func:`extrapolation` (``lm``
+"""Each ``posenc experiment`` command launched, from what it was asked to what it renders: :func:`extrapolation` (``lm``
 and ``copy``) and :func:`passkey`.
 
 The standard library only at import: torch (an optional extra) is looked for first (:func:`require_torch`: one error
