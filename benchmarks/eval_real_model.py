@@ -18,9 +18,9 @@ Serving (prepare, loss-cost, eval, loss-direct): llama-cpp-python's server on 12
 two threads. The ruler steps serve llama.cpp's own llama-server (``$POSENC_LLAMA_SERVER``, as CI builds it from the
 same llama.cpp), one thread per configuration, both evaluated at once; plain RoPE past the window needs
 ``--override-kv llama.context_length=int:16384`` (llama-server caps a slot at the GGUF's context_length), the YaRN
-flags are the ones ``posenc scale yarn --factor 2 --config MODEL.gguf --format llama.cpp`` prints. In the eval step,
+flags are the ones ``posenc scale yarn --factor 2 --config MODEL.gguf --engine llama.cpp`` prints. In the eval step,
 plain RoPE is served with ``--rope_scaling_type 0 --n_ctx 16384``; YaRN with the flags ``posenc scale yarn --factor 2
---config MODEL.gguf --format llama-cpp-python`` prints. Results go to docs/eval/real-model/ (run folders, heatmaps,
+--config MODEL.gguf --engine llama-cpp-python`` prints. Results go to docs/eval/real-model/ (run folders, heatmaps,
 loss curves, timings.json, ruler-timings.json); docs/eval-real-model.md reads them.
 """
 
@@ -132,7 +132,7 @@ def native_plain(n_ctx: int) -> list[str]:
 
 
 def native_yarn(factor: int) -> list[str]:
-    """llama-server with the flags ``posenc scale yarn --factor F --config MODEL.gguf --format llama.cpp`` prints."""
+    """llama-server with the flags ``posenc scale yarn --factor F --config MODEL.gguf --engine llama.cpp`` prints."""
     binary = llama_server.llama_server_binary()
     if binary is None:
         raise SystemExit("needs llama.cpp's llama-server: POSENC_LLAMA_SERVER or on PATH")
@@ -233,7 +233,7 @@ def same_flags_as_the_docs_config() -> None:
     """docs/eval-real-model.md shows `posenc scale` on docs/examples/smollm2-135m.json: the GGUF must agree."""
     def flags(config: str) -> str:
         return subprocess.run([sys.executable, "-m", "posenc_cli", "scale", "yarn", "--factor", "2", "--config", config,
-                               "--format", "llama.cpp"], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+                               "--engine", "llama.cpp"], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     gguf_flags, json_flags = flags(str(model())), flags("docs/examples/smollm2-135m.json")
     if gguf_flags != json_flags:
         raise SystemExit(f"the GGUF gives {gguf_flags!r}, docs/examples/smollm2-135m.json {json_flags!r}")

@@ -28,7 +28,7 @@ SCALE = ["scale", "yarn", "--original-max", "32k", "--target", "128k", "--head-d
 
 
 @pytest.mark.parametrize(
-    "extra", [[], ["--format", "hf"], ["--format", "hf-v5"], ["--theta", "1e6"]],
+    "extra", [[], ["--engine", "hf"], ["--engine", "hf-v5"], ["--theta", "1e6"]],
     ids=["bare", "hf", "hf-v5", "theta"],
 )
 def test_scale_needs_neither_numpy_nor_matplotlib(extra: list[str]) -> None:
@@ -38,9 +38,9 @@ def test_scale_needs_neither_numpy_nor_matplotlib(extra: list[str]) -> None:
 
 @pytest.mark.parametrize("fmt", ["vllm", "sglang", "llama.cpp", "llama-cpp-python", "megatron"])
 def test_scale_for_an_engine_loads_numpy_for_its_verdict(fmt: str) -> None:
-    """``--format ENGINE`` prints the engine's verdict (``posenc check``'s, for the request): that compares inverse
+    """``--engine ENGINE`` prints the engine's verdict (``posenc check``'s, for the request): that compares inverse
     frequencies, with numpy; nothing else heavy loads."""
-    loaded = loaded_modules(run_cli_body([*SCALE, "--format", fmt]))
+    loaded = loaded_modules(run_cli_body([*SCALE, "--engine", fmt]))
     assert loaded == {**dict.fromkeys(HEAVY + OPTIONAL, False), "numpy": True}
 
 
@@ -50,8 +50,8 @@ ENGINE_MODULES = {"vllm": "posenc_cli.engines.vllm", "sglang": "posenc_cli.engin
 
 @pytest.mark.parametrize("fmt", ["hf", "vllm", "sglang", "llama.cpp", "axolotl"])
 def test_a_bare_scale_loads_one_engine_and_no_model_reader(fmt: str) -> None:
-    """Start-up grows with what is asked: no --config, no file reader; one --format, one engine module."""
-    loaded = posenc_modules([*SCALE, "--format", fmt])
+    """Start-up grows with what is asked: no --config, no file reader; one --engine, one engine module."""
+    loaded = posenc_modules([*SCALE, "--engine", fmt])
     reader = loaded & {"posenc_cli.models.model_positions", "posenc_cli.models.sources", "posenc_cli.models.convert"}
     # an engine's verdict describes the request's config (model_positions); the sources and converters never load
     assert reader == (set() if fmt == "hf" else {"posenc_cli.models.model_positions"}), reader

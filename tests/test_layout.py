@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import importlib
 from pathlib import Path
+from typing import Any
 
 from startup import posenc_modules
 
@@ -108,7 +109,8 @@ def test_engines_never_reach_up_to_the_request_or_policy_layers() -> None:
     """An engine renders a rope dict and model facts; how a request became that dict is not its business."""
     graph = import_graph()
     above = {
-        "posenc_cli.models.extension", "posenc_cli.pick.picker", "posenc_cli.pick.planning", "posenc_cli.pick.rules"}
+        "posenc_cli.models.extension", "posenc_cli.pick.picker", "posenc_cli.pick.planning", "posenc_cli.pick.rules",
+        "posenc_cli.scale.options", "posenc_cli.scale.scaled"}
     for name, imported in graph.items():
         if name.startswith("posenc_cli.engines"):
             assert not imported & above, (name, imported & above)
@@ -122,8 +124,8 @@ def test_engines_never_reach_up_to_the_request_or_policy_layers() -> None:
 #: ground every stage stands on.
 STAGES = ("posenc_cli.errors posenc_cli.units posenc_cli.files posenc_cli.folderlock posenc_cli.__init__",
           "posenc_cli.rope", "posenc_cli.models", "posenc_cli.engines", "posenc_cli.trainers", "posenc_cli.frameworks",
-          "posenc_cli.pick",
-          "posenc_cli.plots", "posenc_cli.evaluation", "posenc_cli.experiment", "posenc_cli.cli posenc_cli.__main__")
+          "posenc_cli.scale", "posenc_cli.pick", "posenc_cli.plots", "posenc_cli.evaluation", "posenc_cli.experiment",
+          "posenc_cli.cli posenc_cli.__main__")
 #: Third-party packages whose import costs start-up time: a function-level import of a posenc module is deliberate
 #: when that module loads one of these at import time, or when one of the commands that must stay light
 #: (:data:`LIGHT_RUNS`) never loads it (the model reader, deferred until a model is given); the registry's loader
@@ -328,11 +330,75 @@ def test_size_targets() -> None:
     assert long_functions() == []
 
 
+# --- thin commands: a CLI module parses, makes one core call and renders -----------------------------------------
+
+MAX_CLI_MODULE_LINES = 300
+
+
+def cli_module_sizes() -> list[tuple[int, str]]:
+    """(lines, module) of every module of the command line, largest first."""
+    return sorted(((len(p.read_text(encoding="utf-8").splitlines()), n) for n, p in _modules().items()
+                   if n.startswith("posenc_cli.cli.")), reverse=True)
+
+
+def test_no_cli_module_is_over_the_limit() -> None:
+    sizes = cli_module_sizes()
+    assert len(sizes) > 10 and sizes[0][0] > 100  # the scan saw the command modules
+    assert [(n, m) for n, m in sizes if n > MAX_CLI_MODULE_LINES] == []
+
+
+# --- no private module of a dependency ---------------------------------------------------------------------------
+
+
+def private_imports(tree: ast.Module) -> list[str]:
+    """Modules of other packages imported by a private (underscore) name: ``typer._click.exceptions``, ``from typer
+    import _click``; the standard library's own ``_``-modules and posenc's are not dependencies."""
+    import importlib.util
+    import sys
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            # ``from pkg import _name`` is a module when pkg holds one by that name, else a private attribute
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names if a.name.startswith("_")
+                                    and _is_module(f"{node.module}.{a.name}", importlib.util))]
+        else:
+            continue
+        for name in names:
+            top, *rest = name.split(".")
+            if top in ("posenc_cli", "__future__") or top in sys.stdlib_module_names:
+                continue
+            if any(part.startswith("_") for part in [top, *rest]):
+                found.append(name)
+    return found
+
+
+def _is_module(name: str, util: Any) -> bool:
+    try:
+        return util.find_spec(name) is not None
+    except (ImportError, ValueError):  # the package is not installed: a name it may hold is not known to be one
+        return False
+
+
+def test_no_module_imports_a_private_module_of_a_dependency() -> None:
+    found = {name: private_imports(tree) for name, tree in _trees().items()}
+    assert {name: hits for name, hits in found.items() if hits} == {}
+
+
+def test_a_private_import_would_be_found() -> None:
+    tree = ast.parse("import typer\nfrom typer._click.exceptions import ClickException\nfrom typer import _click\n"
+                     "from os import _exit\nimport _thread\nfrom posenc_cli.cli import _x\n")
+    assert private_imports(tree) == ["typer._click.exceptions", "typer._click"]
+
+
 if __name__ == "__main__":  # the figures: python tests/test_layout.py
     lazy = function_level_imports()
     print(f"modules at the top level: {len(top_level_modules())} ({', '.join(top_level_modules())})")
     print("largest modules:", ", ".join(f"{m} {n}" for n, m in sorted(
         ((len(p.read_text(encoding='utf-8').splitlines()), n) for n, p in _modules().items()), reverse=True)[:3]))
+    print("largest CLI modules:", ", ".join(f"{m} {n}" for n, m in cli_module_sizes()[:3]))
     print("longest function bodies:", ", ".join(f"{m} {n}" for n, m in function_lengths()[:3]))
     graph = _module_level_imports()
     deferred = [b for _, b, _ in lazy if not loads_heavy(b, graph)]

@@ -15,11 +15,10 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, Protocol, runtime_checkable
 
 import typer
 import typer.main
-from typer._click.exceptions import ClickException
 from typer.core import TyperGroup
 
 from posenc_cli.cli.output import console, note, print_json
@@ -45,6 +44,19 @@ COMMANDS = {
     "docs": ("posenc_cli.cli.docs", "docs"),
 }
 LAZY_GROUPS = {name: spec for name, spec in COMMANDS.items() if spec[1].endswith("_app")}
+
+
+@runtime_checkable
+class ParserError(Protocol):
+    """A usage error of the argument parser (an unknown option, a missing argument: click's ``ClickException``).
+
+    Told by its shape: typer vendors click as the private ``typer._click``; of its exceptions it re-exports
+    ``BadParameter`` (one kind) and, from 0.28 only, ``TyperException`` (their base), so across the typer versions
+    posenc takes (0.26 to 0.28) no public class names them all."""
+
+    exit_code: int
+
+    def format_message(self) -> str: ...
 
 
 class PosencGroup(TyperGroup):
@@ -100,14 +112,16 @@ class PosencGroup(TyperGroup):
             _stdout_closed()
         except OSError as exc:  # stdout itself failed (a full device: `> /dev/full`); -o paths raise CouldNotRun
             _stdout_failed(exc)
-        except ClickException as exc:
-            _fail(exc.format_message(), exc.exit_code)
         except CouldNotRun as exc:
             _fail(exc.render(option_name), ExitCode.COULD_NOT_RUN)
         except PosencError as exc:
             _fail(exc.render(option_name), ExitCode.USAGE)
         except typer.Abort:
             _fail("aborted", ExitCode.CHECK_FAILED)
+        except Exception as exc:
+            if not isinstance(exc, ParserError):
+                raise
+            _fail(exc.format_message(), exc.exit_code)
         code = rv if isinstance(rv, int) else ExitCode.OK
         if standalone_mode:
             sys.exit(code)

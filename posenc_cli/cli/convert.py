@@ -9,10 +9,8 @@ import typer
 
 from posenc_cli.cli.inspect import RevisionOpt, SourceArg
 from posenc_cli.cli.output import note
-from posenc_cli.errors import PosencError
 from posenc_cli.files import write_output_text
-from posenc_cli.models.convert import convert as rewrite
-from posenc_cli.models.sources import describe_source, read_source, written_config
+from posenc_cli.models.convert import convert_source
 
 
 def convert(
@@ -24,19 +22,8 @@ def convert(
     in_place: Annotated[bool, typer.Option(help="Rewrite the config file itself (atomically).")] = False,
 ) -> None:
     """Rewrite the rope keys between transformers 4 and 5, keeping every other key in its place."""
-    if output and in_place:
-        raise PosencError("give either --output FILE or --in-place, not both")
-    src = read_source(source, revision=revision)
-    if in_place and (src.kind not in ("file", "folder") or src.path is None):
-        raise PosencError(f"--in-place rewrites a local config.json; {src.label} is a {src.kind} (use -o FILE)")
-    if src.gguf is not None:
-        raise PosencError(f"{src.label} is a GGUF file: its rope settings are llama.cpp metadata, not transformers "
-                          "keys")
-    describe_source(src)  # a config posenc cannot read is refused as itself, before any rewriting
-    text = written_config(rewrite(src.config, to), f"the {to} config")
-    dest = src.path if in_place else output
-    if dest is None:
-        sys.stdout.write(text)
+    converted = convert_source(source, to, revision=revision, output=output, in_place=in_place)
+    if converted.destination is None:
+        sys.stdout.write(converted.text)
         return
-    shown = write_output_text(dest, text)
-    note(f"wrote {shown}")
+    note(f"wrote {write_output_text(converted.destination, converted.text)}")

@@ -1,32 +1,25 @@
 """``posenc experiment lm|copy|passkey``: train tiny transformers on the CPU (extrapolation per position method;
 a passkey Llama exported for llama.cpp and transformers).
 
-Only typer and the standard library load with this module: torch (an optional extra) and matplotlib are imported
-inside the commands, after checking that torch is installed.
+Parsing and rendering only: each command is one call of :mod:`posenc_cli.experiment.launch`. Only typer and the
+standard library load with this module: torch (an optional extra) and matplotlib are imported there, after checking
+that torch is installed.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from posenc_cli.cli.output import console, print_json
-from posenc_cli.errors import PosencError
-from posenc_cli.experiment.settings import MAX_LEN, MAX_SEED, MAX_STEPS, resolve
-from posenc_cli.files import atomic_write_bytes, atomic_write_text, dumps_config
-from posenc_cli.folderlock import hold
+from posenc_cli.cli.output import console, note, print_json
+from posenc_cli.experiment import launch
+from posenc_cli.experiment.settings import MAX_LEN, MAX_SEED, MAX_STEPS
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
-
-    from posenc_cli.experiment.settings import Settings
-
-INSTALL_HINT = "posenc experiment needs torch: pip install 'posenc[experiment]'"
 
 experiment_app = typer.Typer(
     add_completion=False,
@@ -120,20 +113,7 @@ def passkey(
     tokenizer.json, tokenizer_config.json: transformers, vLLM) and OUT/train.json (command, settings, losses,
     wall time and the greedy pass rate per prompt length, measured in torch). Same seed, same machine, same bytes.
     """
-    _require_torch()
-    from posenc_cli.experiment.passkey import settings_for
-
-    settings = settings_for(steps=steps, seed=seed, quick=quick)
-    from posenc_cli.experiment.passkey import run, stderr_progress
-
-    command = ["posenc", "experiment", "passkey", "--out", str(out)]
-    if steps is not None:
-        command += ["--steps", str(steps)]
-    command += ["--seed", str(seed)] + (["--quick"] if quick else []) + (["--json"] if as_json else [])
-    with hold(out):  # creates the folder; two trainings into one folder would interleave their files
-        result = run(settings, out, command, stderr_progress(every=10 if quick else 100))
-    sys.stderr.write(f"wrote {out / 'passkey.gguf'}, {out / 'hf'} and {out / 'train.json'} "
-                     f"({result['wall_seconds']:.0f} s)\n")
+    settings, result = launch.passkey(out, steps=steps, seed=seed, quick=quick, as_json=as_json, note=note)
     if as_json:
         print_json(result)
     else:
@@ -142,67 +122,12 @@ def passkey(
                          f" tokens): {rates}\n")
 
 
-def _experiment(task: str, *, methods: str | None, train_len: str | None, eval_lens: str | None,
-                steps: int | None, seed: int, device: str | None, quick: bool, text: str | None,
-                out: Path | None, as_json: bool) -> None:
-    _require_torch()
-
-    if device is None:
-        import torch  # noqa: TID253 - checked above; only this command loads it
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    settings = resolve(task, methods=methods, train_len=train_len, eval_lens=eval_lens, steps=steps, seed=seed,
-                       device=device, quick=quick, text=text)
-    from posenc_cli.experiment.run import check_device, run
-
-    check_device(settings.device)
-    import contextlib
-
-    # held from before training to the last file written: a second run into the folder would mix its files in
-    with hold(out) if out is not None else contextlib.nullcontext():
-        with _ProgressReporter() as reporter:
-            results = run(settings, reporter)
-        if out is not None:
-            _write_out(out, settings, results)
-    for line in results["notes"]:
-        sys.stderr.write(f"note: {line}\n")
+def _experiment(task: str, *, as_json: bool, **asked: Any) -> None:
+    results = launch.extrapolation(task, **asked, progress=_ProgressReporter, note=note)
     if as_json:
         print_json(results)
     else:
         _render(results)
-
-
-def _require_torch() -> None:
-    """One ``error:`` line with the install hint when torch cannot be imported (never a traceback)."""
-    try:
-        missing = importlib.util.find_spec("torch") is None
-    except (ImportError, ValueError):  # a blocked or broken torch entry in sys.modules / sys.meta_path
-        missing = True
-    if missing:
-        raise PosencError(INSTALL_HINT)
-    try:
-        import torch  # noqa: F401, TID253 - only this command loads it
-    except ImportError as exc:
-        raise PosencError(f"{INSTALL_HINT} (importing it failed: {exc})") from None
-
-
-def _write_out(out: Path, settings: Settings, results: dict[str, Any]) -> None:
-
-    from posenc_cli.experiment.chart import render_png
-
-    versions = results["versions"]
-    command = shlex.join(settings.command(out=str(out)))
-    lines = [
-        command,
-        f"seed: {settings.seed}",
-        f"device: {settings.device}, torch threads: {settings.threads}",
-        f"versions: posenc {versions['posenc']}, torch {versions['torch']}, python {versions['python']}",
-        f"wall time: {results['timing']['wall_seconds']:.1f} s",
-    ]
-    atomic_write_text(out / "results.json", dumps_config(results) + "\n")
-    atomic_write_bytes(out / "chart.png", render_png(results))
-    atomic_write_text(out / "command.txt", "\n".join(lines) + "\n")
-    sys.stderr.write(f"wrote {out / 'results.json'}, {out / 'chart.png'} and {out / 'command.txt'}\n")
 
 
 class _ProgressReporter:

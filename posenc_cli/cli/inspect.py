@@ -1,4 +1,7 @@
-"""``posenc inspect``: read a model from any source, report its positions per layer group, optionally lint it."""
+"""``posenc inspect``: read a model from any source, report its positions per layer group, optionally lint it.
+
+Parsing and rendering only: the reading, the report and the lint are :func:`posenc_cli.models.inspected.inspect_source`
+(imported when the command runs: it loads numpy)."""
 
 from __future__ import annotations
 
@@ -9,11 +12,8 @@ import typer
 
 from posenc_cli.cli.options import LENGTHS
 from posenc_cli.cli.output import note, print_json
-from posenc_cli.errors import ExitCode, PosencError
-from posenc_cli.models.gguf.metadata import llama_cpp_meaning
+from posenc_cli.errors import ExitCode
 from posenc_cli.models.model_types import newer_transformers_notice
-from posenc_cli.models.sources import describe_source, read_source
-from posenc_cli.units import parse_length
 
 SourceArg = Annotated[str, typer.Argument(
     help="A config.json (or - for stdin), a model folder, a Hub id (Qwen/Qwen2.5-7B-Instruct) or a GGUF file.")]
@@ -32,55 +32,17 @@ def inspect(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Report what a model's positional encoding really does, per layer group, numbers included."""
-    from posenc_cli.models.inspection import report
+    from posenc_cli.models.inspected import inspect_source
 
-    length = parse_length(seq_len, name="--seq-len") if seq_len is not None else None
-    src = read_source(source, revision=revision)
-    problems: list[dict[str, str]] = []
-    if lint:  # the lint rules and transformers' version table load only for --lint
-        from posenc_cli.models.lint import IMPOSSIBLE, lint_config, oldest_reader, unreadable
-    note_newer_transformers()
-    try:
-        model = describe_source(src)
-        result = report(model, length)
-    except PosencError as exc:
-        if not lint:
-            raise
-        # --lint asks what is wrong with the config: an unreadable one is a finding, not a usage error
-        findings = lint_config(src.config, None)
-        if not any(p.code == IMPOSSIBLE for p in findings):  # else the findings already name the value refused
-            findings.append(unreadable(str(exc)))
-        problems = [p.as_dict() for p in findings]
-        result = {"model_type": src.config.get("model_type"), "family": "unreadable", "summary": str(exc)}
-        model = None
-    result["source"] = {"kind": src.kind, "label": src.label, "path": src.path}
-    if src.gguf is not None:
-        result["gguf"] = _gguf_section(src.gguf)
-    oldest: dict[str, str] | None = None
-    if lint:
-        if model is not None:
-            problems = [p.as_dict() for p in lint_config(src.config, model)]
-        result["lint"] = problems
-        found = oldest_reader(src.config)
-        oldest = {"version": found[0], "because": found[1]} if found else None
-        result["oldest_transformers"] = oldest
+    inspected = inspect_source(source, revision, seq_len, lint=lint, note=note)
     if as_json:
-        print_json(result)
+        print_json(inspected.result)
     else:
-        _render(result)
-        if lint:
-            _render_lint(problems, oldest)
-    if lint and any(p.get("severity", "error") == "error" for p in problems):
-        raise typer.Exit(ExitCode.CHECK_FAILED)
-
-
-def _gguf_section(facts: Any) -> dict[str, Any]:
-    tensors = {name: values for name, values in (("rope_freqs.weight", facts.rope_freqs),
-                                                 ("rope_factors_long.weight", facts.rope_factors_long),
-                                                 ("rope_factors_short.weight", facts.rope_factors_short))
-               if values is not None}
-    return {"architecture": facts.architecture, "has_rope_freqs": facts.has_rope_freqs, "metadata": facts.keys,
-            "rope_tensors": tensors, "llama_cpp": llama_cpp_meaning(facts)}
+        _render(inspected.result)
+        if inspected.problems is not None:
+            _render_lint(inspected.problems, inspected.oldest)
+    if inspected.code != ExitCode.OK:
+        raise typer.Exit(inspected.code)
 
 
 def _render(r: dict[str, Any]) -> None:

@@ -101,10 +101,10 @@ def split_names(*given: Sequence[str] | None) -> list[str] | None:
 def one_of(field: str, *given: tuple[T | None, str]) -> tuple[T | None, dict[str, str]]:
     """The value of an option given under its own name or a hidden alias (``(value, flag)`` pairs, its own first;
     an empty list counts as not given), and ``{field: flag}`` when an alias was typed, for
-    :func:`options_as_typed`. Both given: an error."""
+    :func:`options_as_typed`. Both given: one value, or an error when they differ."""
     typed = [(value, flag) for value, flag in given if value is not None and value != []]
-    if len(typed) > 1:
-        raise PosencError(f"{typed[0][1]} and {typed[1][1]} are one option: give it once")
+    if any(value != typed[0][0] for value, _ in typed[1:]):  # the same value under both names is one answer
+        raise PosencError(f"{typed[1][1]} is the old name of {typed[0][1]}; give one of them")
     if not typed:
         return None, {}
     value, flag = typed[0]

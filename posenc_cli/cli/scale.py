@@ -12,12 +12,13 @@ from posenc_cli.cli.output import console, note
 from posenc_cli.cli.scaling_options import GIVEN, scaling_options
 from posenc_cli.files import write_output_text
 from posenc_cli.frameworks.registry import ENGINE, TRAINER, formats
-from posenc_cli.pick.scale import ScaleAsk, Scaled, ScaleOptions
-from posenc_cli.pick.scale import scale as scale_core
 from posenc_cli.rope.scaling import MAX_HEAD_DIM, ScaleRequest
+from posenc_cli.scale.options import ScaleOptions
+from posenc_cli.scale.scaled import ScaleAsk, Scaled
+from posenc_cli.scale.scaled import scale as scale_core
 
 
-@scaling_options("factor original_max target theta head_dim partial_rotary_factor config fmt *")
+@scaling_options("factor original_max target theta head_dim partial_rotary_factor config engine fmt *")
 def scale(
     method: Annotated[str, typer.Argument(help="linear, ntk, dynamic, yarn, longrope or llama3.")],
     scale_options: ScaleOptions = GIVEN,
@@ -28,9 +29,10 @@ def scale(
     config: Annotated[str | None, typer.Option(
         help="Read theta, head dim and lengths from a model: config.json, folder, Hub id or GGUF.",
         show_default="none")] = None,
-    fmt: Annotated[str | None, typer.Option(
-        "--format", help=f"{', '.join(formats(ENGINE))}; trainers: {', '.join(formats(TRAINER))}.",
+    engine: Annotated[str | None, typer.Option(
+        "--engine", help=f"{', '.join(formats(ENGINE))}; trainers: {', '.join(formats(TRAINER))}.",
         show_default="with --config, the file's own (hf-v5 for a rope_parameters file), else hf")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", hidden=True, help="--engine's old name, still read.")] = None,
     fine_tuned: Annotated[bool, typer.Option(
         help="The model is fine-tuned at this scale (no warning for a jump past x4).")] = False,
     seq_len: Annotated[str | None, typer.Option(
@@ -49,7 +51,8 @@ def scale(
 
     Example: posenc scale yarn --original-max 32k --target 128k --theta 1e6
     """
-    ask = ScaleAsk(config=config, fmt=fmt, seq_len=seq_len, output=output, in_place=in_place, model=model)
+    chosen, _ = opts.one_of("engine", (engine, "--engine"), (fmt, "--format"))
+    ask = ScaleAsk(config=config, engine=chosen, seq_len=seq_len, output=output, in_place=in_place, model=model)
     scaled = scale_core(method, scale_options, ask, theta=theta, head_dim=head_dim, fine_tuned=fine_tuned)
     _render(scaled, explain)
 

@@ -1,6 +1,6 @@
 """The scaling options as one parameter: :func:`scaling_options` gives ``posenc scale`` and ``posenc plot
 rope/frequencies`` every scaling option (typed and described once in :mod:`posenc_cli.cli.options`) as one
-:class:`~posenc_cli.pick.scale.ScaleOptions`, each command keeping the order its help lists them in."""
+:class:`~posenc_cli.scale.options.ScaleOptions`, each command keeping the order its help lists them in."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from posenc_cli.cli.options import (
     TargetOpt,
     TruncateOpt,
 )
-from posenc_cli.pick.scale import ScaleOptions
+from posenc_cli.scale.options import ScaleOptions
 
 #: Each scaling option's parameter type, in :class:`ScaleOptions`' order (the order a command lists them by default).
 SCALING: dict[str, Any] = {
@@ -47,7 +47,7 @@ def scaling_options(layout: str = "*") -> Callable[[Callable[..., None]], Callab
     The command declares ``scale_options: ScaleOptions = GIVEN`` where the options go; typer sees the options there
     instead. ``layout`` orders that block when a command lists them otherwise (its help text keeps its order):
     option names and the command's own parameter names, ``*`` for the remaining options in :data:`SCALING`'s order.
-    ``posenc scale``: ``"factor original_max target theta head_dim partial_rotary_factor config fmt *"``.
+    ``posenc scale``: ``"factor original_max target theta head_dim partial_rotary_factor config engine fmt *"``.
     """
     def decorate(command: Callable[..., None]) -> Callable[..., None]:
         signature = inspect.signature(command, eval_str=True)

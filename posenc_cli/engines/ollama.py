@@ -37,7 +37,7 @@ CAPPED = "Ollama lowers num_ctx to the GGUF's context_length"
 
 def gguf_steps(r: Rendering, tool: str) -> tuple[str, list[str]]:
     """(the GGUF to load, comment lines on how it comes to carry the scaling) for ``--format ollama/lmstudio``."""
-    if r.gguf and r.facts is None:  # the GGUF -o NEW.gguf wrote (pick.scale renders it without the old facts)
+    if r.gguf and r.facts is None:  # the GGUF -o NEW.gguf wrote (scale.scaled renders it without the old facts)
         return r.model, []
     if r.gguf:
         return "NEW.gguf", [f"{tool} passes no rope flag: write NEW.gguf first, with the scaling in it:",

@@ -2,7 +2,8 @@
 
 :mod:`~posenc_cli.evaluation.plan` (what to measure), :mod:`~posenc_cli.evaluation.probe` (what the server can do),
 :mod:`~posenc_cli.evaluation.tokens` (exact token counts), :mod:`~posenc_cli.evaluation.run` (the results file) and
-:mod:`~posenc_cli.evaluation.report` (verdicts). The HTTP client is :mod:`posenc_cli.evaluation.client`; prompts come
+:mod:`~posenc_cli.evaluation.report` (verdicts); :mod:`~posenc_cli.evaluation.workflows` runs each ``posenc eval``
+command from what it was asked. The HTTP client is :mod:`posenc_cli.evaluation.client`; prompts come
 from
 :mod:`posenc_cli.evaluation.templates`.
 """

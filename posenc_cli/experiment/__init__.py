@@ -10,6 +10,7 @@ Layout of the package:
 * :mod:`~posenc_cli.experiment.chart` - the PNG chart (matplotlib, Agg).
 * :mod:`~posenc_cli.experiment.passkey` - ``posenc experiment passkey``: a tiny Llama trained on passkey retrieval.
 * :mod:`~posenc_cli.experiment.export` - that model as a GGUF file and a transformers folder (numpy and gguf only).
+* :mod:`~posenc_cli.experiment.launch` - each command launched: torch checked, trained, the files written.
 
 torch is imported by ``data``, ``model``, ``run`` and ``passkey`` only; nothing outside this package imports them at
 module level.

@@ -14,7 +14,7 @@ resolved rope numbers never change: ``tests/models/test_convert.py`` checks ever
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from posenc_cli.errors import PosencError
 from posenc_cli.models.config_keys import ABSENT, text_config, with_text
@@ -167,3 +167,32 @@ def with_rope(cfg: Mapping[str, Any], group: str, rope: dict[str, Any], max_posi
         if "partial_rotary_factor" in rope:
             new_text["rotary_pct"] = rope["partial_rotary_factor"]
     return with_text(cfg, where, new_text)
+
+
+class Converted(NamedTuple):
+    """``posenc convert``'s answer: the config's text, and the file it goes to (None: stdout)."""
+
+    text: str
+    destination: str | None
+
+
+def convert_source(source: str, to: str, *, revision: str | None = None, output: str | None = None,
+                   in_place: bool = False) -> Converted:
+    """``posenc convert``: the config of ``source`` (a config.json or ``-``, a folder, a Hub id at ``revision``) with
+    its rope keys rewritten for transformers ``to`` (v4 or v5), checked by reading it back; written to ``output``,
+    or over the config itself with ``in_place`` (a local file only), else printed."""
+    # the model reader loads only here: the engines import this module for with_rope, on a bare request too
+    from posenc_cli.models.sources import describe_source, read_source, written_config
+
+    if output and in_place:
+        raise PosencError("give either {output} FILE or {in_place}, not both", "output", "in_place")
+    src = read_source(source, revision=revision)
+    if in_place and (src.kind not in ("file", "folder") or src.path is None):
+        raise PosencError(f"{{in_place}} rewrites a local config.json; {src.label} is a {src.kind} (use -o FILE)",
+                          "in_place")
+    if src.gguf is not None:
+        raise PosencError(f"{src.label} is a GGUF file: its rope settings are llama.cpp metadata, not transformers "
+                          "keys")
+    describe_source(src)  # a config posenc cannot read is refused as itself, before any rewriting
+    text = written_config(convert(src.config, to), f"the {to} config")
+    return Converted(text, src.path if in_place else output)

@@ -115,3 +115,4 @@ def layer_ranges(layers: list[int] | None) -> str:
         else:
             runs.append([i, i])
     return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+

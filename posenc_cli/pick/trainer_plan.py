@@ -30,6 +30,7 @@ from posenc_cli.errors import PosencError
 from posenc_cli.frameworks.registry import ENGINE, TRAINER, entries, formats, render_request
 from posenc_cli.pick.picker import PickInputs, PickResult, pick, plain_request, scale_argv
 from posenc_cli.rope.scaling import at_length, max_position_embeddings, rope_parameters
+from posenc_cli.scale.scaled import render_on_model
 from posenc_cli.units import format_length
 
 if TYPE_CHECKING:
@@ -71,15 +72,10 @@ def check_trainer(name: str) -> str:
 
 
 def _render(req: ScaleRequest, fmt: str, result: PickResult) -> tuple[str, list[str]]:
-    """``posenc scale --format fmt`` of ``req`` on the plan's model (its config, its served name), as scale does."""
-    config = result.source.config if result.source is not None and result.model is not None else None
-    name = "MODEL"
+    """``posenc scale --engine fmt`` of ``req`` on the plan's model (scale's own rendering), or bare."""
     if result.source is not None:
-        from posenc_cli.models.sources import served_name  # loaded already: the plan read this model
-
-        name = served_name(result.source)
-    gguf = result.source is not None and result.source.kind == "gguf"
-    return render_request(req, fmt, config, result.model, name, gguf=gguf)
+        return render_on_model(req, fmt, result.source, result.model)
+    return render_request(req, fmt)
 
 
 def _serving(config: dict[str, Any], config_format: str, argv: list[str], req: ScaleRequest,

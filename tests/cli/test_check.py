@@ -155,8 +155,8 @@ def test_trainer_is_repeatable_and_trainers_stays_its_old_name() -> None:
 
 
 ALIASED = [
-    (["--engine", "hf", "--engines", "vllm"], "--engine and --engines are one option"),
-    (["--ctx", "4k", "--max-model-len", "8k"], "--ctx and --max-model-len are one option"),
+    (["--engine", "hf", "--engines", "vllm"], "--engines is the old name of --engine"),
+    (["--ctx", "4k", "--max-model-len", "8k"], "--max-model-len is the old name of --ctx"),
     (["--engine", ","], "--engine is empty"),
     (["--trainer", "all,megatron"], "--trainer 'all,megatron': all stands alone"),
     (["--ctx", "lots"], "--ctx"),

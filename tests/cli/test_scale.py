@@ -93,8 +93,8 @@ def test_hf_format_per_method(method: str) -> None:
 
 @pytest.mark.parametrize("method", list(METHOD_ARGS))
 def test_hf_v5_format_per_method(method: str) -> None:
-    v5, _ = scale_json(method, *METHOD_ARGS[method], "--format", "hf-v5")
-    legacy, _ = scale_json(method, *METHOD_ARGS[method], "--format", "hf")
+    v5, _ = scale_json(method, *METHOD_ARGS[method], "--engine", "hf-v5")
+    legacy, _ = scale_json(method, *METHOD_ARGS[method], "--engine", "hf")
     assert set(v5) == {"rope_parameters", "max_position_embeddings"}  # no top-level rope_theta / rope_scaling
     rp = v5["rope_parameters"]
     assert rp["rope_theta"] == legacy["rope_theta"]
@@ -109,7 +109,7 @@ def test_hf_v5_format_per_method(method: str) -> None:
 
 @pytest.mark.parametrize("method", list(METHOD_ARGS))
 def test_vllm_format_per_method(method: str) -> None:
-    result = ok(run("scale", method, *METHOD_ARGS[method], "--format", "vllm"))
+    result = ok(run("scale", method, *METHOD_ARGS[method], "--engine", "vllm"))
     lines = result.stdout.splitlines()
     assert len(lines) == 1
     argv = shlex.split(lines[0])
@@ -124,7 +124,7 @@ def test_vllm_format_per_method(method: str) -> None:
 
 
 def test_vllm_model_name_is_used() -> None:
-    result = ok(run("scale", "yarn", *METHOD_ARGS["yarn"], "--format", "vllm", "--model", "Qwen/Qwen2.5-7B-Instruct"))
+    result = ok(run("scale", "yarn", *METHOD_ARGS["yarn"], "--engine", "vllm", "--model", "Qwen/Qwen2.5-7B-Instruct"))
     argv = shlex.split(result.stdout)
     assert argv[:3] == ["vllm", "serve", "Qwen/Qwen2.5-7B-Instruct"]
 
@@ -142,7 +142,7 @@ def test_partial_rotary_factor_is_reported() -> None:
                         "--partial-rotary-factor", "0.5", "--theta", "1e4")
     assert out["partial_rotary_factor"] == 0.5
     v5, _ = scale_json("linear", "--original-max", "4k", "--factor", "2", "--head-dim", "128",
-                       "--partial-rotary-factor", "0.5", "--theta", "1e4", "--format", "hf-v5")
+                       "--partial-rotary-factor", "0.5", "--theta", "1e4", "--engine", "hf-v5")
     assert v5["rope_parameters"]["partial_rotary_factor"] == 0.5
 
 
@@ -224,7 +224,7 @@ def test_ntk_theta_formula(head_dim: int, prf: float | None, theta: float, facto
 # ---------------------------------------------------------------- llama.cpp
 
 def _llama_cpp(*args: str) -> list[str]:
-    result = ok(run("scale", *args, "--format", "llama.cpp"))
+    result = ok(run("scale", *args, "--engine", "llama.cpp"))
     assert len(result.stdout.splitlines()) == 1
     return shlex.split(result.stdout)
 
@@ -273,7 +273,7 @@ def test_llama_cpp_ntk_flags() -> None:
 
 @pytest.mark.parametrize("method", ["dynamic", "longrope", "llama3"])
 def test_llama_cpp_has_no_equivalent(method: str) -> None:
-    line = assert_usage_error(run("scale", method, *METHOD_ARGS[method], "--format", "llama.cpp"))
+    line = assert_usage_error(run("scale", method, *METHOD_ARGS[method], "--engine", "llama.cpp"))
     assert "no llama.cpp" in line
     assert method in line
 
@@ -434,7 +434,7 @@ def test_config_output_adds_missing_keys_at_the_end(tmp_path: Path) -> None:
 def test_config_output_hf_v5(tmp_path: Path) -> None:
     cfg = Path(write_json(tmp_path, QWEN_LIKE))
     dest = tmp_path / "new.json"
-    ok(run("scale", "yarn", "--config", str(cfg), "--target", "128k", "--format", "hf-v5", "--output", str(dest)))
+    ok(run("scale", "yarn", "--config", str(cfg), "--target", "128k", "--engine", "hf-v5", "--output", str(dest)))
     patched = json.loads(dest.read_text())
     assert patched["rope_parameters"] == {"rope_type": "yarn", "factor": 4.0,
                                           "original_max_position_embeddings": 32768, "rope_theta": 1e6}
@@ -538,7 +538,7 @@ def test_in_place_without_config() -> None:
 def test_output_with_non_hf_format(tmp_path: Path) -> None:
     cfg = Path(write_json(tmp_path, QWEN_LIKE))
     raw = cfg.read_bytes()
-    assert_usage_error(run("scale", "yarn", "--config", str(cfg), "--target", "128k", "--format", "vllm",
+    assert_usage_error(run("scale", "yarn", "--config", str(cfg), "--target", "128k", "--engine", "vllm",
                            "--output", str(tmp_path / "n.json")), "vllm")
     assert cfg.read_bytes() == raw
     assert [p.name for p in tmp_path.iterdir()] == ["config.json"]
@@ -602,7 +602,7 @@ BASE = ["--theta", "1e4", "--head-dim", "128"]
         (["yarn", "--original-max", "4k", "--factor", "2", "--theta", "1e4", "--head-dim", "100",
           "--partial-rotary-factor", "0.33"], ["33"]),
         (["yarn", "--original-max", "4k", "--factor", "2", "--theta", "nan", "--head-dim", "128"], ["--theta", "nan"]),
-        (["yarn", "--original-max", "4k", "--factor", "2", "--format", "xml", *BASE], ["xml"]),
+        (["yarn", "--original-max", "4k", "--factor", "2", "--engine", "xml", *BASE], ["xml"]),
         (["yarn", "--original-max", "abc", "--factor", "2", *BASE], ["abc"]),
         (["yarn", "--factor", "2", *BASE], ["--original-max"]),
         (["yarn", "--original-max", "4k", *BASE], ["--factor"]),
@@ -692,7 +692,7 @@ def test_error_is_the_only_stderr_line_even_when_defaults_would_be_noted() -> No
     # no --theta / --head-dim: the "not given" notes must not precede the error
     assert_usage_error(run("scale", "linear", "--original-max", "4k", "--factor", "0.5"), "0.5")
     # a >8x factor would warn, but the format is impossible: only the error remains
-    line = assert_usage_error(run("scale", "llama3", "--original-max", "8k", "--factor", "16", "--format", "llama.cpp"))
+    line = assert_usage_error(run("scale", "llama3", "--original-max", "8k", "--factor", "16", "--engine", "llama.cpp"))
     assert "no llama.cpp" in line
 
 
@@ -715,7 +715,7 @@ CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 
 
 def _v5(*args: str) -> dict[str, Any]:
-    printed = json.loads(ok(run("scale", *args, "--format", "hf-v5")).stdout)
+    printed = json.loads(ok(run("scale", *args, "--engine", "hf-v5")).stdout)
     out: dict[str, Any] = printed.get("text_config", printed)["rope_parameters"]
     return out
 
@@ -763,7 +763,7 @@ def _sglang_overrides(argv: list[str]) -> dict[str, Any]:
 
 def test_sglang_format_carries_the_whole_dict_and_the_window() -> None:
     argv = shlex.split(ok(run("scale", "yarn", "--config", str(CORPUS / "gpt-oss-20b.json"), "--target", "256k",
-                              "--fine-tuned", "--format", "sglang")).stdout)
+                              "--fine-tuned", "--engine", "sglang")).stdout)
     over = _sglang_overrides(argv)
     assert over["rope_scaling"]["truncate"] is False and over["rope_scaling"]["rope_theta"] == 150000.0
     assert over["max_position_embeddings"] == 262144 and argv[-2:] == ["--context-length", "262144"]
@@ -772,7 +772,7 @@ def test_sglang_format_carries_the_whole_dict_and_the_window() -> None:
 
 def test_sglang_dynamic_keeps_the_trained_window_and_needs_the_variable() -> None:
     result = ok(run("scale", "dynamic", "--original-max", "32k", "--target", "128k", "--theta", "1e6",
-                    "--head-dim", "128", "--format", "sglang"))
+                    "--head-dim", "128", "--engine", "sglang"))
     argv = shlex.split(result.stdout)
     assert argv[:2] == ["env", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"]
     assert _sglang_overrides(argv)["max_position_embeddings"] == 32768  # SGLang's base is for 32768 x 4 tokens
@@ -781,13 +781,13 @@ def test_sglang_dynamic_keeps_the_trained_window_and_needs_the_variable() -> Non
 
 def test_sglang_multimodal_nests_under_text_config() -> None:
     argv = shlex.split(ok(run("scale", "yarn", "--config", str(CORPUS / "qwen3-vl-32b-instruct.json"), "--factor",
-                              "2", "--format", "sglang")).stdout)
+                              "2", "--engine", "sglang")).stdout)
     assert set(_sglang_overrides(argv)) == {"text_config"}
 
 
 def test_sglang_yarn_attention_factor_is_a_caveat() -> None:
     result = ok(run("scale", "yarn", "--original-max", "32k", "--factor", "4", "--theta", "1e6", "--head-dim", "128",
-                    "--attention-factor", "1", "--format", "sglang"))
+                    "--attention-factor", "1", "--engine", "sglang"))
     assert "ignores attention_factor" in result.stderr
 
 
@@ -835,12 +835,12 @@ def test_deepseek_gets_no_attn_factor_override_and_check_prints_the_same_flags(t
     (``attn_factor = 1 / (0.1 ln s + 1)``) is gone, and check of the patched config prints what scale prints
     (tests/engines/test_llamacpp_converted.py runs both in the real llama.cpp)."""
     config = str(CORPUS / "deepseek-v3.json")
-    result = ok(run("scale", "yarn", "--target", "320k", "--config", config, "--format", "llama.cpp"))
+    result = ok(run("scale", "yarn", "--target", "320k", "--config", config, "--engine", "llama.cpp"))
     flags = shlex.split(result.stdout)
     assert not any("attn_factor" in a for a in flags)
     assert "deepseek2.rope.scaling.yarn_log_multiplier=float:0.1" in flags
     patched = tmp_path / "config.json"
-    ok(run("scale", "yarn", "--target", "320k", "--config", config, "--format", "hf", "-o", str(patched)))
+    ok(run("scale", "yarn", "--target", "320k", "--config", config, "--engine", "hf", "-o", str(patched)))
     report = json.loads(run("check", str(patched), "--engines", "llama.cpp", "--max-model-len", "327680",
                             "--json").stdout)
     (cpp,) = report["engines"]
@@ -848,21 +848,21 @@ def test_deepseek_gets_no_attn_factor_override_and_check_prints_the_same_flags(t
 
 
 def test_without_config_the_override_says_it_is_not_for_deepseek() -> None:
-    result = ok(run("scale", "yarn", *METHOD_ARGS["yarn"], "--attention-factor", "1.0", "--format", "llama.cpp"))
+    result = ok(run("scale", "yarn", *METHOD_ARGS["yarn"], "--attention-factor", "1.0", "--engine", "llama.cpp"))
     assert "deepseek2" in result.stderr and "--config" in result.stderr
 
 
 def test_llama3_model_yarn_flags_warn_that_rope_freqs_stacks_and_its_gguf_is_refused() -> None:
     result = ok(run("scale", "yarn", "--target", "256k", "--config", str(CORPUS / "llama-3.1-8b-instruct.json"),
-                    "--format", "llama.cpp"))
+                    "--engine", "llama.cpp"))
     assert "--rope-scaling" in result.stdout
     assert "rope_freqs tensor" in result.stderr and "convert a config patched" in result.stderr
     line = assert_usage_error(run("scale", "yarn", "--target", "256k", "--config",
-                                  str(EXAMPLES / "llama-3.1-twin.gguf"), "--format", "llama.cpp"))
+                                  str(EXAMPLES / "llama-3.1-twin.gguf"), "--engine", "llama.cpp"))
     assert "this GGUF has a rope_freqs tensor" in line
     # llama3 itself, on its own GGUF, is what the file already does: no refusal
     native = ok(run("scale", "llama3", "--target", "256k", "--config", str(EXAMPLES / "llama-3.1-twin.gguf"),
-                    "--format", "hf"))
+                    "--engine", "hf"))
     assert native.stdout
 
 
@@ -870,7 +870,7 @@ def test_llama_cpp_python_gets_every_override_after_one_flag() -> None:
     """llama-cpp-python's server reads --kv_overrides as one nargs="*" option: a repeated flag would keep only the
     last override (checked here with the server's own argument parser when it is installed)."""
     result = ok(run("scale", "yarn", "--target", "320k", "--attention-factor", "1.1", "--config",
-                    str(EXAMPLES / "deepseek-v2-lite-twin.gguf"), "--format", "llama-cpp-python"))
+                    str(EXAMPLES / "deepseek-v2-lite-twin.gguf"), "--engine", "llama-cpp-python"))
     argv = shlex.split(result.stdout)
     assert argv.count("--kv_overrides") == 1
     cli = pytest.importorskip("llama_cpp.server.cli")
@@ -882,3 +882,14 @@ def test_llama_cpp_python_gets_every_override_after_one_flag() -> None:
     parsed = parser.parse_args(argv[3:])
     assert [o.split("=")[0] for o in parsed.kv_overrides] == [
         "deepseek2.rope.scaling.yarn_log_multiplier", "deepseek2.rope.scaling.attn_factor"]
+
+
+def test_format_is_a_hidden_alias_of_engine() -> None:
+    """``--engine`` was ``--format``: the old name is still read, as the same option, and no longer listed."""
+    args = ("yarn", "--original-max", "32k", "--target", "128k", "--head-dim", "128")
+    assert ok(run("scale", *args, "--format", "vllm")).stdout == ok(run("scale", *args, "--engine", "vllm")).stdout
+    ok(run("scale", *args, "--format", "vllm", "--engine", "vllm"))
+    line = assert_usage_error(run("scale", *args, "--format", "vllm", "--engine", "sglang"))
+    assert "--format is the old name of --engine" in line
+    helped = ok(run("scale", "--help")).stdout
+    assert "--engine" in helped and "--format" not in helped

@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from posenc_cli.cli.scaling_options import GIVEN, SCALING, scaling_options
-from posenc_cli.pick.scale import ScaleOptions
+from posenc_cli.scale.options import ScaleOptions
 
 
 def test_every_scale_option_has_its_type() -> None:

@@ -12,8 +12,8 @@ from clihelpers import ok, run
 from posenc_cli.engines import vllm
 from posenc_cli.frameworks.check import check, judge
 from posenc_cli.models.model_positions import describe
-from posenc_cli.pick.scale import request_config
 from posenc_cli.rope.scaling import ScaleRequest
+from posenc_cli.scale.scaled import request_config
 
 pytestmark = pytest.mark.numeric
 

@@ -12,7 +12,7 @@ from clihelpers import assert_usage_error, ok, run, write_json
 
 from posenc_cli.errors import PosencError
 from posenc_cli.models.config_keys import text_config
-from posenc_cli.models.convert import convert
+from posenc_cli.models.convert import convert, convert_source
 from posenc_cli.models.model_positions import describe
 from posenc_cli.models.record import spec_for
 from posenc_cli.models.remote_code import v5_refusal
@@ -141,3 +141,18 @@ def test_per_layer_dicts_without_a_v4_form_are_refused() -> None:
                                "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}
     with pytest.raises(PosencError, match="transformers 4 has no form"):
         convert(cfg, "v4")
+
+
+def test_convert_source_reads_rewrites_and_names_where_it_goes(tmp_path: Path) -> None:
+    """posenc convert's core: the source read, its keys rewritten and read back; the CLI only writes or prints."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+                               "max_position_embeddings": 4096, "rope_theta": 1e4,
+                               "rope_scaling": {"rope_type": "linear", "factor": 2.0}}))
+    printed = convert_source(str(cfg), "v5")
+    assert printed.destination is None
+    assert json.loads(printed.text)["rope_parameters"] == {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}
+    assert convert_source(str(cfg), "v5", in_place=True).destination == str(cfg)
+    assert json.loads(cfg.read_text())["rope_scaling"]["factor"] == 2.0  # the core writes nothing
+    with pytest.raises(PosencError, match="output FILE or in_place, not both"):
+        convert_source(str(cfg), "v5", output="x.json", in_place=True)

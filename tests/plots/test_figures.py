@@ -112,6 +112,19 @@ def test_default_file_names(in_tmp: Path) -> None:
     ])
 
 
+def test_base_is_a_hidden_alias_of_sinusoidal_theta(in_tmp: Path) -> None:
+    """``plot sinusoidal --theta`` was ``--base``: the old name is still read, and no longer listed."""
+    by_theta = json.loads(ok(run("sinusoidal", "--max-len", "8", "--d-model", "4", "--theta", "500", "--json",
+                                 "-o", "a.png")).stdout)
+    by_base = json.loads(ok(run("sinusoidal", "--max-len", "8", "--d-model", "4", "--base", "500", "--json",
+                                "-o", "b.png")).stdout)
+    assert by_theta["base"] == by_base["base"] == 500.0
+    assert (in_tmp / "a.png").read_bytes() == (in_tmp / "b.png").read_bytes()
+    assert_usage_error(run("sinusoidal", "--theta", "500", "--base", "600"), "--base is the old name of --theta")
+    helped = ok(run("sinusoidal", "--help")).stdout
+    assert "--theta" in helped and "--base" not in helped
+
+
 def test_json_prints_path_and_parameters(in_tmp: Path) -> None:
     result = ok(run("sinusoidal", "--max-len", "64", "--d-model", "16", "--json", "--title", "hello"))
     info = json.loads(result.stdout)
@@ -480,7 +493,8 @@ BAD = [
     (["frequencies", "--theta", "nan", "--original-max", "4k", "--factor", "2"], "--theta"),
     (["decay", "--theta", "10000,nan"], "--theta"),
     (["decay", "--theta", "10000,abc"], "--theta"),
-    (["sinusoidal", "--base", "nan"], "--base"),
+    (["sinusoidal", "--theta", "nan"], "--theta"),
+    (["sinusoidal", "--base", "nan"], "--theta"),  # --theta's old name, read as it
     (["rope", "--method", "yarn", "--factor", "nan", "--original-max", "4k"], "--factor"),
     (["rope", "--method", "yarn", "--factor", "0.5", "--original-max", "4k"], "--factor"),
     (["rope", "--method", "yarn", "--factor", "4"], "--original-max"),

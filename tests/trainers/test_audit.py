@@ -124,7 +124,7 @@ def test_base_model_is_the_option_base_its_old_name(tmp_path: Path) -> None:
     new = run("audit", ckpt, "--trained-with", train, "--base-model", base, "--json")
     assert old.stdout == new.stdout and findings(new) == ["reset-factor", "window"]
     assert_usage_error(run("audit", ckpt, "--trained-with", train, "--base-model", base, "--base", base),
-                       "--base-model and --base are one option")
+                       "--base is the old name of --base-model")
     args = text(tmp_path, "a.sh", "--position-embedding-type rope\n")
     assert_usage_error(run("audit", ckpt, "--trained-with", args, "--base-model", base),
                        "--base-model is for LLaMA-Factory")

@@ -1,5 +1,5 @@
-"""A scaling asked for by name (``posenc scale``, ``posenc plot rope/frequencies``): the options as the user gave
-them, the validated request they make, and the request rendered for one format, on a model or bare.
+"""``posenc scale``'s core: a request (:mod:`.options`) rendered for one engine's format through the registry, on a
+model or bare, or written into the model's config; with the engine's verdict on it.
 
 No numpy at import (the engine renderings keep it inside the functions that compute tables); the model reader
 loads only when a model is given, so a bare ``posenc scale`` never loads it (``tests/test_imports.py``): those are
@@ -8,17 +8,15 @@ this module's deliberate function-level imports.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from posenc_cli.engines import hf
 from posenc_cli.engines.target import Rendering
 from posenc_cli.errors import PosencError
-from posenc_cli.files import parse_factor_list
 from posenc_cli.frameworks.registry import formats, render, render_request, training_formats
-from posenc_cli.models.extension import extend
 from posenc_cli.rope import scaling
 from posenc_cli.rope.scaling import ScaleRequest
+from posenc_cli.scale.options import ScaleOptions, scale_request
 from posenc_cli.units import parse_length
 
 if TYPE_CHECKING:
@@ -26,68 +24,12 @@ if TYPE_CHECKING:
     from posenc_cli.models.sources import Source
 
 
-@dataclass(eq=False)  # a plain bag of values; frozen/eq would only add start-up time
-class ScaleOptions:
-    """The scaling options as the command line gave them (lengths and factor lists still text).
-
-    None is "not given": the model's own value, else the method's default (llama3: low 1, high 4).
-    """
-
-    factor: float | None = None
-    original_max: str | None = None
-    target: str | None = None
-    partial_rotary_factor: float | None = None
-    beta_fast: float | None = None
-    beta_slow: float | None = None
-    attention_factor: float | None = None
-    mscale: float | None = None
-    mscale_all_dim: float | None = None
-    truncate: bool | None = None
-    low_freq_factor: float | None = None
-    high_freq_factor: float | None = None
-    short_factor: str | None = None
-    long_factor: str | None = None
-
-
-def scale_request(
-    method: str,
-    options: ScaleOptions,
-    *,
-    theta: float | None = None,
-    head_dim: int | None = None,
-    fine_tuned: bool = False,
-    model: ModelFacts | None = None,
-    notes: list[str] | None = None,
-) -> ScaleRequest:
-    """Parse ``options`` for ``method`` and build the request through :func:`posenc_cli.models.extension.extend`.
-
-    ``theta`` and ``head_dim`` are what the command line gave (None: the model's, else the defaults); ``model``:
-    the facts of the model given with ``--config``. Notes for stderr are appended to ``notes``. Every mistake is
-    one :class:`PosencError`.
-    """
-    original_max = (parse_length(options.original_max, name="--original-max")
-                    if options.original_max is not None else None)
-    if original_max is None and model is None:
-        raise PosencError(f"{method} needs the original (trained) context length: pass --original-max, e.g. 4k")
-    short = parse_factor_list(options.short_factor, "--short-factor") if options.short_factor else None
-    long = parse_factor_list(options.long_factor, "--long-factor") if options.long_factor else None
-    return extend(
-        method, model, factor=options.factor, original_max=original_max,
-        target=parse_length(options.target, name="--target") if options.target is not None else None,
-        theta=theta, head_dim=head_dim, partial_rotary_factor=options.partial_rotary_factor, fine_tuned=fine_tuned,
-        notes=notes, beta_fast=options.beta_fast, beta_slow=options.beta_slow,
-        attention_factor=options.attention_factor, mscale=options.mscale, mscale_all_dim=options.mscale_all_dim,
-        truncate=options.truncate, low_freq_factor=options.low_freq_factor,
-        high_freq_factor=options.high_freq_factor, short_factor=short, long_factor=long,
-    )
-
-
 # NamedTuples, not frozen dataclasses: cheaper to define, and posenc scale's start-up counts
 class ScaleAsk(NamedTuple):
     """What ``posenc scale`` was asked beyond the scaling itself: the model, the format, where the result goes."""
 
     config: str | None = None  # a model: config.json, folder, Hub id or GGUF
-    fmt: str | None = None  # None: the model file's own format, else hf
+    engine: str | None = None  # one of the registry's formats; None: the model file's own format, else hf
     seq_len: str | None = None  # a training run's length, up to the target (training formats only)
     output: str | None = None  # write the patched config here
     in_place: bool = False  # rewrite the config itself
@@ -102,7 +44,7 @@ class Scaled(NamedTuple):
     notes: list[str]  # printed first
     caveats: list[str]  # printed before the text on stdout, not before a write
     destination: str | None  # the file the patched config goes to; None: stdout
-    verdict: str | None = None  # --format ENGINE: that engine's verdict on the request (posenc check's line)
+    verdict: str | None = None  # an engine asked for: that engine's verdict on the request (posenc check's line)
     written: str | None = None  # the GGUF written (``-o NEW.gguf`` on a GGUF model): already on disk
 
 
@@ -112,27 +54,27 @@ class _Model(NamedTuple):
     source: Source
     facts: ModelFacts
     path: str
-    served: str  # what engine command lines name it by
 
 
 def scale(method: str, options: ScaleOptions, ask: ScaleAsk, *, theta: float | None = None,
           head_dim: int | None = None, fine_tuned: bool = False) -> Scaled:
     """``posenc scale``: the request ``method`` and ``options`` make (on the model of ``ask.config``, if any),
-    rendered for ``ask.fmt``; or, with ``ask.output``/``ask.in_place``, the model's config patched with it.
+    rendered for ``ask.engine``; or, with ``ask.output``/``ask.in_place``, the model's config patched with it.
 
     The result is built before any note, so a rejected request or format ends as one error and no notes.
     """
     _check_ask(ask)
     model = _read_model(ask) if ask.config is not None else None
     facts = model.facts if model else None
-    fmt = ask.fmt or hf.own_format(facts)
+    fmt = ask.engine or hf.own_format(facts)
     notes: list[str] = []
     req = scale_request(method, options, theta=theta, head_dim=head_dim, fine_tuned=fine_tuned, model=facts,
                         notes=notes)
     if ask.seq_len is not None:
         if fmt not in training_formats():
-            raise PosencError(f"--seq-len sets the length a training run trains at; --format {fmt} serves the whole "
-                              f"target (use it with one of: {', '.join(training_formats())})")
+            raise PosencError(f"{{seq_len}} sets the length a training run trains at; {{engine}} {fmt} serves the "
+                              f"whole target (use it with one of: {', '.join(training_formats())})",
+                              "seq_len", "engine")
         req = scaling.at_length(req, parse_length(ask.seq_len, name="--seq-len"))
     destination = written = None
     caveats: list[str] = []
@@ -142,11 +84,11 @@ def scale(method: str, options: ScaleOptions, ask: ScaleAsk, *, theta: float | N
         text = _patched(model, req, fmt)
         destination = model.path if ask.in_place else ask.output
     elif model is not None:
-        text, caveats = _rendered_for_model(model, req, fmt, ask.model)
+        text, caveats = render_on_model(req, fmt, model.source, model.facts, ask.model)
     else:
         text, caveats = render_request(req, fmt, model=ask.model)
     given = {"theta": theta, "head_dim": head_dim}
-    verdict = _verdict(req, fmt, model) if ask.fmt is not None and destination is None else None
+    verdict = _verdict(req, fmt, model) if ask.engine is not None and destination is None else None
     return Scaled(req, text, _notes(req, fmt, facts, notes, given), caveats, destination, verdict, written)
 
 
@@ -177,7 +119,7 @@ def _verdict(req: ScaleRequest, fmt: str, model: _Model | None) -> str:
 def request_config(req: ScaleRequest) -> dict[str, Any]:
     """A config.json of the request alone (a bare ``posenc scale``): one attention head of ``head_dim``, the
     request's theta, partial rotary factor, rope dict and ``max_position_embeddings``, as transformers' legacy keys
-    (``--format hf``), as a whole one-layer Llama: engines that serve only the architectures they know (LMDeploy's
+    (``--engine hf``), as a whole one-layer Llama: engines that serve only the architectures they know (LMDeploy's
     TurboMind, ExLlamaV3) or build the model from its config (mlx-lm) read it as they read a Llama, and transformers
     with its plain rope reading."""
     return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": req.head_dim,
@@ -186,33 +128,34 @@ def request_config(req: ScaleRequest) -> dict[str, Any]:
 
 
 def _check_ask(ask: ScaleAsk) -> None:
-    if ask.fmt is not None and ask.fmt not in formats():
-        raise PosencError(f"--format {ask.fmt!r} is not known; use one of: {', '.join(formats())}")
+    if ask.engine is not None and ask.engine not in formats():
+        raise PosencError(f"{{engine}} {ask.engine!r} is not known; use one of: {', '.join(formats())}", "engine")
     if (ask.output or ask.in_place) and ask.config is None:
-        raise PosencError("--output and --in-place patch a model config: pass --config FILE")
+        raise PosencError("{output} and {in_place} patch a model config: pass {config} FILE", "output", "in_place",
+                          "config")
     if ask.output and ask.in_place:
-        raise PosencError("give either --output FILE or --in-place, not both")
+        raise PosencError("give either {output} FILE or {in_place}, not both", "output", "in_place")
 
 
 def _read_model(ask: ScaleAsk) -> _Model:
     """The model of ``--config``, and the file a write patches (a folder's config.json)."""
     # the model reader loads only for --config: a bare request never needs it (tests/test_imports.py)
     from posenc_cli.models.facts import model_facts
-    from posenc_cli.models.sources import describe_source, read_source, served_name
+    from posenc_cli.models.sources import describe_source, read_source
 
     assert ask.config is not None
     src = read_source(ask.config)
     if ask.in_place and src.kind == "gguf":
-        raise PosencError(f"--in-place would rewrite {src.label}; posenc never writes over a GGUF it reads: give "
-                          "-o NEW.gguf")
+        raise PosencError(f"{{in_place}} would rewrite {src.label}; posenc never writes over a GGUF it reads: give "
+                          "-o NEW.gguf", "in_place")
     if (ask.output or ask.in_place) and src.kind not in ("file", "stdin", "folder", "gguf"):
-        raise PosencError(f"--output and --in-place patch a local config.json; {src.label} is a {src.kind} "
-                          "(print the scaling without them, or download config.json first)")
+        raise PosencError(f"{{output}} and {{in_place}} patch a local config.json; {src.label} is a {src.kind} "
+                          "(print the scaling without them, or download config.json first)", "output", "in_place")
     if ask.in_place and src.kind == "stdin":
-        raise PosencError("--in-place rewrites a config file; --config - is stdin (use -o - to print the "
-                          "patched config)")
+        raise PosencError("{in_place} rewrites a config file; {config} - is stdin (use -o - to print the patched "
+                          "config)", "in_place", "config")
     path = src.path if ask.in_place and src.kind == "folder" and src.path else ask.config
-    return _Model(src, model_facts(describe_source(src), src.label, cfg=src.config), path, served_name(src))
+    return _Model(src, model_facts(describe_source(src), src.label, cfg=src.config), path)
 
 
 def _patched(model: _Model, req: ScaleRequest, fmt: str) -> str:
@@ -227,33 +170,39 @@ GGUF_FORMATS = ("ollama", "lmstudio")
 
 def _written_gguf(model: _Model, req: ScaleRequest, ask: ScaleAsk, notes: list[str]) -> tuple[str, str, list[str]]:
     """``-o NEW.gguf`` on a GGUF model: the scaling written into a new GGUF (:mod:`posenc_cli.models.gguf.scaled`),
-    and the rendering for ``--format ollama``/``lmstudio`` naming it (else no text). Returns (the name written,
+    and the rendering for ``--engine ollama``/``lmstudio`` naming it (else no text). Returns (the name written,
     the text, its caveats); the writer's notes are appended to ``notes``."""
     from posenc_cli.models.gguf.scaled import scaling_edit
     from posenc_cli.models.gguf.writer import rewrite
 
     assert ask.output is not None and model.source.gguf is not None and model.source.path is not None
-    if ask.fmt is not None and ask.fmt not in GGUF_FORMATS:
-        raise PosencError(f"-o {ask.output} on a GGUF writes a new GGUF; --format {ask.fmt} describes a config.json "
-                          f"or flags: use --format {' or '.join(GGUF_FORMATS)} with -o, or --format {ask.fmt} "
-                          "without it")
-    if ask.fmt is not None and ask.output == "-":
-        raise PosencError(f"-o - streams the GGUF to stdout; --format {ask.fmt} prints there too: give -o NEW.gguf")
+    if ask.engine is not None and ask.engine not in GGUF_FORMATS:
+        raise PosencError(f"-o {ask.output} on a GGUF writes a new GGUF; {{engine}} {ask.engine} describes a "
+                          f"config.json or flags: use {{engine}} {' or '.join(GGUF_FORMATS)} with -o, or {{engine}} "
+                          f"{ask.engine} without it", "engine")
+    if ask.engine is not None and ask.output == "-":
+        raise PosencError(f"-o - streams the GGUF to stdout; {{engine}} {ask.engine} prints there too: give -o "
+                          "NEW.gguf", "engine")
     edit, written_notes = scaling_edit(model.source.gguf, scaling.rope_parameters(req),
                                        scaling.max_position_embeddings(req), req.rotary_dim)
     written = rewrite(model.source.path, ask.output, edit, label=model.source.label)
     notes += [f"note: {line}" for line in written_notes]
-    if ask.fmt is None:
+    if ask.engine is None:
         return written, "", []
     # no config or facts: the rendering names the new file (engines.ollama.gguf_steps), not the old one
-    text, caveats = render(Rendering(req, ask.fmt, written, None, None, True))
+    text, caveats = render(Rendering(req, ask.engine, written, None, None, True))
     return written, text, caveats
 
 
-def _rendered_for_model(model: _Model, req: ScaleRequest, fmt: str, name: str) -> tuple[str, list[str]]:
-    src = model.source
-    return render_request(req, fmt, src.config, model.facts, model.served if name == "MODEL" else name,
-                          gguf=src.kind == "gguf")
+def render_on_model(req: ScaleRequest, fmt: str, source: Source, facts: ModelFacts | None,
+                    name: str = "MODEL") -> tuple[str, list[str]]:
+    """``posenc scale --engine fmt`` of ``req`` on a model read from ``source``: its config and facts (no facts, a
+    model with no rope group: neither), and the name engine command lines give it (its served name unless ``name``
+    is given). Returns (text, caveats). ``pick --trainer`` renders its runs through this too."""
+    from posenc_cli.models.sources import served_name  # loaded already: the model was read with it
+
+    return render_request(req, fmt, source.config if facts is not None else None, facts,
+                          served_name(source) if name == "MODEL" else name, gguf=source.kind == "gguf")
 
 
 def _notes(req: ScaleRequest, fmt: str, facts: ModelFacts | None, notes: list[str],
