@@ -90,7 +90,7 @@ class RopeType:
     @property
     def needs(self) -> tuple[str, ...]:
         """Keys that must hold a value: required ones with no default (yarn's factor: the window over the original)."""
-        return tuple(k for k in self.required if k not in self.defaults)
+        return tuple(k for k in self.required if k not in self.defaults or self.defaults[k].read == REQUEST)
 
 
 _YARN_FACTOR = Default(None)  # null: max_position_embeddings / original_max_position_embeddings
@@ -152,6 +152,11 @@ def request_default(rope_type: str, key: str) -> Any:
     found = record(rope_type)
     default = found.defaults.get(key) if found is not None else None
     return default.value if default is not None and default.read == REQUEST else None
+
+
+def request_defaults() -> dict[str, Any]:
+    """Every key's value for a new request that leaves it out (llama3's bands), over all records."""
+    return {k: d.value for r in RECORDS.values() for k, d in r.defaults.items() if d.read == REQUEST}
 
 
 def known_keys(rope_type: str) -> frozenset[str] | None:
