@@ -105,8 +105,10 @@ def _yarn(s: dict[str, Any]) -> tuple[dict[str, Any], float]:
     if attention is None:
         attention = 1.0 if rs.get("llama_4_scaling_beta") else yarn_mscale(float(factor))
     params = {"rope_type": "yarn", "rope_theta": s["rope_theta"], "factor": float(factor),
-              "original_max_position_embeddings": original, "beta_fast": float(rs.get("beta_fast", 32)),
-              "beta_slow": float(rs.get("beta_slow", 1)), "truncate": rs.get("truncate", True),
+              "original_max_position_embeddings": original,
+              "beta_fast": float(rs.get("beta_fast", 32)),  # framework fact: exllamav3's rope_scaling.get defaults
+              "beta_slow": float(rs.get("beta_slow", 1)),  # framework fact: (a null stays null there)
+              "truncate": rs.get("truncate", True),
               "attention_factor": attention}
     return params, float(attention)
 

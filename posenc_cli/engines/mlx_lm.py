@@ -41,6 +41,8 @@ from posenc_cli.engines.runs import NOT_MODELLED, WILL_NOT_START, EngineRun, Gro
 from posenc_cli.errors import PosencError
 from posenc_cli.files import dumps_config, dumps_json
 from posenc_cli.rope.attention_factors import longrope_attention_factor, yarn_mscale, yarn_mscale_for
+from posenc_cli.rope.rope_types import param
+from posenc_cli.rope.yarn_ramp import yarn_correction_range
 
 if TYPE_CHECKING:  # the reader loads only when an engine runs a model
     import numpy as np
@@ -361,7 +363,8 @@ def frequencies(rope: MlxRope, seq_len: int) -> tuple[npt.NDArray[np.float32], f
                                                                                   float(s.get("mscale_all_dim", 0)))
         params = {"rope_type": "yarn", "rope_theta": rope.base, "factor": factor, "truncate": True,
                   "original_max_position_embeddings": int(s.get("original_max_position_embeddings", 4096)),
-                  "beta_fast": float(s.get("beta_fast", 32)), "beta_slow": float(s.get("beta_slow", 1)),
+                  "beta_fast": float(s.get("beta_fast", 32)),  # framework fact: mlx-lm's YarnRoPE defaults
+                  "beta_slow": float(s.get("beta_slow", 1)),  # framework fact: (initialize_rope's .get)
                   "attention_factor": magnitude}
         return compute(RopeSpec(params, rope.dims, mpe), seq_len).inv_freq, magnitude
     # SuScaledRoPE: the long factors at every length
@@ -460,14 +463,8 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
 def _yarn_inv(dims: int, base: float, s: dict[str, Any], truncate: bool) -> list[float]:
     """YaRN's inverse frequencies in Python floats (transformers' formula; ``truncate``: floor/ceil the range)."""
     factor, original = float(s["factor"]), int(s.get("original_max_position_embeddings", 4096))
-
-    def correction_dim(rotations: float) -> float:
-        return dims * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))
-
-    low, high = correction_dim(float(s.get("beta_fast") or 32)), correction_dim(float(s.get("beta_slow") or 1))
-    if truncate:
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, dims - 1)
+    low, high = yarn_correction_range(float(param(s, "beta_fast", "yarn")), float(param(s, "beta_slow", "yarn")),
+                                      dims, base, original, truncate)
     high = high + 0.001 if low == high else high
     out = []
     for i in range(dims // 2):

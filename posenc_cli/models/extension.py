@@ -23,17 +23,16 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.errors import PosencError
+from posenc_cli.rope.rope_types import METHODS, RECORDS, request_defaults, tunable
 from posenc_cli.rope.scaling import (
     DEFAULT_HEAD_DIM,
     DEFAULT_THETA,
     MAX_FACTOR,
-    METHODS,
     ScaleRequest,
     _finite,
     make_request,
     request,
 )
-from posenc_cli.rope.rope_types import RECORDS, request_defaults, tunable
 from posenc_cli.units import format_length
 
 if TYPE_CHECKING:  # facts come from the reader, which a bare request (pick or scale without --config) never loads

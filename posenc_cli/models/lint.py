@@ -107,8 +107,8 @@ def impossible_values(cfg: Mapping[str, Any]) -> list[Problem]:
                                                             "(float32)"))
         original = rp.get(ORIGINAL)
         rope_type = rope_type_of(rp, None)
-        found = RECORDS.get(rope_type) if isinstance(rope_type, str) else None  # as written: su is not read here
-        if (found is not None and found.reads_original and isinstance(original, (int, float))
+        kind = RECORDS.get(rope_type) if isinstance(rope_type, str) else None  # as written: su is not read here
+        if (kind is not None and kind.reads_original and isinstance(original, (int, float))
                 and isinstance(window, (int, float)) and _finite(original) and _finite(window)
                 and original > window > 0):
             # a warning, not impossible: MiniCPM-V 4 ships 32786 (sic) over a 32768 window and engines run it

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from posenc_cli.errors import PosencError
+from posenc_cli.rope.rope_types import METHODS as METHODS  # posenc scale's methods, one per record: re-exported
 from posenc_cli.rope.rope_types import (
-    METHODS,
     NOT_NUMBERS,
     ORIGINAL,
     PER_PAIR,

@@ -15,6 +15,7 @@ from posenc_cli.engines.registry import Rendering, Target
 from posenc_cli.engines.runs import CANNOT_EXPRESS
 from posenc_cli.errors import PosencError
 from posenc_cli.rope.attention_factors import yarn_attention_factor, yarn_mscale
+from posenc_cli.rope.rope_types import param
 from posenc_cli.trainers.settings import Reader, TrainedWith, reject_rope_keys
 from posenc_cli.trainers.trained import (
     Refusal,
@@ -68,8 +69,9 @@ def torchtitan_setup(rope: Rope) -> tuple[str, Trained, list[str]]:
         folds = rope.model_type == "gpt_oss" and attention == yarn_mscale(factor)
         params = {"rope_type": "yarn", "rope_theta": theta, "factor": factor,
                   "original_max_position_embeddings": int(group["original_max_position_embeddings"]),
-                  "beta_fast": float(group.get("beta_fast") or 32.0), "beta_slow": float(group.get("beta_slow") or 1.0),
-                  "truncate": bool(group.get("truncate", True)), "attention_factor": attention if folds else 1.0}
+                  "beta_fast": float(param(group, "beta_fast", "yarn")),
+                  "beta_slow": float(param(group, "beta_slow", "yarn")),
+                  "truncate": bool(param(group, "truncate", "yarn")), "attention_factor": attention if folds else 1.0}
         if folds:
             caveats.append(f"{who}'s RoPE leaves out YaRN's attention factor; its gpt-oss attention folds it into "
                            f"the softmax scale (x{attention:.6g} squared, models/gpt_oss/model.py), as transformers' "
@@ -80,10 +82,10 @@ def torchtitan_setup(rope: Rope) -> tuple[str, Trained, list[str]]:
                            f"train with cos/sin x1 where transformers uses x{attention:.6g} (logits "
                            f"x{attention ** 2:.4g})")
         text = (f"{cls}.Config({', '.join(head)}, scaling=\"yarn\", rope_factor={factor!r}, "
-                f"beta_fast={float(group.get('beta_fast') or 32.0)!r}, "
-                f"beta_slow={float(group.get('beta_slow') or 1.0)!r}, "
+                f"beta_fast={float(param(group, 'beta_fast', 'yarn'))!r}, "
+                f"beta_slow={float(param(group, 'beta_slow', 'yarn'))!r}, "
                 f"original_seq_len={int(group['original_max_position_embeddings'])}, "
-                f"truncate={bool(group.get('truncate', True))!r})")
+                f"truncate={bool(param(group, 'truncate', 'yarn'))!r})")
     else:
         raise Refusal(CANNOT_EXPRESS, f"{who} has no {rope_type} RoPE (its RoPE.Config scaling is none, llama or "
                       "yarn); nearest it can express: posenc scale yarn, or a larger theta (posenc scale ntk)")
