@@ -188,6 +188,7 @@ def initialize_rope(dims: int, base: float, traditional: bool, scaling: dict[str
         return MlxRope("RoPE", dims, base, traditional, scale)
     if rope_type in ("dynamic", "llama3", "yarn", "deepseek_yarn", "telechat3-yarn", "longrope"):
         assert scaling is not None
+        # framework fact: the keys mlx-lm's initialize_rope indexes (a KeyError there)
         needs = {"longrope": ("original_max_position_embeddings", "short_factor", "long_factor")}.get(
             rope_type, ("factor",))
         missing = [k for k in needs if k not in scaling]
@@ -329,6 +330,7 @@ def _phimoe(text: dict[str, Any], theta: float, head_dim: int, mpe: int | None) 
     scaling = text.get("rope_scaling")
     if scaling is None:
         return MlxRope("RoPE", head_dim, theta, False)
+    # framework fact: the keys mlx-lm's phimoe indexes
     missing = [k for k in ("short_factor", "long_factor", "short_mscale", "long_mscale") if k not in scaling]
     if missing:
         raise Refused(f"{WILL_NOT_START}: mlx-lm's phimoe reads rope_scaling.{missing[0]} (KeyError)")

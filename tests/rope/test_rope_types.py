@@ -44,7 +44,8 @@ def _validated_types() -> dict[str, tuple[set[str], set[str]]]:
         raise Probed
 
     config = LlamaConfig()
-    names = [n for n in dir(RotaryEmbeddingConfigMixin) if n.startswith("_validate_") and n.endswith("_rope_parameters")]
+    names = [n for n in dir(RotaryEmbeddingConfigMixin)
+             if n.startswith("_validate_") and n.endswith("_rope_parameters")]
     assert len(names) >= 7, names  # the sweep found transformers' table
     original = RotaryEmbeddingConfigMixin.__dict__["_check_received_keys"]
     try:
