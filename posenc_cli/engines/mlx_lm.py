@@ -390,7 +390,7 @@ _INTERLEAVED = ("deepseek_v3", "kimi_k2", "cohere", "llama4_text", "llama4")
 
 
 def transformers_layout(model: ModelPositions, cfg: dict[str, Any], layout: str) -> str:
-    """How transformers pairs the rotated features on the checkpoint's weights (``half`` or ``interleaved``)."""
+    """How transformers pairs the rotated features on the checkpoint's weights (``rotate-half`` or ``interleaved``)."""
     if model.text_model_type in _INTERLEAVED and cfg.get("rope_interleave", True):
         return "interleaved"
     return layout
@@ -447,7 +447,7 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
         rope = built.pop()
         warnings += divergences(name, cfg, rope, seq)
         wanted = transformers_layout(model, cfg, g.layout)
-        layout = "interleaved" if rope.traditional else "half"
+        layout = "interleaved" if rope.traditional else "rotate-half"
         if rope.dims != g.spec.rotary_dim or layout != wanted:
             groups.append(GroupRun(g.name, None, 1.0, softmax, [f"mlx-lm rotates {rope.dims} features paired "
                                                                 f"{layout}, transformers {g.spec.rotary_dim} paired "

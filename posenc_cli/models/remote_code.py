@@ -129,8 +129,8 @@ class EngineReading:
 
     @property
     def pair_layout(self) -> str:
-        """``encodings.apply_rope``'s name for the layout: ``half`` (neox) or ``interleaved`` (GPT-J)."""
-        return "half" if self.is_neox_style else "interleaved"
+        """``encodings.apply_rope``'s name for the layout: ``rotate-half`` (neox) or ``interleaved`` (GPT-J)."""
+        return "rotate-half" if self.is_neox_style else "interleaved"
 
     @property
     def layout(self) -> str:

@@ -231,18 +231,19 @@ def check_norms(s: VerifySettings, rng: np.random.Generator, trace: Trace | None
 
 
 def check_layouts_agree(s: VerifySettings, rng: np.random.Generator, trace: Trace | None = None) -> Check:
-    """Interleaved RoPE then the permutation equals the permutation then half-split RoPE; scores agree."""
+    """Interleaved RoPE then the permutation equals the permutation then rotate-half RoPE; scores agree."""
     dt = s.check_dtype
     q = rng.standard_normal((s.trials, _SEQ, s.head_dim)).astype(dt)
     k = rng.standard_normal((s.trials, _SEQ, s.head_dim)).astype(dt)
     pos = rng.integers(0, s.max_position, size=_SEQ)
     qi = apply_rope(q, pos, base=s.base, layout="interleaved")
     ki = apply_rope(k, pos[::-1].copy(), base=s.base, layout="interleaved")
-    qh = apply_rope(to_half_layout(q), pos, base=s.base, layout="half")
-    kh = apply_rope(to_half_layout(k), pos[::-1].copy(), base=s.base, layout="half")
+    qh = apply_rope(to_half_layout(q), pos, base=s.base, layout="rotate-half")
+    kh = apply_rope(to_half_layout(k), pos[::-1].copy(), base=s.base, layout="rotate-half")
     si = np.einsum("tpd,tpd->tp", qi, ki)
     sh = np.einsum("tpd,tpd->tp", qh, kh)
-    for label, values in (("interleaved q", qi), ("half q", qh), ("interleaved scores", si), ("half scores", sh)):
+    for label, values in (("interleaved q", qi), ("rotate-half q", qh), ("interleaved scores", si),
+                          ("rotate-half scores", sh)):
         _seen(trace, label, values)
     vec_err = float(np.abs(to_half_layout(qi).astype(np.float64) - qh).max())
     scale = np.linalg.norm(q.astype(np.float64), axis=-1) * np.linalg.norm(k.astype(np.float64), axis=-1)
