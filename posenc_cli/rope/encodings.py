@@ -37,13 +37,14 @@ FloatArray = npt.NDArray[np.floating[Any]]
 MAX_BYTES = 1 << 30
 
 
-def ensure_fits(shape: tuple[int, ...], dtype: npt.DTypeLike, what: str) -> None:
-    """Raise PosencError when an array of ``shape`` would need more than :data:`MAX_BYTES`."""
+def ensure_fits(shape: tuple[int, ...], dtype: npt.DTypeLike, what: str, *fields: str) -> None:
+    """Raise PosencError when an array of ``shape`` would need more than :data:`MAX_BYTES`; ``what`` names the
+    array, writing the inputs that size it as ``{field}`` (``fields``: see :class:`posenc_cli.errors.PosencError`)."""
     nbytes = math.prod(shape) * np.dtype(dtype).itemsize
     if nbytes > MAX_BYTES:
         raise PosencError(
             f"{what} of shape {shape} would need {nbytes / 2**30:.1f} GiB; the limit is "
-            f"{MAX_BYTES / 2**30:.0f} GiB, use smaller sizes"
+            f"{MAX_BYTES / 2**30:.0f} GiB, use smaller sizes", *fields
         )
 
 
