@@ -57,9 +57,10 @@ class Default:
 class RopeType:
     """One rope type as transformers names it.
 
-    ``keys``: every key it reads besides :data:`COMMON_KEYS`, in the order a request writes them; ``required``: those
-    transformers' validation needs; ``also_read``: read without being validated (by the rope function, or the engines
-    that mirror it); ``defaults``: see the module docstring. ``inherits``: keys a request of this type keeps from a
+    ``keys``: every key it reads but ``rope_type`` and ``partial_rotary_factor``, in the order a request writes them
+    (``rope_theta`` among them, which a request writes apart); ``required``: those transformers' validation needs;
+    ``also_read``: read without being validated (by the rope function, or the engines that mirror it);
+    ``defaults``: see the module docstring. ``inherits``: keys a request of this type keeps from a
     model already of this type when the command line leaves them out; ``method``: the ``posenc scale`` method that
     writes it; ``odd_dim``: transformers computes it for an odd rotary dim (``ceil(dim / 2)`` pairs);
     ``whole_head``: it rotates pairs over the whole head whatever ``partial_rotary_factor`` says (proportional);
