@@ -20,8 +20,7 @@ default at all (the key is required) but the value posenc writes when a request 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 FALSY = "falsy"
 ABSENT = "absent"
@@ -45,16 +44,15 @@ DIVISORS = ("rope_theta", ORIGINAL, "beta_fast", "beta_slow", "low_freq_factor",
 MAGNITUDES = ("attention_factor", "mscale", "mscale_all_dim", "short_mscale", "long_mscale")
 
 
-@dataclass(frozen=True)
-class Default:
+# NamedTuples, not frozen dataclasses: cheaper to define, and every command's start-up imports this module
+class Default(NamedTuple):
     """A key's default and how transformers reads it (:data:`FALSY`, :data:`ABSENT` or :data:`REQUEST`)."""
 
     value: Any
     read: str = ABSENT
 
 
-@dataclass(frozen=True)
-class RopeType:
+class RopeType(NamedTuple):
     """One rope type as transformers names it.
 
     ``keys``: every key it reads but ``rope_type`` and ``partial_rotary_factor``, in the order a request writes them
@@ -71,7 +69,7 @@ class RopeType:
     keys: tuple[str, ...] = ()
     required: tuple[str, ...] = ()
     also_read: tuple[str, ...] = ()
-    defaults: Mapping[str, Default] = field(default_factory=dict)
+    defaults: Mapping[str, Default] = {}  # never mutated
     inherits: tuple[str, ...] = ()
     method: str | None = None
     odd_dim: bool = False
