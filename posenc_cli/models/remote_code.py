@@ -134,7 +134,7 @@ class EngineReading:
 
     @property
     def layout(self) -> str:
-        return ("half-split pairs (is_neox_style=True)" if self.is_neox_style
+        return ("rotate-half pairs (is_neox_style=True)" if self.is_neox_style
                 else "interleaved pairs (is_neox_style=False, GPT-J layout)")
 
 
@@ -224,7 +224,7 @@ def _chatglm(cfg: Mapping[str, Any], text: Mapping[str, Any], where: str) -> Eng
     if text.get("position_encoding_2d"):
         notes.append(f"position_encoding_2d (ChatGLM-6B v1): {VLLM}'s ChatGLM is GLM 2/3/4 and has no 2D positions")
     if original_rope is False:
-        notes.append(f"original_rope false: vLLM rotates half-split pairs; {SGLANG}'s chatglm.py always rotates "
+        notes.append(f"original_rope false: vLLM pairs features rotate-half; {SGLANG}'s chatglm.py always rotates "
                      "interleaved pairs (is_neox_style=False)")
     ignored = tuple(k for k in ("rope_theta", "rope_scaling", "max_position_embeddings") if k in text)
     return EngineReading("chatglm", _model_type(cfg), VLLM, _VLLM_MODELS + "chatglm.py", text, where, head_dim,
