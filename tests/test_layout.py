@@ -115,7 +115,8 @@ def test_engines_never_reach_up_to_the_request_or_policy_layers() -> None:
         if name.startswith("posenc_cli.engines"):
             assert not imported & above, (name, imported & above)
     # and the bottom of the pipeline imports nothing above it
-    assert graph["posenc_cli.rope.scaling"] <= {"posenc_cli.errors", "posenc_cli.units"}
+    assert graph["posenc_cli.rope.scaling"] <= {"posenc_cli.errors", "posenc_cli.units", "posenc_cli.rope.rope_types"}
+    assert graph["posenc_cli.rope.rope_types"] == set()  # the records stand on nothing
 
 
 # --- the stages and the size targets ---------------------------------------------------------------------------
@@ -393,6 +394,155 @@ def test_a_private_import_would_be_found() -> None:
     assert private_imports(tree) == ["typer._click.exceptions", "typer._click"]
 
 
+
+
+
+# --- one home per rope-type key list and per transformers default ----------------------------------------------
+
+#: A literal that is a framework's own fact or a deliberate emulation of an engine's arithmetic says so on its
+#: statement (or the line above it); every other copy of a record's keys or of transformers' defaults is a finding.
+FACT_MARKERS = ("# framework fact:", "# emulation:")
+#: The one home of the rope-type records and of transformers' rope defaults.
+RECORDS_HOME = "posenc_cli.rope.rope_types"
+#: transformers' YaRN defaults (``_compute_yarn_parameters``: ``beta_fast or 32``, ``beta_slow or 1``).
+TRANSFORMERS_DEFAULTS = {"beta_fast": 32, "beta_slow": 1}
+
+
+def _type_keys() -> list[set[str]]:
+    """Each rope type's own keys (the common ones left out), for the types with three or more."""
+    from posenc_cli.rope.rope_types import COMMON_KEYS, RECORDS
+
+    own = [set(r.keys) - set(COMMON_KEYS) for r in RECORDS.values()]
+    return [keys for keys in own if len(keys) >= 3]
+
+
+def _statement_lines(tree: ast.Module) -> dict[int, tuple[int, int]]:
+    """Line -> (first, last) line of the innermost statement holding it."""
+    out: dict[int, tuple[int, int]] = {}
+    for node in sorted((n for n in ast.walk(tree) if isinstance(n, ast.stmt)),
+                       key=lambda n: (n.end_lineno or n.lineno) - n.lineno, reverse=True):
+        for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+            out[line] = (node.lineno, node.end_lineno or node.lineno)
+    return out
+
+
+def _mentions(node: ast.AST, key: str) -> bool:
+    spellings = (key, key.replace("_", "-"))
+    for sub in ast.walk(node):
+        text = sub.value if isinstance(sub, ast.Constant) and isinstance(sub.value, str) else (
+            sub.id if isinstance(sub, ast.Name) else sub.attr if isinstance(sub, ast.Attribute) else
+            sub.arg if isinstance(sub, ast.keyword) and sub.arg else sub.arg if isinstance(sub, ast.arg) else "")
+        if any(s in text for s in spellings):
+            return True
+    return False
+
+
+def _is_number(node: ast.AST | None, value: float) -> bool:
+    return (isinstance(node, ast.Constant) and isinstance(node.value, (int, float))
+            and not isinstance(node.value, bool) and node.value == value)
+
+
+def default_literals(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, key) of every transformers default written as a literal beside its key: ``.get(k, 32)``,
+    ``.get(k) or 32``, ``{k: 32}``, ``k=32``, ``k: float = 32.0``, ``f(..., "--yarn-beta-fast", 32.0)``."""
+    found = []
+    for node in ast.walk(tree):
+        for key, value in TRANSFORMERS_DEFAULTS.items():
+            literal: ast.AST | None = None
+            if isinstance(node, ast.Call) and node.args and _mentions(node.args[0], key) and any(
+                    _is_number(a, value) for a in node.args[1:]):
+                literal = next(a for a in node.args[1:] if _is_number(a, value))
+            elif isinstance(node, ast.Call) and any(isinstance(a, ast.Constant) and isinstance(a.value, str)
+                                                    and _mentions(a, key) for a in node.args):
+                literal = next((a for a in node.args if _is_number(a, value)), None)
+            elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and _mentions(node.values[0], key) \
+                    and _is_number(node.values[-1], value):
+                literal = node.values[-1]
+            elif isinstance(node, ast.Dict):
+                literal = next((v for k, v in zip(node.keys, node.values, strict=True)
+                                if k is not None and _mentions(k, key) and _is_number(v, value)), None)
+            elif isinstance(node, ast.keyword) and node.arg and key in node.arg and _is_number(node.value, value):
+                literal = node.value
+            elif isinstance(node, (ast.AnnAssign, ast.Assign)) and _is_number(node.value, value) and any(
+                    _mentions(t, key) for t in (node.targets if isinstance(node, ast.Assign) else [node.target])):
+                literal = node.value
+            if literal is not None:
+                found.append((getattr(literal, "lineno", node.lineno), key))
+    return sorted(set(found))
+
+
+def key_lists(tree: ast.Module) -> list[int]:
+    """Lines of every literal tuple, list or set of strings (or dict of constants) holding three or more of one
+    rope type's own keys: a copy of its record."""
+    types = _type_keys()
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            items = node.elts
+        elif isinstance(node, ast.Dict) and all(isinstance(v, ast.Constant) for v in node.values):
+            items = [k for k in node.keys if k is not None]
+        else:
+            continue
+        names = {e.value for e in items if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+        if len(names) == len(items) and any(len(names & keys) >= 3 for keys in types):
+            found.append(node.lineno)
+    return sorted(set(found))
+
+
+def _marked(source: list[str], spans: dict[int, tuple[int, int]], line: int) -> bool:
+    first, last = spans.get(line, (line, line))
+    return any(m in text for text in source[max(first - 2, 0):last] for m in FACT_MARKERS)
+
+
+def copies(package: Path = PACKAGE) -> dict[str, dict[str, list[int]]]:
+    """Per module outside :data:`RECORDS_HOME`: ``defaults`` and ``key_lists`` it writes unmarked, and the
+    ``marked`` ones (framework facts, emulations)."""
+    out: dict[str, dict[str, list[int]]] = {}
+    for path in sorted(package.rglob("*.py")):
+        name = ".".join(path.relative_to(package.parent).with_suffix("").parts)
+        if name == RECORDS_HOME:
+            continue
+        text = path.read_text(encoding="utf-8")
+        tree, source = ast.parse(text), text.splitlines()
+        spans = _statement_lines(tree)
+        lines = [line for line, _ in default_literals(tree)] + key_lists(tree)
+        entry = {"defaults": [ln for ln, _ in default_literals(tree) if not _marked(source, spans, ln)],
+                 "key_lists": [ln for ln in key_lists(tree) if not _marked(source, spans, ln)],
+                 "marked": [ln for ln in lines if _marked(source, spans, ln)]}
+        if any(entry.values()):
+            out[name] = entry
+    return out
+
+
+def test_each_rope_key_list_and_transformers_default_has_one_home() -> None:
+    found = copies()
+    assert {m: e["defaults"] for m, e in found.items() if e["defaults"]} == {}, "read it with rope_types.param"
+    assert {m: e["key_lists"] for m, e in found.items() if e["key_lists"]} == {}, "derive it from rope_types.RECORDS"
+    # the home holds both: the scan sees its key lists, and its defaults are transformers'
+    from posenc_cli.rope.rope_types import RECORDS
+
+    assert key_lists(ast.parse((PACKAGE / "rope" / "rope_types.py").read_text(encoding="utf-8")))
+    assert {k: RECORDS["yarn"].defaults[k].value for k in TRANSFORMERS_DEFAULTS} == TRANSFORMERS_DEFAULTS
+
+
+def test_a_copy_would_be_found_and_a_marked_fact_allowed() -> None:
+    copied = ast.parse("\n".join([
+        'a = params.get("beta_fast", 32)',
+        'b = float(params.get("beta_slow") or 1.0)',
+        'c = {"beta_fast": 32.0, "rope_type": "yarn"}',
+        'd = Rope(beta_slow=1)',
+        'KEYS = ("beta_fast", "beta_slow", "mscale_all_dim")',
+        'e = _number(args, "--yarn-beta-fast", 32.0, path)',
+        'f = params.get("beta_fast", 24)',  # not transformers' default: another value
+    ]))
+    assert default_literals(copied) == [(1, "beta_fast"), (2, "beta_slow"), (3, "beta_fast"), (4, "beta_slow"),
+                                        (6, "beta_fast")]
+    assert key_lists(copied) == [5]
+    source = ["x = 1", "# framework fact: Megatron's argparse default", 'e = _number(args, "--yarn-beta-fast", 32.0)']
+    tree = ast.parse("\n".join(source))
+    assert default_literals(tree) == [(3, "beta_fast")] and _marked(source, _statement_lines(tree), 3)
+    assert not _marked(source[:1] + source[2:], _statement_lines(ast.parse("\n".join(source[:1] + source[2:]))), 2)
+
 if __name__ == "__main__":  # the figures: python tests/test_layout.py
     lazy = function_level_imports()
     print(f"modules at the top level: {len(top_level_modules())} ({', '.join(top_level_modules())})")
@@ -404,3 +554,8 @@ if __name__ == "__main__":  # the figures: python tests/test_layout.py
     deferred = [b for _, b, _ in lazy if not loads_heavy(b, graph)]
     print(f"function-level imports of the package: {len(lazy)} ({len(deferred)} of a light module the light "
           f"commands never load: {', '.join(sorted(set(deferred)))})")
+    found = copies()
+    print(f"rope-type key lists outside {RECORDS_HOME}: {sum(len(e['key_lists']) for e in found.values())}; "
+          f"transformers' YaRN default literals outside it: {sum(len(e['defaults']) for e in found.values())}; "
+          f"marked framework facts/emulations: {sum(len(e['marked']) for e in found.values())} in "
+          f"{sum(1 for e in found.values() if e['marked'])} modules")

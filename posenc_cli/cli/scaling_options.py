@@ -10,35 +10,23 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from posenc_cli.cli.options import (
-    AttentionFactorOpt,
-    BetaFastOpt,
-    BetaSlowOpt,
-    FactorOpt,
-    HighFreqFactorOpt,
-    LongFactorOpt,
-    LowFreqFactorOpt,
-    MscaleAllDimOpt,
-    MscaleOpt,
-    OriginalMaxOpt,
-    PartialRotaryFactorOpt,
-    ShortFactorOpt,
-    TargetOpt,
-    TruncateOpt,
-)
+from posenc_cli.cli import options
+from posenc_cli.rope.rope_types import tunable
 from posenc_cli.scale.options import ScaleOptions
 
-#: Each scaling option's parameter type, in :class:`ScaleOptions`' order (the order a command lists them by default).
-SCALING: dict[str, Any] = {
-    "factor": FactorOpt, "original_max": OriginalMaxOpt, "target": TargetOpt,
-    "partial_rotary_factor": PartialRotaryFactorOpt, "beta_fast": BetaFastOpt, "beta_slow": BetaSlowOpt,
-    "attention_factor": AttentionFactorOpt, "mscale": MscaleOpt, "mscale_all_dim": MscaleAllDimOpt,
-    "truncate": TruncateOpt, "low_freq_factor": LowFreqFactorOpt, "high_freq_factor": HighFreqFactorOpt,
-    "short_factor": ShortFactorOpt, "long_factor": LongFactorOpt,
-}
+
+def _option_type(name: str) -> Any:
+    """The parameter type of the scaling option ``name``, typed and described once in :mod:`posenc_cli.cli.options`
+    (``beta_fast`` is ``BetaFastOpt``)."""
+    return getattr(options, "".join(part.title() for part in name.split("_")) + "Opt")
+
+
+#: Each scaling option's parameter type, in :class:`ScaleOptions`' order (the order a command lists them by default):
+#: the request's lengths and factor, and every key a method's rope type reads (``rope_types.tunable``).
+SCALING: dict[str, Any] = {f.name: _option_type(f.name) for f in dataclasses.fields(ScaleOptions)}
 #: The default of a command's ``scale_options`` parameter, never used: :func:`scaling_options` passes the options given.
 GIVEN = ScaleOptions()
-assert list(SCALING) == [f.name for f in dataclasses.fields(ScaleOptions)]
+assert set(tunable()) <= set(SCALING), "every key a rope type's method reads is a scaling option"
 
 
 def scaling_options(layout: str = "*") -> Callable[[Callable[..., None]], Callable[..., None]]:

@@ -40,9 +40,11 @@ def verify(
         help="Hub revision for a Hub id in --config.", show_default="main")] = None,
     head_dim: Annotated[int | None, typer.Option(
         help=f"Features per head; even, 2 to {MAX_HEAD_DIM}.", show_default="128")] = None,
-    base: Annotated[float | None, typer.Option(
-        help=f"RoPE base (theta); {THETA_RANGE}.", show_default="10000")] = None,
-    layout: Annotated[str | None, typer.Option(help="interleaved, half or both.", show_default="both")] = None,
+    theta: Annotated[float | None, typer.Option(
+        help=f"RoPE base (rope_theta); {THETA_RANGE}.", show_default="10000")] = None,
+    base: Annotated[float | None, typer.Option("--base", hidden=True, help="The old name of --theta.")] = None,
+    layout: Annotated[str | None, typer.Option(
+        help="interleaved, rotate-half or both.", show_default="both")] = None,
     trials: Annotated[int, typer.Option(help=f"Random q,k pairs per check; 1 to {MAX_TRIALS}.")] = 16,
     max_position: Annotated[str | None, typer.Option(
         help=f"Largest position tried: 4096, 128k, 1M (k=1024); 2 to {format_length(MAX_POSITION)}.",
@@ -60,6 +62,7 @@ def verify(
 
     Exit 0 when every check passes, 1 when one fails.
     """
+    theta, theta_flag = _one_of(("--theta", theta), ("--base", base))
     window = parse_length(max_position, name="--max-position") if max_position is not None else None
     if window is not None and not 2 <= window <= MAX_POSITION:
         raise PosencError(f"--max-position {max_position} is out of range; allowed 2 to {format_length(MAX_POSITION)}"
@@ -68,13 +71,13 @@ def verify(
     check_int(seed, "--seed", 0, MAX_SEED)
     if head_dim is not None:
         check_head_dim(head_dim)
-    if base is not None:
-        check_theta(base, "--base")
+    if theta is not None:
+        check_theta(theta, theta_flag)
     if tolerance is not None:
         check_number(tolerance, "--tolerance", 0.0, 1.0)
     report: VerifyReport | ModelVerifyReport
     if config is not None:
-        given = [name for name, value in (("--head-dim", head_dim), ("--base", base), ("--layout", layout))
+        given = [name for name, value in (("--head-dim", head_dim), (theta_flag, theta), ("--layout", layout))
                  if value is not None]
         if given:
             raise PosencError(f"{given[0]} does not apply with --config: the model's config sets it")
@@ -83,7 +86,7 @@ def verify(
     if config is not None:
         report = _run_model(config, revision, dtype, window, tolerance, trials, seed)
     else:
-        report = _run_generic(head_dim, base, layout, trials, window, dtype, seed, tolerance)
+        report = _run_generic(head_dim, theta, layout, trials, window, dtype, seed, tolerance)
     if as_json:
         print_json(report.as_dict())
     elif config is not None:
@@ -93,20 +96,34 @@ def verify(
     raise typer.Exit(ExitCode.OK if report.passed else ExitCode.CHECK_FAILED)
 
 
-def _run_generic(head_dim: int | None, base: float | None, layout: str | None, trials: int, window: int | None,
+def _one_of(*spellings: tuple[str, float | None]) -> tuple[float | None, str]:
+    """The value of an option given under one of its spellings (the name first, then hidden old names), and the
+    spelling used (for messages); two spellings at once is a mistake."""
+    given = [(flag, value) for flag, value in spellings if value is not None]
+    if len(given) > 1:
+        raise PosencError(f"{given[1][0]} is the old name of {spellings[0][0]}; give one of them")
+    flag, value = given[0] if given else spellings[0]
+    return value, flag
+
+
+#: Layout spellings the option accepts beside the layouts' own names.
+_LAYOUT_ALIASES = {"half": "rotate-half"}
+
+
+def _run_generic(head_dim: int | None, theta: float | None, layout: str | None, trials: int, window: int | None,
                  dtype: str | None, seed: int, tolerance: float | None) -> VerifyReport:
     from posenc_cli.rope import verify as core
     from posenc_cli.rope.encodings import LAYOUTS
 
-    layout = layout or "both"
+    layout = _LAYOUT_ALIASES.get(layout or "both", layout or "both")
     if layout == "both":
         layouts = LAYOUTS
     elif layout in LAYOUTS:
         layouts = (layout,)
     else:
-        raise PosencError(f"--layout {layout!r} is not known; use interleaved, half or both")
+        raise PosencError(f"--layout {layout!r} is not known; use interleaved, rotate-half or both")
     settings = core.VerifySettings(
-        head_dim=128 if head_dim is None else head_dim, base=10000.0 if base is None else base, layouts=layouts,
+        head_dim=128 if head_dim is None else head_dim, base=10000.0 if theta is None else theta, layouts=layouts,
         trials=trials, max_position=window or 1 << 20, dtype=dtype or "float64", seed=seed, tolerance=tolerance,
     )
     return core.run(settings)

@@ -36,6 +36,7 @@ from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.errors import PosencError
 from posenc_cli.files import dumps_config
 from posenc_cli.rope.attention_factors import longrope_attention_factor, yarn_mscale
+from posenc_cli.rope.rope_types import rope_type_of
 from posenc_cli.rope.scaling import max_position_embeddings, rope_parameters
 
 if TYPE_CHECKING:  # numpy loads only when a model is run
@@ -105,8 +106,10 @@ def _yarn(s: dict[str, Any]) -> tuple[dict[str, Any], float]:
     if attention is None:
         attention = 1.0 if rs.get("llama_4_scaling_beta") else yarn_mscale(float(factor))
     params = {"rope_type": "yarn", "rope_theta": s["rope_theta"], "factor": float(factor),
-              "original_max_position_embeddings": original, "beta_fast": float(rs.get("beta_fast", 32)),
-              "beta_slow": float(rs.get("beta_slow", 1)), "truncate": rs.get("truncate", True),
+              "original_max_position_embeddings": original,
+              "beta_fast": float(rs.get("beta_fast", 32)),  # framework fact: exllamav3's rope_scaling.get defaults
+              "beta_slow": float(rs.get("beta_slow", 1)),  # framework fact: (a null stays null there)
+              "truncate": rs.get("truncate", True),
               "attention_factor": attention}
     return params, float(attention)
 
@@ -117,7 +120,7 @@ def frequencies(s: dict[str, Any]) -> tuple[npt.NDArray[np.float32], float]:
     from posenc_cli.rope.frequencies import RopeSpec, compute
 
     rs = s["rope_scaling"] or {}
-    kind = rs.get("rope_type", rs.get("type")) if s["rope_scaling"] is not None else None
+    kind = rope_type_of(rs, None) if s["rope_scaling"] is not None else None
     # the rotated features as the spec's head dim: every type but proportional turns `dim` of them
     dim = s["rotary_dim"] or int(s["head_dim"] * s["partial_rotary_factor"])
     base = {"rope_theta": s["rope_theta"]}
@@ -187,7 +190,7 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
 
 def _warnings(cfg: dict[str, Any]) -> list[str]:
     rs = _read(cfg, dict, ["rope_scaling", "rope_parameters"], None) or {}
-    kind = rs.get("rope_type", rs.get("type"))
+    kind = rope_type_of(rs, None)
     out = []
     if kind == "yarn" and "original_max_position_embeddings" in rs:
         out.append("ExLlamaV3's YaRN factor is max_position_embeddings / original (the dict's factor is not read)")

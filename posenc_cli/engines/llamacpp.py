@@ -43,6 +43,7 @@ from posenc_cli.errors import PosencError
 from posenc_cli.models.gguf.header import shortest_float32
 from posenc_cli.models.gguf.metadata import DEEPSEEK_ARCHS
 from posenc_cli.rope.attention_factors import yarn_attention_factor, yarn_mscale
+from posenc_cli.rope.rope_types import param
 from posenc_cli.rope.scaling import rope_parameters
 from posenc_cli.units import format_number
 
@@ -220,8 +221,8 @@ def _flags(params: Mapping[str, Any], *, max_model_len: int, arch: str, in_gguf:
         factor = float(params["factor"])
         out = Flags(["--rope-scaling", "yarn", "--rope-scale", format_number(factor), "--yarn-orig-ctx",
                      str(original), "--rope-freq-base", theta,
-                     "--yarn-beta-fast", format_number(float(params.get("beta_fast") or 32)),
-                     "--yarn-beta-slow", format_number(float(params.get("beta_slow") or 1)), *ctx])
+                     "--yarn-beta-fast", format_number(float(param(params, "beta_fast", "yarn"))),
+                     "--yarn-beta-slow", format_number(float(param(params, "beta_slow", "yarn"))), *ctx])
         wanted = yarn_attention_factor(params, factor)
         if arch in DEEPSEEK_ARCHS:
             _deepseek2_yarn(out, params, factor, arch)

@@ -58,6 +58,7 @@ from posenc_cli.engines.runs import NOT_MODELLED, WILL_NOT_START, EngineRun, Gro
 from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.errors import PosencError
 from posenc_cli.files import dumps_json
+from posenc_cli.rope.attention_factors import yarn_mscale
 from posenc_cli.rope.scaling import max_position_embeddings
 
 if TYPE_CHECKING:  # numpy loads only when a model is run
@@ -94,15 +95,11 @@ class TurboMindRope:
     factor: float
     max_position_embeddings: int
     yarn_attention_factor: float = 1.0
-    yarn_beta_fast: float = 32.0
-    yarn_beta_slow: float = 1.0
+    yarn_beta_fast: float = 32.0  # framework fact: TurboMind's RopeConfig default
+    yarn_beta_slow: float = 1.0  # framework fact: TurboMind's RopeConfig default
     llama3_low_freq_factor: float = 1.0
     llama3_high_freq_factor: float = 4.0
     llama3_original_max_position_embeddings: int = 0
-
-
-def _mscale(scale: float, mscale: float = 1.0) -> float:
-    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 
 
 def parse(rope: dict[str, Any] | None, theta: float, head_dim: int, max_position_embeddings: int,
@@ -132,13 +129,14 @@ def parse(rope: dict[str, Any] | None, theta: float, head_dim: int, max_position
     if attention is None:
         mscale, mscale_all_dim = p.get("mscale"), p.get("mscale_all_dim")
         if mscale is not None and mscale_all_dim is not None:
-            attention = _mscale(factor, mscale) / _mscale(factor, mscale_all_dim)
+            attention = yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim)
         else:
-            attention = _mscale(factor)
+            attention = yarn_mscale(factor)
     if "original_max_position_embeddings" in p:
         factor = max_position_embeddings / p["original_max_position_embeddings"]
     return TurboMindRope("yarn", theta, dim, factor, max_position_embeddings, yarn_attention_factor=attention,
-                         yarn_beta_fast=p.get("beta_fast", 32.0), yarn_beta_slow=p.get("beta_slow", 1.0))
+                         yarn_beta_fast=p.get("beta_fast", 32.0),  # framework fact: parse_rope_param's .get
+                         yarn_beta_slow=p.get("beta_slow", 1.0))  # framework fact: parse_rope_param's .get
 
 
 def _dynamic_base(rope: TurboMindRope, prompt_len: int) -> np.float32:
@@ -158,6 +156,7 @@ def _yarn_ramp(rope: TurboMindRope) -> tuple[np.float32, np.float32]:
     correction range from ``rope.max_position_embeddings``, floored and ceiled always."""
     import numpy as np
 
+    # emulation: TurboMind's correction range in its float32 arithmetic, not transformers' (rope/yarn_ramp.py)
     f32 = np.float32
     log_base = f32(np.log(f32(rope.base)))  # std::log(float) -> float
 

@@ -41,6 +41,8 @@ from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.errors import PosencError
 from posenc_cli.files import dumps_config, dumps_json
 from posenc_cli.rope.attention_factors import longrope_attention_factor, yarn_mscale, yarn_mscale_for
+from posenc_cli.rope.rope_types import param
+from posenc_cli.rope.yarn_ramp import yarn_correction_range
 
 if TYPE_CHECKING:  # the reader loads only when an engine runs a model
     import numpy as np
@@ -186,6 +188,7 @@ def initialize_rope(dims: int, base: float, traditional: bool, scaling: dict[str
         return MlxRope("RoPE", dims, base, traditional, scale)
     if rope_type in ("dynamic", "llama3", "yarn", "deepseek_yarn", "telechat3-yarn", "longrope"):
         assert scaling is not None
+        # framework fact: the keys mlx-lm's initialize_rope indexes (a KeyError there)
         needs = {"longrope": ("original_max_position_embeddings", "short_factor", "long_factor")}.get(
             rope_type, ("factor",))
         missing = [k for k in needs if k not in scaling]
@@ -327,6 +330,7 @@ def _phimoe(text: dict[str, Any], theta: float, head_dim: int, mpe: int | None) 
     scaling = text.get("rope_scaling")
     if scaling is None:
         return MlxRope("RoPE", head_dim, theta, False)
+    # framework fact: the keys mlx-lm's phimoe indexes
     missing = [k for k in ("short_factor", "long_factor", "short_mscale", "long_mscale") if k not in scaling]
     if missing:
         raise Refused(f"{WILL_NOT_START}: mlx-lm's phimoe reads rope_scaling.{missing[0]} (KeyError)")
@@ -361,7 +365,8 @@ def frequencies(rope: MlxRope, seq_len: int) -> tuple[npt.NDArray[np.float32], f
                                                                                   float(s.get("mscale_all_dim", 0)))
         params = {"rope_type": "yarn", "rope_theta": rope.base, "factor": factor, "truncate": True,
                   "original_max_position_embeddings": int(s.get("original_max_position_embeddings", 4096)),
-                  "beta_fast": float(s.get("beta_fast", 32)), "beta_slow": float(s.get("beta_slow", 1)),
+                  "beta_fast": float(s.get("beta_fast", 32)),  # framework fact: mlx-lm's YarnRoPE defaults
+                  "beta_slow": float(s.get("beta_slow", 1)),  # framework fact: (initialize_rope's .get)
                   "attention_factor": magnitude}
         return compute(RopeSpec(params, rope.dims, mpe), seq_len).inv_freq, magnitude
     # SuScaledRoPE: the long factors at every length
@@ -385,7 +390,7 @@ _INTERLEAVED = ("deepseek_v3", "kimi_k2", "cohere", "llama4_text", "llama4")
 
 
 def transformers_layout(model: ModelPositions, cfg: dict[str, Any], layout: str) -> str:
-    """How transformers pairs the rotated features on the checkpoint's weights (``half`` or ``interleaved``)."""
+    """How transformers pairs the rotated features on the checkpoint's weights (``rotate-half`` or ``interleaved``)."""
     if model.text_model_type in _INTERLEAVED and cfg.get("rope_interleave", True):
         return "interleaved"
     return layout
@@ -442,7 +447,7 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
         rope = built.pop()
         warnings += divergences(name, cfg, rope, seq)
         wanted = transformers_layout(model, cfg, g.layout)
-        layout = "interleaved" if rope.traditional else "half"
+        layout = "interleaved" if rope.traditional else "rotate-half"
         if rope.dims != g.spec.rotary_dim or layout != wanted:
             groups.append(GroupRun(g.name, None, 1.0, softmax, [f"mlx-lm rotates {rope.dims} features paired "
                                                                 f"{layout}, transformers {g.spec.rotary_dim} paired "
@@ -460,14 +465,8 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
 def _yarn_inv(dims: int, base: float, s: dict[str, Any], truncate: bool) -> list[float]:
     """YaRN's inverse frequencies in Python floats (transformers' formula; ``truncate``: floor/ceil the range)."""
     factor, original = float(s["factor"]), int(s.get("original_max_position_embeddings", 4096))
-
-    def correction_dim(rotations: float) -> float:
-        return dims * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))
-
-    low, high = correction_dim(float(s.get("beta_fast") or 32)), correction_dim(float(s.get("beta_slow") or 1))
-    if truncate:
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, dims - 1)
+    low, high = yarn_correction_range(float(param(s, "beta_fast", "yarn")), float(param(s, "beta_slow", "yarn")),
+                                      dims, base, original, truncate)
     high = high + 0.001 if low == high else high
     out = []
     for i in range(dims // 2):

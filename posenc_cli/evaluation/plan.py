@@ -30,6 +30,7 @@ from posenc_cli.evaluation.templates import Template, load_any
 from posenc_cli.files import dumps_json, load_json
 from posenc_cli.models.facts import extended_group, window_of
 from posenc_cli.models.sources import describe_source, read_source
+from posenc_cli.rope.rope_types import param
 from posenc_cli.units import format_length, parse_length
 
 DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -274,7 +275,7 @@ def from_model(model: Any, template: Template | TaskSet, *, depths: tuple[float,
     if original and window > original:
         lengths.add(int(math.sqrt(original * window)) // 64 * 64)
     if layer.params.get("rope_type") == "yarn":
-        beta_fast = float(layer.params.get("beta_fast") or 32)
+        beta_fast = float(param(layer.params, "beta_fast", "yarn"))
         lengths.add(max(int(base / beta_fast), 8))
     tests = (*_retrieval_tests(window, template, DEFAULT_PASS_RATE),
              PlanTest("regression", max(base // 2, 8), DEFAULT_MARGIN))

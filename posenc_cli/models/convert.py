@@ -76,7 +76,7 @@ def _keep_order(old: Mapping[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 def convert(cfg: Mapping[str, Any], to: str) -> dict[str, Any]:
     """``cfg`` with its text model's rope keys in transformers ``to`` form (``v4`` or ``v5``)."""
     if to not in VERSIONS:
-        raise PosencError(f"--to {to!r} is not known; use v4 or v5")
+        raise PosencError(f"{{to}} {to!r} is not known; use v4 or v5", "to")
     text, text_type, where = text_config(cfg)
     if where.endswith(ABSENT):
         raise PosencError(f"{text_type}: the config has no {where.removesuffix(ABSENT)} to convert")
@@ -140,7 +140,7 @@ def with_rope(cfg: Mapping[str, Any], group: str, rope: dict[str, Any], max_posi
     the other rope types derive it from hidden_size / num_attention_heads.
     """
     if to not in VERSIONS:
-        raise PosencError(f"--to {to!r} is not known; use v4 or v5")
+        raise PosencError(f"{{to}} {to!r} is not known; use v4 or v5", "to")
     if to == "v5" and (refusal := v5_refusal(cfg)):
         raise PosencError(refusal)
     text, text_type, where = text_config(cfg)

@@ -23,11 +23,11 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from posenc_cli.errors import PosencError
+from posenc_cli.rope.rope_types import METHODS, RECORDS, request_defaults, tunable
 from posenc_cli.rope.scaling import (
     DEFAULT_HEAD_DIM,
     DEFAULT_THETA,
     MAX_FACTOR,
-    METHODS,
     ScaleRequest,
     _finite,
     make_request,
@@ -38,10 +38,10 @@ from posenc_cli.units import format_length
 if TYPE_CHECKING:  # facts come from the reader, which a bare request (pick or scale without --config) never loads
     from posenc_cli.models.facts import ModelFacts
 
-#: Parameters a caller can set explicitly; None means "not given" (the model's own value, else the default).
-TUNABLE = ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate", "low_freq_factor",
-           "high_freq_factor", "short_factor", "long_factor")
-_DEFAULTS = {"low_freq_factor": 1.0, "high_freq_factor": 4.0}
+#: Parameters a caller can set explicitly (every key a method's rope type reads: rope_types.tunable); None means
+#: "not given" (the model's own value, else the record's default for a new request).
+TUNABLE = tunable()
+_DEFAULTS = request_defaults()
 
 
 def extend(
@@ -72,7 +72,7 @@ def extend(
     if method not in METHODS:
         raise PosencError(f"method {method!r} is not known; use one of: {', '.join(METHODS)}")
     said = notes if notes is not None else []
-    _finite(factor, "--factor", minimum=1.0, maximum=MAX_FACTOR)
+    _finite(factor, "{factor}", minimum=1.0, maximum=MAX_FACTOR)
     explicit = {k: v for k, v in given.items() if v is not None}
     if facts is None:
         params = {k: explicit.get(k, _DEFAULTS.get(k)) for k in TUNABLE}
@@ -95,7 +95,8 @@ def extend(
         _refuse_unreadable(method, facts, facts.params.get("rope_type", "default"), label)
         start = original_max if original_max is not None else facts.scale_from
         if start is None:
-            raise PosencError(f"{label} names no max_position_embeddings: pass --original-max (e.g. 4k)")
+            raise PosencError(f"{label} names no max_position_embeddings: pass {{original_max}} (e.g. 4k)",
+                              "original_max")
         inherited = facts.inherited(method)
         params = {k: explicit.get(k, inherited.get(k, _DEFAULTS.get(k))) for k in TUNABLE}
         return make_request(method, factor=factor, original_max=start, target=target, **rope, **params)
@@ -132,18 +133,19 @@ def _target_from(native: int, factor: float | None, target: int | None, label: s
     if factor is not None:
         exact = native * factor
         if target is not None and not math.isclose(target, exact, rel_tol=1e-9):
-            raise PosencError(f"--factor {factor:g} x the native window {native} = {exact:g} disagrees with --target "
-                              f"{target}; give one of them")
+            raise PosencError(f"{{factor}} {factor:g} x the native window {native} = {exact:g} disagrees with "
+                              f"{{target}} {target}; give one of them", "factor", "target")
         if target is None:
             if not math.isfinite(exact) or exact != int(exact):
-                raise PosencError(f"--factor {factor:g} x the native window {native} = {exact:g} is not a whole "
-                                  "number of positions; pass --target instead")
+                raise PosencError(f"{{factor}} {factor:g} x the native window {native} = {exact:g} is not a whole "
+                                  "number of positions; pass {target} instead", "factor", "target")
             target = int(exact)
     if target is None:
-        raise PosencError("give the scale: --target LENGTH, or --factor S (S x the model's native window)")
+        raise PosencError("give the scale: {target} LENGTH, or {factor} S (S x the model's native window)",
+                          "target", "factor")
     if target < native:
-        raise PosencError(f"--target {format_length(target)} is shorter than the {format_length(native)} {label} "
-                          "already serves; nothing to extend (serve it with a shorter --max-model-len)")
+        raise PosencError(f"{{target}} {format_length(target)} is shorter than the {format_length(native)} {label} "
+                          "already serves; nothing to extend (serve it with a shorter --max-model-len)", "target")
     return target
 
 
@@ -156,10 +158,10 @@ def _own_scaling(facts: ModelFacts, native: int, target: int, new_lists: bool, s
         # the lists, not the factor, set longrope's frequencies: the same lists past W would only change the
         # attention factor and claim a window nobody searched factors for
         raise PosencError(f"{label}'s longrope factors were searched for {format_length(native)}; posenc cannot "
-                          f"invent factors for {format_length(target)}: pass --long-factor and --short-factor "
-                          "searched for it (microsoft/LongRoPE)")
+                          f"invent factors for {format_length(target)}: pass {{long_factor}} and {{short_factor}} "
+                          "searched for it (microsoft/LongRoPE)", "long_factor", "short_factor")
     jump = target / native
-    if own_type in ("linear", "dynamic"):
+    if not RECORDS[own_type].reads_original:
         own_factor = float(facts.params.get("factor") or 1.0)
         # these name no original length: the length the factor refers to is the window over the factor
         start = max(1, int(round(native / own_factor)))

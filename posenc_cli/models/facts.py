@@ -11,7 +11,7 @@ from posenc_cli.errors import PosencError
 from posenc_cli.models import remote_code
 from posenc_cli.models.config_keys import text_config
 from posenc_cli.models.model_positions import LayerRope, ModelPositions
-from posenc_cli.rope.scaling import METHODS
+from posenc_cli.rope.rope_types import METHODS, MULTIMODAL_KEYS, RECORDS, every_key
 from posenc_cli.rope.windows import Window, window
 
 
@@ -23,18 +23,6 @@ def window_of(model: ModelPositions, layer: LayerRope) -> Window | None:
     return window(layer.params, model.max_position_embeddings, model.text_model_type or model.model_type)
 
 
-#: Keys each method reads from a model's own rope dict when the command line leaves them out (the same rope type:
-#: gpt-oss keeps beta 32/1 and truncate false, DeepSeek keeps its mscale pair, llama3 its band factors).
-INHERITED = {
-    "yarn": ("beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate"),
-    "llama3": ("low_freq_factor", "high_freq_factor"),
-    "longrope": ("short_factor", "long_factor"),
-}
-
-# keys that belong to some rope type (or that a request always decides): never carried over as "extra"
-_TYPED_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "factor", "original_max_position_embeddings",
-               "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate",
-               "low_freq_factor", "high_freq_factor", "short_factor", "long_factor", "short_mscale", "long_mscale"}
 
 
 @dataclass(frozen=True)
@@ -69,16 +57,21 @@ class ModelFacts:
         return self.text_source == "text_config"
 
     def inherited(self, method: str) -> dict[str, Any]:
-        """Parameters of the model's rope dict that ``method`` reads, when the model already uses that method."""
-        if self.params.get("rope_type") != METHODS.get(method):
+        """Parameters of the model's rope dict that ``method`` reads, when the model already uses that method (the
+        record's ``inherits``: gpt-oss keeps beta 32/1 and truncate false, DeepSeek its mscale pair, llama3 its band
+        factors)."""
+        if method not in METHODS or self.params.get("rope_type") != METHODS[method]:
             return {}
         # a zero mscale means "not set" to transformers (it tests truthiness), not a value to pass on
-        return {k: self.params[k] for k in INHERITED.get(method, ())
+        return {k: self.params[k] for k in RECORDS[METHODS[method]].inherits
                 if k in self.params and not (k.startswith("mscale") and not self.params[k])}
 
     @property
     def extra(self) -> dict[str, Any]:
-        return {k: v for k, v in self.params.items() if k not in _TYPED_KEYS}
+        # keys that belong to some rope type (or that a request always decides) are never carried over; the
+        # multimodal ones (mrope_section) are read beside any type, so they are
+        typed = every_key() - set(MULTIMODAL_KEYS)
+        return {k: v for k, v in self.params.items() if k not in typed}
 
     @property
     def scaled(self) -> bool:

@@ -18,25 +18,10 @@ from posenc_cli.models.ollama_convert import FIX, ollama_converter_drops
 from posenc_cli.models.rope_dicts import REMAPS_YARN
 from posenc_cli.models.transformers_versions import KEY_SINCE, MODEL_TYPE_SINCE, ROPE_TYPE_SINCE, SCALING_READ_SINCE
 from posenc_cli.models.value_checks import FLOAT32_MAX, FLOAT32_TINY, bad_sizes
+from posenc_cli.rope.rope_types import ORIGINAL, RECORDS, every_key, known_keys, rope_type_of
 
-#: Keys read whatever the rope type: the multimodal classes (Qwen2-VL onwards) read mrope_section beside yarn too,
-#: as the Qwen2.5-VL card's long-context config writes it.
-_COMMON = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "mrope_section", "mrope_interleaved"}
-#: Keys transformers' rope functions (and the engines that mirror them) read, per rope type.
-KNOWN_KEYS: dict[str, set[str]] = {
-    "default": {"mrope_section", "mrope_interleaved"},
-    "linear": {"factor"},
-    "dynamic": {"factor"},
-    "yarn": {"factor", "original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow", "mscale",
-             "mscale_all_dim", "truncate"},
-    "longrope": {"factor", "original_max_position_embeddings", "attention_factor", "short_factor", "long_factor",
-                 "short_mscale", "long_mscale"},
-    "llama3": {"factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"},
-    "proportional": {"factor"},
-    # types a config class rewrites before reading: their keys are those of the type they become
-    "su": set(), "mrope": {"mrope_section", "mrope_interleaved"},
-}
-KNOWN_KEYS["su"] = KNOWN_KEYS["longrope"]
+# The keys each rope type reads (the multimodal classes, Qwen2-VL onwards, read mrope_section beside yarn too, as the
+# Qwen2.5-VL card's long-context config writes it): posenc_cli.rope.rope_types.known_keys.
 #: Keys some model classes read beside the rope type's own (Ministral 3's query scaling).
 _MODEL_KEYS = {"ministral3": {"llama_4_scaling_beta", "max_position_embeddings"}}
 # a phi3 config class turns these into longrope
@@ -120,9 +105,10 @@ def impossible_values(cfg: Mapping[str, Any]) -> list[Problem]:
         if factor is not None and not (_finite(factor) and 1 <= factor <= FLOAT32_MAX):
             out.append(_impossible(f"{loc}.factor", factor, f"a number from 1 (no scaling) to {FLOAT32_MAX:.6g} "
                                                             "(float32)"))
-        original = rp.get("original_max_position_embeddings")
-        rope_type = rp.get("rope_type", rp.get("type"))
-        if (rope_type in ("yarn", "longrope", "llama3") and isinstance(original, (int, float))
+        original = rp.get(ORIGINAL)
+        rope_type = rope_type_of(rp, None)
+        kind = RECORDS.get(rope_type) if isinstance(rope_type, str) else None  # as written: su is not read here
+        if (kind is not None and kind.reads_original and isinstance(original, (int, float))
                 and isinstance(window, (int, float)) and _finite(original) and _finite(window)
                 and original > window > 0):
             # a warning, not impossible: MiniCPM-V 4 ships 32786 (sic) over a 32768 window and engines run it
@@ -159,7 +145,7 @@ def unreadable(message: str) -> Problem:
 def _dict_problems(loc: str, key: str, rp: Mapping[str, Any], text: Mapping[str, Any], text_type: str,
                    window: int | None) -> list[Problem]:
     """Every problem of one rope dict (at ``loc``, under ``key``): its keys, how its class reads it, its values."""
-    rope_type = str(rp.get("rope_type", rp.get("type", "default")))
+    rope_type = str(rope_type_of(rp))
     return (_key_problems(loc, rp, rope_type, text_type) + _class_problems(loc, key, rp, rope_type, text, text_type)
             + _value_problems(loc, rp, rope_type, text, window))
 
@@ -176,9 +162,10 @@ def _key_problems(loc: str, rp: Mapping[str, Any], rope_type: str, text_type: st
             "the dict themselves (vLLM overrides, converters) look for 'rope_type'"
             + ("; two keys can disagree" if both else ""),
             "rename 'type' to 'rope_type'" if not both else "drop 'type'"))
-    known = _COMMON | KNOWN_KEYS.get(rope_type, set()) | _MODEL_KEYS.get(text_type, set())
-    if rope_type in KNOWN_KEYS:
-        vocabulary = sorted(set().union(*KNOWN_KEYS.values()) | _COMMON)
+    own = known_keys(rope_type)
+    if own is not None:
+        known = own | _MODEL_KEYS.get(text_type, set())
+        vocabulary = sorted(every_key())
         for name in rp:
             if name in known:
                 continue
@@ -294,7 +281,7 @@ def oldest_reader(cfg: Mapping[str, Any]) -> tuple[str, str] | None:
         if mt in MODEL_TYPE_SINCE:
             needs.append((MODEL_TYPE_SINCE[mt], f"model_type {mt!r}"))
     for _, key, rp in _rope_dicts(text):
-        rope_type = str(rp.get("rope_type", rp.get("type", "default")))
+        rope_type = str(rope_type_of(rp))
         if rope_type in ROPE_TYPE_SINCE:
             needs.append((ROPE_TYPE_SINCE[rope_type], f"rope_type {rope_type!r}"))
             if text_type in SCALING_READ_SINCE:

@@ -4,7 +4,7 @@
 
 Conventions: a group rotates the first ``spec.rotary_dim`` features of each head (``head_dim *
 partial_rotary_factor``, the rest pass through), in pairs with inverse frequency ``theta ** (-2i / rotary_dim)``
-before scaling (base ``theta``, ``rope_theta``). ``layout`` says how the pairs are formed: ``half`` pairs feature
+before scaling (base ``theta``, ``rope_theta``). ``layout`` says how the pairs are formed: ``rotate-half`` pairs feature
 ``i`` with ``i + rotary_dim / 2`` (rotate-half, GPT-NeoX, as transformers does), ``interleaved`` pairs ``2i`` with
 ``2i + 1`` (GPT-J; remote-code families read with ``is_neox_style=False``). numpy at import (``frequencies``).
 """
@@ -43,7 +43,7 @@ class RopeGroup:
 
     ``name``: the group (``full_attention``, ``sliding_attention``, ``main``...; ``default`` for a single one);
     ``layers``: its layer indices (None when the config gives no layer count); ``spec``: the rope transformers
-    builds for it (parameters, rope type, theta, head dim, rotary dim); ``layout``: ``half`` or ``interleaved``
+    builds for it (parameters, rope type, theta, head dim, rotary dim); ``layout``: ``rotate-half`` or ``interleaved``
     (module docstring); ``softmax_scale``: the model's multiplier on ``1/sqrt(head_dim)``; ``window``: the window
     it serves (None without a ``max_position_embeddings``); ``top_level``: the config's outer rope keys
     transformers also reads (``truncate``)."""
@@ -70,7 +70,7 @@ class RopeGroup:
 
 def rope_groups(model: ModelPositions) -> tuple[RopeGroup, ...]:
     """The model's rope record: one :class:`RopeGroup` per layer group, in the reader's order."""
-    layout = model.engine.pair_layout if model.engine is not None else "half"
+    layout = model.engine.pair_layout if model.engine is not None else "rotate-half"
     return tuple(RopeGroup(layer.name, tuple(layer.layers) if layer.layers is not None else None,
                            spec_for(model, layer), layout, model.softmax_scale, window_of(model, layer),
                            model.top_level)

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from posenc_cli.errors import PosencError
 from posenc_cli.rope.attention_factors import longrope_attention_factor
+from posenc_cli.rope.rope_types import ALIASES
 
 # numpy loads only when numbers are computed (``posenc_cli.models.model_positions`` imports this module)
 if TYPE_CHECKING:
@@ -128,12 +129,12 @@ class EngineReading:
 
     @property
     def pair_layout(self) -> str:
-        """``encodings.apply_rope``'s name for the layout: ``half`` (neox) or ``interleaved`` (GPT-J)."""
-        return "half" if self.is_neox_style else "interleaved"
+        """``encodings.apply_rope``'s name for the layout: ``rotate-half`` (neox) or ``interleaved`` (GPT-J)."""
+        return "rotate-half" if self.is_neox_style else "interleaved"
 
     @property
     def layout(self) -> str:
-        return ("half-split pairs (is_neox_style=True)" if self.is_neox_style
+        return ("rotate-half pairs (is_neox_style=True)" if self.is_neox_style
                 else "interleaved pairs (is_neox_style=False, GPT-J layout)")
 
 
@@ -177,7 +178,7 @@ def standard_rope(text: Mapping[str, Any], *, theta_keys: tuple[str, ...] = ("ro
     rope: dict[str, Any] = dict(scaling or {})
     legacy = rope.pop("type", None)
     rope.setdefault("rope_type", legacy or "default")
-    rope["rope_type"] = {"su": "longrope", "mrope": "default"}.get(str(rope["rope_type"]), str(rope["rope_type"]))
+    rope["rope_type"] = ALIASES.get(str(rope["rope_type"]), str(rope["rope_type"]))
     theta = _number(_first(text, *theta_keys), "rope_theta")
     rope.setdefault("rope_theta", theta if theta is not None else 10000.0)
     partial = _number(_first(text, *partial_keys), "partial_rotary_factor")
@@ -223,7 +224,7 @@ def _chatglm(cfg: Mapping[str, Any], text: Mapping[str, Any], where: str) -> Eng
     if text.get("position_encoding_2d"):
         notes.append(f"position_encoding_2d (ChatGLM-6B v1): {VLLM}'s ChatGLM is GLM 2/3/4 and has no 2D positions")
     if original_rope is False:
-        notes.append(f"original_rope false: vLLM rotates half-split pairs; {SGLANG}'s chatglm.py always rotates "
+        notes.append(f"original_rope false: vLLM pairs features rotate-half; {SGLANG}'s chatglm.py always rotates "
                      "interleaved pairs (is_neox_style=False)")
     ignored = tuple(k for k in ("rope_theta", "rope_scaling", "max_position_embeddings") if k in text)
     return EngineReading("chatglm", _model_type(cfg), VLLM, _VLLM_MODELS + "chatglm.py", text, where, head_dim,
@@ -320,6 +321,7 @@ def _hunyuan(cfg: Mapping[str, Any], text: Mapping[str, Any], where: str) -> Eng
     heads, head_dim = _heads_and_dim(text)
     head_dim = _int(text.get("head_dim")) or head_dim
     alpha = _number(rope["alpha"], "rope_scaling.alpha")
+    # framework fact: the keys HunYuan's config files write beside alpha (its model code reads none of them)
     ignored = tuple(k for k in ("factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim") if k in rope)
     notes = ("HunYuan labels this rope 'dynamic', but a fixed alpha makes it static NTK (transformers: ntk_alpha): "
              "the base does not grow with the sequence; the other rope_scaling keys are not read",

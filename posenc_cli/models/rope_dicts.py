@@ -27,10 +27,7 @@ from posenc_cli.errors import PosencError
 from posenc_cli.models.config_keys import head_dim_of, text_config, with_class_defaults
 from posenc_cli.models.model_types import Kind, text_kind
 from posenc_cli.models.value_checks import int_or_none, is_number, shown
-
-ORIGINAL_FROM_DICT = ("yarn", "llama3", "longrope")
-
-_LEGACY_TYPES = {"su": "longrope", "mrope": "default"}
+from posenc_cli.rope.rope_types import ALIASES, ORIGINAL, record, rope_type_of
 
 #: Model types whose config class rewrites a ``yarn`` (or ``su``) dict to ``longrope`` before reading it.
 REMAPS_YARN = frozenset({"phi3"})
@@ -40,9 +37,7 @@ def _flat(rp: Mapping[str, Any], text: Mapping[str, Any], kind: Kind, text_type:
           max_pos: int | None) -> dict[str, Any]:
     """A flat rope dict as the config class standardizes it (see the module docstring)."""
     out = dict(rp)
-    rope_type = _rope_type(out)
-    if rope_type in _LEGACY_TYPES:
-        rope_type = _LEGACY_TYPES[rope_type]
+    rope_type = ALIASES.get(_rope_type(out), _rope_type(out))
     if text_type in REMAPS_YARN and rope_type == "yarn":
         rope_type = "longrope"  # Phi3Config remaps legacy yarn (and su) to longrope
     out["rope_type"] = rope_type
@@ -58,32 +53,38 @@ def _flat(rp: Mapping[str, Any], text: Mapping[str, Any], kind: Kind, text_type:
         out["rope_theta"] = float(top) if top is not None else kind.theta
     if prf is not None:
         out.setdefault("partial_rotary_factor", prf)
-    if rope_type in ORIGINAL_FROM_DICT:
-        top_original = text.get("original_max_position_embeddings", kind.original)
+    if _reads_original(rope_type):
+        top_original = text.get(ORIGINAL, kind.original)
         if top_original is not None:
             # the rotary class standardizes again, when the top-level key has become an attribute: it wins
-            out["original_max_position_embeddings"] = top_original
+            out[ORIGINAL] = top_original
         elif max_pos is not None:
-            out.setdefault("original_max_position_embeddings", max_pos)
+            out.setdefault(ORIGINAL, max_pos)
     return out
 
 
 def _rope_type(rp: Mapping[str, Any]) -> str:
     """The rope type a dict names (``rope_type``, else legacy ``type``, else default); not a string is an error."""
-    rope_type = rp.get("rope_type", rp.get("type", "default"))
+    rope_type = rope_type_of(rp)
     if not isinstance(rope_type, str):
         raise PosencError(f"rope_type = {shown(rope_type)} is not allowed; use a rope type name such as 'default', "
                           "'linear', 'dynamic', 'yarn', 'longrope' or 'llama3'")
     return rope_type
 
 
+def _reads_original(rope_type: str) -> bool:
+    """transformers' standardization fills the type's original length (yarn, llama3, longrope: the record says)."""
+    found = record(rope_type)
+    return found is not None and found.reads_original
+
+
 def _nested_standardize(params: dict[str, Any], max_pos: int | None) -> dict[str, Any]:
     out = dict(params)
     rope_type = _rope_type(out)
-    out["rope_type"] = _LEGACY_TYPES.get(rope_type, rope_type)
+    out["rope_type"] = ALIASES.get(rope_type, rope_type)
     out.pop("type", None)
-    if out["rope_type"] in ORIGINAL_FROM_DICT and max_pos is not None:
-        out.setdefault("original_max_position_embeddings", max_pos)
+    if _reads_original(out["rope_type"]) and max_pos is not None:
+        out.setdefault(ORIGINAL, max_pos)
     return out
 
 

@@ -96,7 +96,7 @@ def _local_kind(path: Path) -> str | None:
 
 def _no_revision(revision: str | None, what: str) -> None:
     if revision is not None:
-        raise PosencError(f"--revision applies to Hub ids only ({what})")
+        raise PosencError(f"{{revision}} applies to Hub ids only ({what})", "revision")
 
 
 #: Keys at least one of which every model config holds: what names the model, its sizes or its positions. A

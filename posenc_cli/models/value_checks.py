@@ -13,26 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from posenc_cli.errors import PosencError
+from posenc_cli.rope.rope_types import DIVISORS, MAGNITUDES, ORIGINAL, PER_PAIR, numeric_keys, record
 from posenc_cli.rope.scaling import MAX_HEAD_DIM
-
-# keys the frequency functions read unconditionally, per rope_type (a missing one would be a KeyError)
-_REQUIRED = {
-    "linear": ("factor",),
-    "dynamic": ("factor",),
-    "yarn": ("original_max_position_embeddings",),
-    "longrope": ("short_factor", "long_factor", "original_max_position_embeddings"),
-    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
-    "proportional": ("rope_theta",),
-}
-
-_NUMERIC = ("rope_theta", "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings",
-            "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "partial_rotary_factor",
-            "short_mscale", "long_mscale")
-
-
-#: Rope keys the frequency functions divide by or take the logarithm of: they must be greater than 0.
-_RATIOS = ("rope_theta", "original_max_position_embeddings", "beta_fast", "beta_slow", "low_freq_factor",
-           "high_freq_factor")
 
 
 def is_number(value: Any) -> bool:
@@ -121,21 +103,24 @@ def check_rope_params(params: Mapping[str, Any], where: str) -> None:
     """One clear PosencError for a rope dict the frequency functions could not read (missing key, not a number, a
     theta, factor or original length that is not positive)."""
     rope_type = str(params.get("rope_type"))
-    for key in _REQUIRED.get(rope_type, ()):
+    found = record(rope_type)
+    # keys the frequency functions read unconditionally (a missing one would be a KeyError)
+    for key in found.needs if found is not None else ():
         if params.get(key) is None:
             raise PosencError(f"{where}: rope_type {rope_type!r} needs {key!r}, which the config does not set")
-    for key in _NUMERIC:
+    numeric = numeric_keys()
+    for key in numeric:
         value = params.get(key)
         if value is not None and not is_number(value):
             raise PosencError(f"{where}: {key} = {shown(value)} is not a finite number")
     if params.get("rope_theta") is None:
         raise PosencError(f"{where}: rope_theta = None is not allowed; give the rope base (10000 for Llama 2)")
-    for key in _NUMERIC:
+    for key in numeric:
         value = params.get(key)
         if value is not None and value != 0 and not FLOAT32_TINY <= abs(value) <= FLOAT32_MAX:
             raise PosencError(f"{where}: {key} = {value!r} is not allowed; every engine computes RoPE in float32: "
                               f"use 0 or a magnitude from {FLOAT32_TINY:.6g} to {FLOAT32_MAX:.6g}")
-    for key in _RATIOS:
+    for key in DIVISORS:
         value = params.get(key)
         if value is not None and value <= 0:
             raise PosencError(f"{where}: {key} = {value!r} is not allowed; use a finite number greater than 0")
@@ -143,7 +128,7 @@ def check_rope_params(params: Mapping[str, Any], where: str) -> None:
     if factor is not None and factor < 1:
         # scaling lengthens the context; below 1 it shortens every wavelength (and 1e-147 divides by zero in float32)
         raise PosencError(f"{where}: factor = {factor!r} is not allowed; use a number of at least 1 (1: no scaling)")
-    for key in ("attention_factor", "mscale", "mscale_all_dim", "short_mscale", "long_mscale"):
+    for key in MAGNITUDES:
         value = params.get(key)
         if value is not None and value < 0:
             raise PosencError(f"{where}: {key} = {value!r} is not allowed; use a finite number of at least 0")
@@ -151,11 +136,11 @@ def check_rope_params(params: Mapping[str, Any], where: str) -> None:
     if prf is None or not 0 < prf <= 1:  # None: transformers multiplies the head dim by it (a TypeError)
         raise PosencError(f"{where}: partial_rotary_factor = {prf!r} is not allowed; use a fraction of the head "
                           "greater than 0 and at most 1")
-    original = params.get("original_max_position_embeddings")
+    original = params.get(ORIGINAL)
     if original is not None and not (original == int(original) and original <= 1 << 31):
-        raise PosencError(f"{where}: original_max_position_embeddings = {original!r} is not allowed; use a whole "
+        raise PosencError(f"{where}: {ORIGINAL} = {original!r} is not allowed; use a whole "
                           f"number from 1 to {1 << 31:,}")
-    for key in ("short_factor", "long_factor"):
+    for key in PER_PAIR:
         values = params.get(key)
         if values is not None and (not isinstance(values, list)
                                    or not all(is_number(v) and 0 < v <= FLOAT32_MAX for v in values)):

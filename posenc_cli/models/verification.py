@@ -74,19 +74,20 @@ def run_model(model: ModelPositions, *, dtype: str, dtype_source: str, max_posit
                 "sinusoidal": "fixed sinusoidal absolute positions",
                 "relative_bias": "learned relative-position biases (T5 style)",
                 "none": "no positional encoding"}.get(model.family, "no positional encoding posenc recognises")
-        raise PosencError(f"--config: model_type {model.model_type!r} uses {what}, not RoPE; "
-                          "verify --config checks RoPE models")
+        raise PosencError(f"{{config}}: model_type {model.model_type!r} uses {what}, not RoPE; "
+                          "verify {config} checks RoPE models", "config")
     if dtype not in DTYPE_NAMES:
-        raise PosencError(f"--dtype {dtype!r} is not known; use one of: {', '.join(DTYPE_NAMES)}")
+        raise PosencError(f"{{dtype}} {dtype!r} is not known; use one of: {', '.join(DTYPE_NAMES)}", "dtype")
     if max_position is not None and max_position < 2:
-        raise PosencError(f"--max-position must be at least 2, got {max_position}")
+        raise PosencError(f"{{max_position}} must be at least 2, got {max_position}", "max_position")
     if trials < 1:
-        raise PosencError(f"--trials must be at least 1, got {trials}")
+        raise PosencError(f"{{trials}} must be at least 1, got {trials}", "trials")
     if tolerance is not None and (not math.isfinite(tolerance) or tolerance <= 0):
-        raise PosencError(f"--tolerance must be a finite number greater than 0, got {tolerance}")
+        raise PosencError(f"{{tolerance}} must be a finite number greater than 0, got {tolerance}", "tolerance")
     tol = default_tolerance(dtype) if tolerance is None else tolerance
     if not model.layers:
-        raise PosencError(f"--config: model_type {model.model_type!r} applies RoPE in no layer; nothing to verify")
+        raise PosencError(f"{{config}}: model_type {model.model_type!r} applies RoPE in no layer; nothing to verify",
+                          "config")
     groups = []
     for group in rope_groups(model):
         spec, served = group.spec, group.window

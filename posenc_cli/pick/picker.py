@@ -40,11 +40,12 @@ class PickInputs(NamedTuple):
 def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
     """Input facts for the rules, the existing model's partial rotary factor, and its scaling facts (or None)."""
     if inp.extrapolation not in EXTRAPOLATION:
-        raise PosencError(f"--extrapolation {inp.extrapolation!r} is not known; use one of: {', '.join(EXTRAPOLATION)}")
+        raise PosencError(f"{{extrapolation}} {inp.extrapolation!r} is not known; use one of: "
+                          f"{', '.join(EXTRAPOLATION)}", "extrapolation")
     if inp.budget < 0:
-        raise PosencError(f"--budget must not be negative, got {inp.budget}")
+        raise PosencError(f"{{budget}} must not be negative, got {inp.budget}", "budget")
     if inp.heads is not None and not 1 <= inp.heads <= MAX_HEADS:
-        raise PosencError(f"--heads must be a positive integer up to {MAX_HEADS}, got {inp.heads}")
+        raise PosencError(f"{{heads}} must be a positive integer up to {MAX_HEADS}, got {inp.heads}", "heads")
     if inp.head_dim is not None:
         scaling.check_head_dim(inp.head_dim)
     if inp.theta is not None:
@@ -55,7 +56,8 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
                              "typical_ctx": inp.typical_ctx or 0, "yarn_remapped": False, "model_keepable": True,
                              "model_replaceable": True}
     if inp.typical_ctx is not None and not 1 <= inp.typical_ctx <= inp.ctx:
-        raise PosencError(f"--typical-ctx must be between 1 and --ctx ({inp.ctx}), got {inp.typical_ctx}")
+        raise PosencError(f"{{typical_ctx}} must be between 1 and {{ctx}} ({inp.ctx}), got {inp.typical_ctx}",
+                          "typical_ctx", "ctx")
     theta, head_dim, heads, trained, prf = inp.theta, inp.head_dim, inp.heads, inp.trained_ctx, None
     model_facts: Any = None
     source: Any = None
@@ -77,11 +79,12 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
             # one an extension changes; the others keep their settings (models.extended_group)
             model_facts = facts_of(model, source.label, cfg=source.config)
             params = model_facts.params
-            for name, given, own in (("--theta", inp.theta, model_facts.theta),
-                                     ("--head-dim", inp.head_dim, model_facts.head_dim)):
+            for name, given, own in (("theta", inp.theta, model_facts.theta),
+                                     ("head_dim", inp.head_dim, model_facts.head_dim)):
                 if given is not None and own is not None and given != own:
-                    raise PosencError(f"{name} {given:g} differs from the model's own {own:g}; pick extends the "
-                                      f"model as it is (leave {name} out, or drop --config for a new model)")
+                    raise PosencError(f"{{{name}}} {given:g} differs from the model's own {own:g}; pick extends the "
+                                      f"model as it is (leave {{{name}}} out, or drop {{config}} for a new model)",
+                                      name, "config")
             head_dim = model_facts.head_dim or head_dim
             facts["model_rope_type"] = params["rope_type"]
             facts["model_keepable"] = params["rope_type"] in KEEP
@@ -98,7 +101,8 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
         elif trained is None:
             trained = model.max_position_embeddings
         if trained is None:
-            raise PosencError(f"{inp.config} names no trained length (BLOOM-style configs omit it): pass --trained-ctx")
+            raise PosencError(f"{inp.config} names no trained length (BLOOM-style configs omit it): pass "
+                              "{trained_ctx}", "trained_ctx")
     facts["trained_ctx"] = trained if trained is not None else inp.ctx
     facts["head_dim"] = int(head_dim or scaling.DEFAULT_HEAD_DIM)
     facts["heads"] = heads or DEFAULT_HEADS

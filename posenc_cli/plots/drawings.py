@@ -16,12 +16,14 @@ from __future__ import annotations
 import math
 import os
 import shutil
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from posenc_cli.errors import PosencError
 from posenc_cli.files import output_kind, write_output
 from posenc_cli.rope import scaling
+from posenc_cli.rope.rope_types import METHODS
 from posenc_cli.rope.scaling import check_head_dim, check_theta, rope_parameters
 from posenc_cli.scale.options import ScaleOptions, scale_request
 from posenc_cli.units import format_number, parse_length
@@ -188,11 +190,14 @@ def rope(max_len: str | None, head_dim: int, theta: float, method: str | None, o
     if method is not None:
         req = scale_request(method, options, theta=th, head_dim=hd)
     else:
-        given = [field for field in ("factor", "original_max", "target", "short_factor", "long_factor")
-                 if getattr(options, field) is not None]
+        # every scaling option but the rotated share describes a method's scaling, meaningless without one
+        given = [f.name for f in fields(options) if f.name != "partial_rotary_factor"
+                 and getattr(options, f.name) is not None]
         if given:
-            raise PosencError(f"{{{given[0]}}} describes a scaling method; add {{method}} (linear, ntk, dynamic, yarn, "
-                              "longrope or llama3)", given[0], "method")
+            *others, last = METHODS
+            methods = f"{', '.join(others)} or {last}"
+            raise PosencError(f"{{{given[0]}}} describes a scaling method; add {{method}} ({methods})", given[0],
+                              "method")
     prf = 1.0 if options.partial_rotary_factor is None else options.partial_rotary_factor
     if req is None and (not math.isfinite(prf) or not 0 < prf <= 1 or int(hd * prf) < 2 or int(hd * prf) % 2):
         raise PosencError(f"{{partial_rotary_factor}} {prf:g} must be in (0, 1] and leave an even rotary dim",

@@ -10,7 +10,7 @@ Pure numpy. Conventions used throughout:
 
   - ``"interleaved"`` pairs features ``(2i, 2i+1)`` (RoFormer paper, GPT-J, Meta's original LLaMA code,
     llama.cpp ``NORM``).
-  - ``"half"`` pairs features ``(i, i + rotary_dim/2)`` and rotates with ``rotate_half`` (Hugging Face Llama,
+  - ``"rotate-half"`` pairs features ``(i, i + rotary_dim/2)`` and rotates with ``rotate_half`` (Hugging Face Llama,
     GPT-NeoX, Qwen, Mistral, llama.cpp ``NEOX``).
 
   :func:`to_half_layout` / :func:`to_interleaved_layout` permute features between the two; RoPE in one layout
@@ -29,21 +29,22 @@ import numpy.typing as npt
 from posenc_cli.errors import PosencError
 from posenc_cli.rope.slopes import alibi_slope_list
 
-Layout = Literal["interleaved", "half"]
-LAYOUTS: tuple[Layout, ...] = ("interleaved", "half")
+Layout = Literal["interleaved", "rotate-half"]
+LAYOUTS: tuple[Layout, ...] = ("interleaved", "rotate-half")
 FloatArray = npt.NDArray[np.floating[Any]]
 
 #: Refuse any single array larger than this, before allocating it.
 MAX_BYTES = 1 << 30
 
 
-def ensure_fits(shape: tuple[int, ...], dtype: npt.DTypeLike, what: str) -> None:
-    """Raise PosencError when an array of ``shape`` would need more than :data:`MAX_BYTES`."""
+def ensure_fits(shape: tuple[int, ...], dtype: npt.DTypeLike, what: str, *fields: str) -> None:
+    """Raise PosencError when an array of ``shape`` would need more than :data:`MAX_BYTES`; ``what`` names the
+    array, writing the inputs that size it as ``{field}`` (``fields``: see :class:`posenc_cli.errors.PosencError`)."""
     nbytes = math.prod(shape) * np.dtype(dtype).itemsize
     if nbytes > MAX_BYTES:
         raise PosencError(
             f"{what} of shape {shape} would need {nbytes / 2**30:.1f} GiB; the limit is "
-            f"{MAX_BYTES / 2**30:.0f} GiB, use smaller sizes"
+            f"{MAX_BYTES / 2**30:.0f} GiB, use smaller sizes", *fields
         )
 
 
@@ -140,7 +141,7 @@ def half_layout_permutation(d: int, rotary_dim: int | None = None) -> npt.NDArra
     """Feature permutation ``perm`` with ``x_half = x_interleaved[..., perm]``.
 
     For the rotary part, ``perm = [0, 2, 4, ..., r-2, 1, 3, ..., r-1]`` (even features first, then odd): the
-    interleaved pair ``(2i, 2i+1)`` lands on the half-split pair ``(i, i + r/2)``. This is the row permutation
+    interleaved pair ``(2i, 2i+1)`` lands on the rotate-half pair ``(i, i + r/2)``. This is the row permutation
     Hugging Face's ``convert_llama_weights_to_hf.py`` applies per head to ``wq`` and ``wk``. Features past
     ``rotary_dim`` keep their place.
     """
@@ -151,12 +152,12 @@ def half_layout_permutation(d: int, rotary_dim: int | None = None) -> npt.NDArra
 
 
 def to_half_layout(x: FloatArray, rotary_dim: int | None = None) -> FloatArray:
-    """Reorder the last axis from the interleaved layout to the half-split layout (a copy)."""
+    """Reorder the last axis from the interleaved layout to the rotate-half layout (a copy)."""
     return x[..., half_layout_permutation(x.shape[-1], rotary_dim)]
 
 
 def to_interleaved_layout(x: FloatArray, rotary_dim: int | None = None) -> FloatArray:
-    """Reorder the last axis from the half-split layout back to the interleaved layout (a copy)."""
+    """Reorder the last axis from the rotate-half layout back to the interleaved layout (a copy)."""
     return x[..., np.argsort(half_layout_permutation(x.shape[-1], rotary_dim))]
 
 

@@ -6,8 +6,9 @@ facts transformers reads from the config) and returns a :class:`Frequencies`. Th
 so results agree with ``ROPE_INIT_FUNCTIONS`` and the model classes' ``compute_default_rope_parameters`` to float32
 precision; ``tests/rope/test_frequencies_parity.py`` proves it against the installed package.
 
-The registry :data:`ROPE_FUNCTIONS` is keyed by ``rope_type``; static NTK has no rope type of its own in
-transformers and is expressed as ``default`` with a larger ``rope_theta`` (see ``scaling.ntk_theta``).
+The registry :data:`ROPE_FUNCTIONS` is keyed by ``rope_type``, each a type of :data:`posenc_cli.rope.rope_types.RECORDS`
+(its keys and defaults, read through ``rope_types.param``); static NTK has no rope type of its own in transformers
+and is expressed as ``default`` with a larger ``rope_theta`` (see ``scaling.ntk_theta``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import numpy.typing as npt
 from posenc_cli.errors import PosencError
 from posenc_cli.rope.attention_factors import longrope_attention_factor, yarn_attention_factor
 from posenc_cli.rope.encodings import float32_power, rope_inv_freq
+from posenc_cli.rope.rope_types import RECORDS, param, rope_type_of, rotary_dim
 from posenc_cli.rope.scaling import ScaleRequest, max_position_embeddings, ntk_theta, rope_parameters
+from posenc_cli.rope.yarn_ramp import yarn_correction_range
 
 F32 = np.float32
 Array32 = npt.NDArray[np.float32]
@@ -45,7 +48,7 @@ class RopeSpec:
 
     @property
     def rope_type(self) -> str:
-        return str(self.params.get("rope_type", self.params.get("type", "default")))
+        return str(rope_type_of(self.params))
 
     @property
     def theta(self) -> float:
@@ -57,12 +60,8 @@ class RopeSpec:
 
     @property
     def rotary_dim(self) -> int:
-        """Features that turn: ``head_dim * partial_rotary_factor``, except where the model class rotates the whole
-        head (``default`` in classes that ignore the factor; ``proportional``, whose unrotated pairs have
-        frequency 0)."""
-        if self.rope_type == "proportional" or (self.rope_type == "default" and not self.default_partial):
-            return self.head_dim
-        return int(self.head_dim * self.partial_rotary_factor)
+        """Features that turn (:func:`posenc_cli.rope.rope_types.rotary_dim`)."""
+        return rotary_dim(self.head_dim, self.partial_rotary_factor, self.rope_type, self.default_partial)
 
 
 @dataclass
@@ -146,20 +145,6 @@ def _ntk_alpha(spec: RopeSpec, seq_len: int | None) -> Frequencies:
     return Frequencies(inv, 1.0, default_inv_freq(spec.theta, dim), ["rebased"] * inv.size, {"effective_theta": base})
 
 
-def yarn_correction_range(
-    beta_fast: float, beta_slow: float, dim: int, base: float, original: int, truncate: bool
-) -> tuple[float, float]:
-    """Pair indices where YaRN's ramp starts and ends (``beta_fast`` -> low, ``beta_slow`` -> high)."""
-
-    def correction_dim(rotations: float) -> float:
-        return (dim * math.log(original / (rotations * 2 * math.pi))) / (2 * math.log(base))
-
-    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
-    if truncate:
-        low, high = math.floor(low), math.ceil(high)
-    return max(low, 0), min(high, dim - 1)
-
-
 def _original_and_factor(spec: RopeSpec) -> tuple[int, float]:
     """yarn / longrope: the trained length and the factor (absent: ``max_position_embeddings / original``)."""
     original = int(spec.params["original_max_position_embeddings"])
@@ -174,10 +159,9 @@ def _yarn(spec: RopeSpec, seq_len: int | None, truncate_source: Mapping[str, Any
     dim, base = spec.rotary_dim, spec.theta
     original, factor = _original_and_factor(spec)
     attention = yarn_attention_factor(p, factor)
-    beta_fast = p.get("beta_fast") or 32
-    beta_slow = p.get("beta_slow") or 1
+    beta_fast, beta_slow = param(p, "beta_fast", "yarn"), param(p, "beta_slow", "yarn")
     # transformers reads `truncate` from the top-level rope_parameters even for per-layer dicts
-    truncate = bool((truncate_source if truncate_source is not None else p).get("truncate", True))
+    truncate = bool(param(truncate_source if truncate_source is not None else p, "truncate", "yarn"))
     low, high = yarn_correction_range(beta_fast, beta_slow, dim, base, original, truncate)
     pos_freqs = float32_power(base, np.arange(0, dim, 2).astype(F32) / F32(dim))
     extrapolation = F32(1.0) / pos_freqs
@@ -238,7 +222,7 @@ def _proportional(spec: RopeSpec, seq_len: int | None) -> Frequencies:
     exponent = np.arange(0, 2 * angles, 2).astype(F32) / F32(head_dim)
     rotated = (F32(1.0) / float32_power(base, exponent)).astype(F32)
     inv = np.concatenate([rotated, np.zeros(head_dim // 2 - angles, dtype=F32)])
-    inv = (inv / F32(spec.params.get("factor", 1.0))).astype(F32)
+    inv = (inv / F32(param(spec.params, "factor", "proportional"))).astype(F32)
     bands = ["kept"] * angles + ["not rotated"] * (head_dim // 2 - angles)
     return Frequencies(inv, 1.0, inv, bands, {"rotating_pairs": angles})
 
@@ -255,9 +239,7 @@ ROPE_FUNCTIONS: dict[str, Callable[[RopeSpec, int | None], Frequencies]] = {
 }
 
 
-#: rope types transformers computes for an odd rotary dim (``ceil(dim / 2)`` frequencies; longrope with a factor
-#: list that long); its yarn fails there (a ramp of ``dim // 2`` entries against ``ceil(dim / 2)`` frequencies)
-ODD_DIM_TYPES = frozenset({"default", "linear", "dynamic", "llama3", "longrope"})
+assert set(ROPE_FUNCTIONS) <= set(RECORDS), "every rope function computes a type with a record (rope_types.py)"
 
 
 def compute(spec: RopeSpec, seq_len: int | None = None, *, top_level: Mapping[str, Any] | None = None) -> Frequencies:
@@ -272,7 +254,9 @@ def compute(spec: RopeSpec, seq_len: int | None = None, *, top_level: Mapping[st
         raise PosencError(
             f"rope_type {spec.rope_type!r} is not supported; known types: {', '.join(ROPE_FUNCTIONS)}"
         )
-    if spec.rotary_dim < 2 or (spec.rotary_dim % 2 and spec.rope_type not in ODD_DIM_TYPES):
+    # transformers computes some types for an odd rotary dim (``ceil(dim / 2)`` frequencies, RopeType.odd_dim); its
+    # yarn fails there (a ramp of ``dim // 2`` entries against ``ceil(dim / 2)`` frequencies)
+    if spec.rotary_dim < 2 or (spec.rotary_dim % 2 and not RECORDS[spec.rope_type].odd_dim):
         raise PosencError(
             f"RoPE needs an even rotary dimension for rope_type {spec.rope_type!r}, got {spec.rotary_dim} "
             f"(head_dim {spec.head_dim} x partial_rotary_factor {spec.partial_rotary_factor:g})"

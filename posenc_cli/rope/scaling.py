@@ -24,20 +24,23 @@ llama3     llama3                 Llama 3.1 bands: high frequencies kept, low di
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from posenc_cli.errors import PosencError
+from posenc_cli.rope.rope_types import METHODS as METHODS  # posenc scale's methods, one per record: re-exported
+from posenc_cli.rope.rope_types import (
+    NOT_NUMBERS,
+    ORIGINAL,
+    PER_PAIR,
+    RECORDS,
+    param,
+    request_default,
+    rotary_dim,
+    tunable,
+)
 from posenc_cli.units import MAX_LENGTH, format_length
-
-METHODS: dict[str, str] = {
-    "linear": "linear",
-    "ntk": "default",
-    "dynamic": "dynamic",
-    "yarn": "yarn",
-    "longrope": "longrope",
-    "llama3": "llama3",
-}
 
 #: The furthest jump shipped models serve without training (Qwen2.5/Qwen3 YaRN x4); the default rules' constant
 #: ``training_free_cap``, so ``pick`` and ``scale`` call the same jump training-free (a test holds them equal).
@@ -93,8 +96,8 @@ class ScaleRequest:
     mscale_all_dim: float | None = None
     truncate: bool | None = None
     # llama3
-    low_freq_factor: float = 1.0
-    high_freq_factor: float = 4.0
+    low_freq_factor: float = request_default("llama3", "low_freq_factor")
+    high_freq_factor: float = request_default("llama3", "high_freq_factor")
     # longrope
     short_factor: list[float] | None = None
     long_factor: list[float] | None = None
@@ -125,9 +128,11 @@ class ScaleRequest:
 
     @property
     def rotary_dim(self) -> int:
-        if self.partial_rotary_factor is None or (METHODS[self.method] == "default" and not self.default_partial):
-            return self.head_dim
-        return int(self.head_dim * self.partial_rotary_factor)
+        """Features that turn (:func:`posenc_cli.rope.rope_types.rotary_dim`)."""
+        return rotary_dim(self.head_dim, self.partial_rotary_factor, METHODS[self.method], self.default_partial)
+
+
+_FIELDS = re.compile(r"\{(\w+)\}")
 
 
 def _bound(x: float) -> str:
@@ -137,35 +142,45 @@ def _bound(x: float) -> str:
 
 def _finite(value: float | None, name: str, *, minimum: float | None = None, strict: bool = False,
             maximum: float | None = None) -> None:
+    """One PosencError unless ``value`` (None: not given) is a finite number in range. ``name`` is how the message
+    writes it: ``{field}`` for an input the caller gave (the CLI renders its option), else plain words."""
     if value is None:
         return
+    fields = _FIELDS.findall(name)
     relation = "greater than" if strict else "at least"
     allowed = "" if minimum is None else f" {relation} {_bound(minimum)}"
     allowed += "" if maximum is None else (" and" if minimum is not None else "") + f" at most {_bound(maximum)}"
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise PosencError(f"{name} must be a finite number{allowed}, got {value!r}")
+        raise PosencError(f"{name} must be a finite number{allowed}, got {value!r}", *fields)
     if minimum is not None and (value <= minimum if strict else value < minimum):
-        raise PosencError(f"{name} must be{allowed}, got {value:g}")
+        raise PosencError(f"{name} must be{allowed}, got {value:g}", *fields)
     if maximum is not None and value > maximum:
-        raise PosencError(f"{name} must be{allowed}, got {value:g}")
+        raise PosencError(f"{name} must be{allowed}, got {value:g}", *fields)
 
 
-def check_theta(value: float, name: str = "--theta") -> float:
-    """``value`` as a rope base (theta): finite, greater than 1, at most :data:`MAX_THETA`; else one PosencError.
-    Every command that takes a base (``scale``, ``pick``, ``plot``, ``verify``) checks it here."""
-    _finite(value, name, minimum=1.0, strict=True, maximum=MAX_THETA)
+def check_theta(value: float, field: str = "theta") -> float:
+    """``value`` as a rope base (theta): finite, greater than 1, at most :data:`MAX_THETA`; else one PosencError
+    about ``field``. Every command that takes a base (``scale``, ``pick``, ``plot``, ``verify``) checks it here."""
+    _finite(value, _written(field), minimum=1.0, strict=True, maximum=MAX_THETA)
     return float(value)
 
 
-def check_head_dim(value: int, name: str = "--head-dim", *, even: bool = True) -> int:
+def check_head_dim(value: int, field: str = "head_dim", *, even: bool = True) -> int:
     """``value`` as a head dimension: a whole number from 2 to :data:`MAX_HEAD_DIM`, and even (RoPE rotates pairs)
     unless ``even`` is False (a partial rotary factor may rotate an even part of an odd head); else one
-    PosencError. Every command that takes a head dim checks it here."""
+    PosencError about ``field``. Every command that takes a head dim checks it here."""
+    name = _written(field)
+    fields = _FIELDS.findall(name)
     if isinstance(value, bool) or not 2 <= value <= MAX_HEAD_DIM:
-        raise PosencError(f"{name} must be a whole number from 2 to {MAX_HEAD_DIM:,}, got {value!r}")
+        raise PosencError(f"{name} must be a whole number from 2 to {MAX_HEAD_DIM:,}, got {value!r}", *fields)
     if even and value % 2:
-        raise PosencError(f"{name} must be even (RoPE rotates features in pairs), got {value}")
+        raise PosencError(f"{name} must be even (RoPE rotates features in pairs), got {value}", *fields)
     return value
+
+
+def _written(field: str) -> str:
+    """A field as a message writes it: ``{field}``; a name already spelled as an option (``--base``) stays as is."""
+    return field if field.startswith("--") else f"{{{field}}}"
 
 
 def make_request(
@@ -185,14 +200,15 @@ def make_request(
     if method not in METHODS:
         raise PosencError(f"method {method!r} is not known; use one of: {', '.join(METHODS)}")
     if original_max is None:
-        raise PosencError("the original (trained) context length is needed: pass --original-max (e.g. 32k) "
-                          "or --config with max_position_embeddings")
-    _finite(factor, "--factor", minimum=1.0, maximum=MAX_FACTOR)  # before original_max * factor can overflow
+        raise PosencError("the original (trained) context length is needed: pass {original_max} (e.g. 32k) "
+                          "or {config} with max_position_embeddings", "original_max", "config")
+    _finite(factor, "{factor}", minimum=1.0, maximum=MAX_FACTOR)  # before original_max * factor can overflow
     if factor is None and target is None:
-        raise PosencError("give the scale: --factor S, or --target LENGTH (with the original length)")
+        raise PosencError("give the scale: {factor} S, or {target} LENGTH (with the original length)",
+                          "factor", "target")
     if factor is not None and target is not None and not math.isclose(target / original_max, factor, rel_tol=1e-9):
-        raise PosencError(f"--factor {factor:g} disagrees with --target {target} / original {original_max} "
-                          f"= {target / original_max:g}; give one of them")
+        raise PosencError(f"{{factor}} {factor:g} disagrees with {{target}} {target} / original {original_max} "
+                          f"= {target / original_max:g}; give one of them", "factor", "target")
     if factor is None:
         assert target is not None
         if target <= original_max:
@@ -203,7 +219,7 @@ def make_request(
         exact = original_max * factor
         if exact != int(exact):
             raise PosencError(f"factor {factor:g} x original length {original_max} = {exact:g} is not a whole "
-                              "number of positions; pass --target instead")
+                              "number of positions; pass {target} instead", "target")
         target = int(exact)
     if target < original_max:
         raise PosencError(f"target length {target} is shorter than the original {original_max}")
@@ -231,38 +247,40 @@ def validate(req: ScaleRequest) -> None:
     # an odd head dim can still rotate an even part of it (partial_rotary_factor): the rotary dim is checked below
     check_head_dim(req.head_dim, even=False)
     if req.partial_rotary_factor is not None:
-        _finite(req.partial_rotary_factor, "--partial-rotary-factor", minimum=0.0, strict=True)
+        _finite(req.partial_rotary_factor, "{partial_rotary_factor}", minimum=0.0, strict=True)
         if req.partial_rotary_factor > 1:
-            raise PosencError(f"--partial-rotary-factor must be in (0, 1], got {req.partial_rotary_factor:g}")
+            raise PosencError(f"{{partial_rotary_factor}} must be in (0, 1], got {req.partial_rotary_factor:g}",
+                              "partial_rotary_factor")
     d = req.rotary_dim
     if d < 4 or d % 2:
         raise PosencError(f"the rotary dimension must be an even number of at least 4, got {d} "
                           f"(head_dim {req.head_dim} x partial_rotary_factor {req.partial_rotary_factor or 1:g})")
-    for name in ("beta_fast", "beta_slow", "mscale", "mscale_all_dim"):
-        _finite(getattr(req, name), f"--{name.replace('_', '-')}", minimum=MIN_PARAMETER, maximum=MAX_PARAMETER)
-    _finite(req.attention_factor, "--attention-factor", minimum=MIN_PARAMETER, maximum=MAX_PARAMETER)
-    if (req.beta_fast or 32) < (req.beta_slow or 1):
-        raise PosencError(f"--beta-fast ({req.beta_fast or 32:g}) must not be smaller than --beta-slow "
-                          f"({req.beta_slow or 1:g})")
-    _finite(req.low_freq_factor, "--low-freq-factor", minimum=MIN_PARAMETER, maximum=MAX_PARAMETER)
-    _finite(req.high_freq_factor, "--high-freq-factor", minimum=MIN_PARAMETER, maximum=MAX_PARAMETER)
+    rope_type = METHODS[req.method]
+    written = RECORDS[rope_type].keys
+    # every parameter a request holds is checked, whatever the method (a stray --beta-fast on linear is still a
+    # number); those the method's rope type writes are checked against each other
+    for name in tunable():
+        if name not in NOT_NUMBERS:
+            _finite(getattr(req, name), f"{{{name}}}", minimum=MIN_PARAMETER, maximum=MAX_PARAMETER)
+    fast, slow = param(vars(req), "beta_fast", "yarn"), param(vars(req), "beta_slow", "yarn")
+    if fast < slow:
+        raise PosencError(f"{{beta_fast}} ({fast:g}) must not be smaller than {{beta_slow}} ({slow:g})",
+                          "beta_fast", "beta_slow")
     # equal factors (Llama 4) leave no blended band, which transformers computes fine; inverted ones are nonsense
-    if req.method == "llama3" and req.low_freq_factor > req.high_freq_factor:
-        raise PosencError(f"--low-freq-factor ({req.low_freq_factor:g}) must not be larger than --high-freq-factor "
-                          f"({req.high_freq_factor:g})")
-    if req.method == "llama3" and req.target <= req.original_max:
+    if "low_freq_factor" in written and req.low_freq_factor > req.high_freq_factor:
+        raise PosencError(f"{{low_freq_factor}} ({req.low_freq_factor:g}) must not be larger than "
+                          f"{{high_freq_factor}} ({req.high_freq_factor:g})", "low_freq_factor", "high_freq_factor")
+    if rope_type == "llama3" and req.target <= req.original_max:
         raise PosencError("llama3 needs a target longer than the original length")
-    if req.method == "longrope":
-        for name in ("short_factor", "long_factor"):
-            values = getattr(req, name)
-            flag = f"--{name.replace('_', '-')}"
-            if values is None:
-                raise PosencError(f"longrope needs {flag}: a JSON list of {d // 2} numbers or @file")
-            if len(values) != d // 2:
-                raise PosencError(f"{flag} has {len(values)} entries; it must have rotary_dim/2 = {d // 2}")
-            for i, v in enumerate(values):
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                    raise PosencError(f"{flag}[{i}] = {v!r}; every factor must be a finite number > 0")
+    for name in (k for k in written if k in PER_PAIR):
+        values = getattr(req, name)
+        if values is None:
+            raise PosencError(f"{req.method} needs {{{name}}}: a JSON list of {d // 2} numbers or @file", name)
+        if len(values) != d // 2:
+            raise PosencError(f"{{{name}}} has {len(values)} entries; it must have rotary_dim/2 = {d // 2}", name)
+        for i, v in enumerate(values):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise PosencError(f"{{{name}}}[{i}] = {v!r}; every factor must be a finite number > 0", name)
 
 
 def needs_training(jump: float) -> str | None:
@@ -297,36 +315,31 @@ def rope_parameters(req: ScaleRequest) -> dict[str, Any]:
         return dict(req.own)
     rope_type = METHODS[req.method]
     p: dict[str, Any] = {"rope_type": rope_type}
-    theta = req.theta
-    if req.method == "ntk":
-        theta = ntk_theta(req.theta, req.factor, req.rotary_dim)
-    elif req.method in ("linear", "dynamic"):
-        p["factor"] = req.factor
-    elif req.method == "yarn":
-        p["factor"] = req.factor
-        p["original_max_position_embeddings"] = req.original_max
-        for key in ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate"):
-            value = getattr(req, key)
-            if value is not None:
-                p[key] = float(value) if key != "truncate" else bool(value)
-    elif req.method == "longrope":
-        p["factor"] = req.factor
-        p["original_max_position_embeddings"] = req.original_max
-        p["short_factor"] = [float(v) for v in req.short_factor or []]
-        p["long_factor"] = [float(v) for v in req.long_factor or []]
-        if req.attention_factor is not None:
-            p["attention_factor"] = float(req.attention_factor)
-    elif req.method == "llama3":
-        p["factor"] = req.factor
-        p["low_freq_factor"] = float(req.low_freq_factor)
-        p["high_freq_factor"] = float(req.high_freq_factor)
-        p["original_max_position_embeddings"] = req.original_max
+    for key in RECORDS[rope_type].keys:  # in the record's order, each key the request holds
+        value = _written_value(req, key)
+        if value is not None:
+            p[key] = value
+    theta = ntk_theta(req.theta, req.factor, req.rotary_dim) if req.method == "ntk" else req.theta
     p["rope_theta"] = float(theta)
     if req.partial_rotary_factor is not None:
         p["partial_rotary_factor"] = float(req.partial_rotary_factor)
     for key, value in req.extra.items():
         p.setdefault(key, value)
     return p
+
+
+def _written_value(req: ScaleRequest, key: str) -> Any:
+    """The value ``req`` writes for rope key ``key`` (None: it holds none; the base and fraction are written apart)."""
+    if key == "factor":
+        return req.factor
+    if key == ORIGINAL:
+        return req.original_max
+    value = getattr(req, key, None) if key not in ("rope_theta", "partial_rotary_factor") else None
+    if value is None:
+        return None
+    if key in PER_PAIR:
+        return [float(v) for v in value]
+    return bool(value) if key == "truncate" else float(value)
 
 
 def max_position_embeddings(req: ScaleRequest) -> int:
@@ -349,8 +362,8 @@ def at_length(req: ScaleRequest, seq_len: int) -> ScaleRequest:
     YaRN stages, 32k and 128k, with one s=40 configuration): only the length differs between its stages.
     """
     if isinstance(seq_len, bool) or not isinstance(seq_len, int) or not 1 <= seq_len <= req.target:
-        raise PosencError(f"--seq-len must be a whole number from 1 to the target {req.target} "
-                          f"({format_length(req.target)}), got {seq_len!r}")
+        raise PosencError(f"{{seq_len}} must be a whole number from 1 to the target {req.target} "
+                          f"({format_length(req.target)}), got {seq_len!r}", "seq_len")
     return replace(req, target=seq_len, stage=True)
 
 

@@ -71,26 +71,29 @@ class VerifySettings:
 
     def validate(self) -> None:
         if self.head_dim < 2 or self.head_dim % 2:
-            raise PosencError(f"--head-dim must be a positive even number, got {self.head_dim}")
+            raise PosencError(f"{{head_dim}} must be a positive even number, got {self.head_dim}", "head_dim")
         if not math.isfinite(self.base) or self.base <= 1:
-            raise PosencError(f"--base must be a finite number greater than 1, got {self.base}")
+            raise PosencError(f"{{base}} must be a finite number greater than 1, got {self.base}", "base")
         if self.trials < 1:
-            raise PosencError(f"--trials must be at least 1, got {self.trials}")
+            raise PosencError(f"{{trials}} must be at least 1, got {self.trials}", "trials")
         if self.max_position < 2:
-            raise PosencError(f"--max-position must be at least 2, got {self.max_position}")
+            raise PosencError(f"{{max_position}} must be at least 2, got {self.max_position}", "max_position")
         if self.dtype not in DTYPE_NAMES:
-            raise PosencError(f"--dtype {self.dtype!r} is not known; use one of: {', '.join(DTYPE_NAMES)}")
+            raise PosencError(f"{{dtype}} {self.dtype!r} is not known; use one of: {', '.join(DTYPE_NAMES)}",
+                              "dtype")
         if self.tolerance is not None and (not math.isfinite(self.tolerance) or self.tolerance <= 0):
-            raise PosencError(f"--tolerance must be a finite number greater than 0, got {self.tolerance}")
+            raise PosencError(f"{{tolerance}} must be a finite number greater than 0, got {self.tolerance}",
+                              "tolerance")
         for layout in self.layouts:
             if layout not in LAYOUTS:
                 raise PosencError(f"layout {layout!r} is not known; use one of: {', '.join(LAYOUTS)}")
         # the largest arrays, refused before anything is allocated: rotated q and k for every trial and shift,
         # and the permutation check's attention weights (3, head_dim, head_dim)
         ensure_fits((self.trials, _SHIFT_COUNT + 1, self.head_dim * 4), np.float64,
-                    f"verify workspace for --head-dim {self.head_dim} and --trials {self.trials}")
+                    f"verify workspace for {{head_dim}} {self.head_dim} and {{trials}} {self.trials}", "head_dim",
+                    "trials")
         ensure_fits((3, self.head_dim, self.head_dim), np.float64,
-                    f"attention weights for --head-dim {self.head_dim}")
+                    f"attention weights for {{head_dim}} {self.head_dim}", "head_dim")
 
 
 @dataclass
@@ -231,18 +234,19 @@ def check_norms(s: VerifySettings, rng: np.random.Generator, trace: Trace | None
 
 
 def check_layouts_agree(s: VerifySettings, rng: np.random.Generator, trace: Trace | None = None) -> Check:
-    """Interleaved RoPE then the permutation equals the permutation then half-split RoPE; scores agree."""
+    """Interleaved RoPE then the permutation equals the permutation then rotate-half RoPE; scores agree."""
     dt = s.check_dtype
     q = rng.standard_normal((s.trials, _SEQ, s.head_dim)).astype(dt)
     k = rng.standard_normal((s.trials, _SEQ, s.head_dim)).astype(dt)
     pos = rng.integers(0, s.max_position, size=_SEQ)
     qi = apply_rope(q, pos, base=s.base, layout="interleaved")
     ki = apply_rope(k, pos[::-1].copy(), base=s.base, layout="interleaved")
-    qh = apply_rope(to_half_layout(q), pos, base=s.base, layout="half")
-    kh = apply_rope(to_half_layout(k), pos[::-1].copy(), base=s.base, layout="half")
+    qh = apply_rope(to_half_layout(q), pos, base=s.base, layout="rotate-half")
+    kh = apply_rope(to_half_layout(k), pos[::-1].copy(), base=s.base, layout="rotate-half")
     si = np.einsum("tpd,tpd->tp", qi, ki)
     sh = np.einsum("tpd,tpd->tp", qh, kh)
-    for label, values in (("interleaved q", qi), ("half q", qh), ("interleaved scores", si), ("half scores", sh)):
+    for label, values in (("interleaved q", qi), ("rotate-half q", qh), ("interleaved scores", si),
+                          ("rotate-half scores", sh)):
         _seen(trace, label, values)
     vec_err = float(np.abs(to_half_layout(qi).astype(np.float64) - qh).max())
     scale = np.linalg.norm(q.astype(np.float64), axis=-1) * np.linalg.norm(k.astype(np.float64), axis=-1)

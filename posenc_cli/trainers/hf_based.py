@@ -20,6 +20,7 @@ from posenc_cli.engines.runs import SAME_RTOL, GroupRun, relative_difference
 from posenc_cli.engines.target import Rendering
 from posenc_cli.errors import PosencError
 from posenc_cli.models.model_types import generated
+from posenc_cli.rope.rope_types import rope_type_of
 from posenc_cli.rope.scaling import ScaleRequest, max_position_embeddings, rope_parameters
 from posenc_cli.units import format_length
 
@@ -113,7 +114,7 @@ def own_rope(t: TrainerInput) -> tuple[dict[str, Any], int]:
     req = t.req
     before = t.before if t.before is not None else {}
     own = dict(own_scaling(before)) or {"rope_type": "default"}
-    own.setdefault("rope_type", own.get("type", "default"))
+    own["rope_type"] = rope_type_of(own)
     own["rope_theta"] = float(before.get("rope_theta") or own.get("rope_theta") or req.theta)
     if before.get("original_max_position_embeddings") and own["rope_type"] not in ("default", "linear", "dynamic"):
         own.setdefault("original_max_position_embeddings", before["original_max_position_embeddings"])  # Phi-3

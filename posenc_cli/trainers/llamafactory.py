@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from posenc_cli.engines.runs import EngineRun
 from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.errors import PosencError
+from posenc_cli.rope.rope_types import rope_type_of
 from posenc_cli.rope.scaling import rope_parameters
 from posenc_cli.trainers.hf_based import (
     Difference,
@@ -189,7 +190,7 @@ def render(r: Rendering) -> tuple[str, list[str]]:
     if why:
         raise PosencError(f"{why}; nearest: rope_scaling {lf_type} with cutoff_len {cutoff} (factor {lf_factor:g} "
                           f"from original {old}), measured at {req.target} positions: {diff}")
-    if own and own.get("rope_type", own.get("type")) not in (None, "default"):
+    if own and rope_type_of(own, None) not in (None, "default"):
         caveats.append(f"LLaMA-Factory replaces the model's own {own.get('rope_type', own.get('type'))} scaling "
                        f"(factor {own.get('factor')}) with this one")
     if cutoff < req.target:
@@ -309,7 +310,7 @@ def _read_yaml(data: Any, path: str, exported: Mapping[str, Any] | None,
 def base_is_exported(cfg: Mapping[str, Any], raw: Mapping[str, Any]) -> bool:
     """Whether a config read for LLaMA-Factory's original length already carries a scaling (then its window is
     ``old * factor``, as LLaMA-Factory writes it)."""
-    return raw.get("rope_type", raw.get("type")) in LLAMAFACTORY_TYPES
+    return rope_type_of(raw, None) in LLAMAFACTORY_TYPES
 
 
 TARGET = Target(

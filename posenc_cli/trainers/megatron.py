@@ -25,6 +25,7 @@ from posenc_cli.engines.runs import CANNOT_EXPRESS, NOT_MODELLED, SAME_RTOL, WIL
 from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.errors import PosencError
 from posenc_cli.rope.attention_factors import yarn_attention_factor, yarn_mscale, yarn_mscale_for
+from posenc_cli.rope.rope_types import param
 from posenc_cli.trainers.settings import ROPE_WORDS, Reader, TrainedWith
 from posenc_cli.trainers.trained import (
     FIXED_LLAMA3,
@@ -140,10 +141,10 @@ def megatron_fields(rope: Rope, group: dict[str, Any], who: str = "Megatron-Core
         fields = {"position_embedding_type": "yarn", **fields,
                   "yarn_rotary_scaling_factor": factor,
                   "yarn_original_max_position_embeddings": int(group["original_max_position_embeddings"]),
-                  "yarn_beta_fast": float(group.get("beta_fast") or 32.0),
-                  "yarn_beta_slow": float(group.get("beta_slow") or 1.0),
+                  "yarn_beta_fast": float(param(group, "beta_fast", "yarn")),
+                  "yarn_beta_slow": float(param(group, "beta_slow", "yarn")),
                   "yarn_mscale": m, "yarn_mscale_all_dim": m_all,
-                  "yarn_correction_range_round_to_int": bool(group.get("truncate", True))}
+                  "yarn_correction_range_round_to_int": bool(param(group, "truncate", "yarn"))}
         if attention != 1.0:
             caveats.append(f"Megatron-Core multiplies cos/sin by YaRN's attention factor ({attention:.6g}) on its "
                            "unfused RoPE path only: a TE fused RoPE falls back to it, fused_single_qkv_rope skips it")
@@ -156,7 +157,7 @@ def megatron_fields(rope: Rope, group: dict[str, Any], who: str = "Megatron-Core
 
 #: MLATransformerConfig's YaRN fields that Megatron-LM's CLI cannot set (its --yarn-* flags fill the GPT-only
 #: yarn_* attributes, argument_utils.py _apply_yarn_config_from_args returns early for MLA): their class defaults
-MLA_CLI_FIXED = {"original_max_position_embeddings": 4096, "beta_fast": 32.0, "beta_slow": 1.0}
+MLA_CLI_FIXED = {"original_max_position_embeddings": 4096, "beta_fast": 32.0, "beta_slow": 1.0}  # framework fact: MLA
 
 
 def _mla_fields(rope: Rope, group: dict[str, Any], who: str, *, solve: bool) -> tuple[dict[str, Any], list[str]]:
@@ -199,8 +200,8 @@ def _mla_fields(rope: Rope, group: dict[str, Any], who: str, *, solve: bool) -> 
         fields |= {"rope_type": "yarn", "rotary_base": float(group["rope_theta"]),
                    "qk_pos_emb_head_dim": rope.head_dim, "rotary_scaling_factor": factor,
                    "original_max_position_embeddings": int(group["original_max_position_embeddings"]),
-                   "beta_fast": float(group.get("beta_fast") or 32.0),
-                   "beta_slow": float(group.get("beta_slow") or 1.0), "mscale": m, "mscale_all_dim": m_all}
+                   "beta_fast": float(param(group, "beta_fast", "yarn")),
+                   "beta_slow": float(param(group, "beta_slow", "yarn")), "mscale": m, "mscale_all_dim": m_all}
         if softmax != 1.0:
             caveats.append(f"Megatron's MLA and transformers both multiply the softmax scale by mscale({factor:g}, "
                            f"mscale_all_dim {m_all:g})^2 = {softmax:.6g}")
@@ -515,8 +516,8 @@ def _read_flags(data: Any, path: str, exported: Mapping[str, Any] | None,
         rope = {"rope_type": "yarn", "factor": factor,
                 "original_max_position_embeddings": int(_number(
                     args, "--yarn-original-max-position-embeddings", 4096, path, integer=True) or 4096),
-                "beta_fast": _number(args, "--yarn-beta-fast", 32.0, path),
-                "beta_slow": _number(args, "--yarn-beta-slow", 1.0, path),
+                "beta_fast": _number(args, "--yarn-beta-fast", 32.0, path),  # framework fact: Megatron's argparse
+                "beta_slow": _number(args, "--yarn-beta-slow", 1.0, path),  # framework fact: defaults
                 "truncate": "--no-yarn-correction-range-round-to-int" not in args}
         # Megatron's ratio even when one of them is 0 (HF then ignores both)
         attention = yarn_attention(factor, mscale, all_dim)

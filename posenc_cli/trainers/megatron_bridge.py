@@ -35,6 +35,7 @@ BRIDGE_YARN_MAPPING = (("factor", "yarn_rotary_scaling_factor"),
 #: text model types whose bridge posenc models: the generic import (model_bridge.py L529-630, L673-685), the Llama
 #: bridge's llama3/linear (llama_bridge.py L74-83), gpt-oss's fixed YaRN (gpt_oss_bridge.py L93-100)
 BRIDGE_GENERIC = frozenset({"qwen2", "qwen3", "qwen3_moe"})
+# framework fact: gpt_oss_bridge.py's fixed YaRN
 BRIDGE_GPT_OSS = {"position_embedding_type": "yarn", "yarn_rotary_scaling_factor": 32.0,
                   "yarn_original_max_position_embeddings": 4096, "yarn_beta_fast": 32.0, "yarn_beta_slow": 1.0,
                   "yarn_correction_range_round_to_int": False, "yarn_mscale": None, "yarn_mscale_all_dim": None}

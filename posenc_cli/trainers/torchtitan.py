@@ -15,6 +15,7 @@ from posenc_cli.engines.runs import CANNOT_EXPRESS
 from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.errors import PosencError
 from posenc_cli.rope.attention_factors import yarn_attention_factor, yarn_mscale
+from posenc_cli.rope.rope_types import RECORDS, param
 from posenc_cli.trainers.settings import Reader, TrainedWith, reject_rope_keys
 from posenc_cli.trainers.trained import (
     Refusal,
@@ -55,9 +56,8 @@ def torchtitan_setup(rope: Rope) -> tuple[str, Trained, list[str]]:
     if rope_type == "default":
         text = f"{cls}.Config({', '.join(head)})"
     elif rope_type == "llama3":
-        params = {k: group[k] for k in ("factor", "low_freq_factor", "high_freq_factor",
-                                        "original_max_position_embeddings")} | {"rope_type": "llama3",
-                                                                                 "rope_theta": theta}
+        params = {k: group[k] for k in RECORDS["llama3"].keys if k != "rope_theta"} | {"rope_type": "llama3",
+                                                                                     "rope_theta": theta}
         text = (f"ComplexRoPE.Config({', '.join(head)}, scaling=\"llama\", scaling_factor={float(group['factor'])!r}, "
                 f"low_freq_factor={float(group['low_freq_factor'])!r}, "
                 f"high_freq_factor={float(group['high_freq_factor'])!r}, "
@@ -68,8 +68,9 @@ def torchtitan_setup(rope: Rope) -> tuple[str, Trained, list[str]]:
         folds = rope.model_type == "gpt_oss" and attention == yarn_mscale(factor)
         params = {"rope_type": "yarn", "rope_theta": theta, "factor": factor,
                   "original_max_position_embeddings": int(group["original_max_position_embeddings"]),
-                  "beta_fast": float(group.get("beta_fast") or 32.0), "beta_slow": float(group.get("beta_slow") or 1.0),
-                  "truncate": bool(group.get("truncate", True)), "attention_factor": attention if folds else 1.0}
+                  "beta_fast": float(param(group, "beta_fast", "yarn")),
+                  "beta_slow": float(param(group, "beta_slow", "yarn")),
+                  "truncate": bool(param(group, "truncate", "yarn")), "attention_factor": attention if folds else 1.0}
         if folds:
             caveats.append(f"{who}'s RoPE leaves out YaRN's attention factor; its gpt-oss attention folds it into "
                            f"the softmax scale (x{attention:.6g} squared, models/gpt_oss/model.py), as transformers' "
@@ -80,10 +81,10 @@ def torchtitan_setup(rope: Rope) -> tuple[str, Trained, list[str]]:
                            f"train with cos/sin x1 where transformers uses x{attention:.6g} (logits "
                            f"x{attention ** 2:.4g})")
         text = (f"{cls}.Config({', '.join(head)}, scaling=\"yarn\", rope_factor={factor!r}, "
-                f"beta_fast={float(group.get('beta_fast') or 32.0)!r}, "
-                f"beta_slow={float(group.get('beta_slow') or 1.0)!r}, "
+                f"beta_fast={float(param(group, 'beta_fast', 'yarn'))!r}, "
+                f"beta_slow={float(param(group, 'beta_slow', 'yarn'))!r}, "
                 f"original_seq_len={int(group['original_max_position_embeddings'])}, "
-                f"truncate={bool(group.get('truncate', True))!r})")
+                f"truncate={bool(param(group, 'truncate', 'yarn'))!r})")
     else:
         raise Refusal(CANNOT_EXPRESS, f"{who} has no {rope_type} RoPE (its RoPE.Config scaling is none, llama or "
                       "yarn); nearest it can express: posenc scale yarn, or a larger theta (posenc scale ntk)")
@@ -126,7 +127,7 @@ def _setup_as_shipped(rope: Rope) -> tuple[list[str], Trained, list[str]]:
 # --- posenc audit: a torchtitan TOML read back --------------------------------------------------------------------
 
 #: torchtitan 0.3 flavours' rope (models/llama3/__init__.py: every Llama 3 flavour; qwen3: plain, theta 1e6)
-FLAVOUR_ROPE = {
+FLAVOUR_ROPE = {  # framework fact: torchtitan's flavours
     "llama3": ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                 "original_max_position_embeddings": 8192, "rope_theta": 500000.0}, 131072),
     "qwen3": ({"rope_type": "default", "rope_theta": 1000000.0}, None),

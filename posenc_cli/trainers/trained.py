@@ -23,6 +23,7 @@ from posenc_cli.engines.runs import (
 )
 from posenc_cli.engines.target import Rendering, Runner
 from posenc_cli.errors import PosencError
+from posenc_cli.rope import rope_types
 from posenc_cli.rope.scaling import ScaleRequest, max_position_embeddings, rope_parameters
 
 if TYPE_CHECKING:
@@ -92,12 +93,7 @@ class Trained:
 
 #: The llama3 constants Megatron-Core (``RotaryEmbedding._apply_scaling``), torchtune (``Llama3ScaledRoPE`` as its
 #: builders call it) and Megatron-Bridge's Llama mapping cannot change: low_freq_factor, high_freq_factor, original.
-FIXED_LLAMA3 = (1.0, 4.0, 8192)
-
-
-#: The llama3 constants Megatron-Core (``RotaryEmbedding._apply_scaling``), torchtune (``Llama3ScaledRoPE`` as its
-#: builders call it) and Megatron-Bridge's Llama mapping cannot change: low_freq_factor, high_freq_factor, original.
-FIXED_LLAMA3 = (1.0, 4.0, 8192)
+FIXED_LLAMA3 = (1.0, 4.0, 8192)  # framework fact: fixed in Megatron-Core, torchtune and Megatron-Bridge
 #: Model types whose attention is MLA (multi-latent attention): Megatron builds them from MLATransformerConfig
 #: (--multi-latent-attention); the other frameworks build them in their own model code.
 MLA_TYPES = frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_linear"})
@@ -132,7 +128,8 @@ def measured(hf: Frequencies, other: Frequencies) -> str:
 
 
 def rope_type_of(group: Mapping[str, Any]) -> str:
-    return str(group.get("rope_type", group.get("type", "default")))
+    """The rope type ``group`` names, as a string (:func:`posenc_cli.rope.rope_types.rope_type_of`)."""
+    return str(rope_types.rope_type_of(group))
 
 
 def rotary_fraction(rope: Rope, group: dict[str, Any]) -> float:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from posenc_cli.engines.runs import NOT_MODELLED, EngineRun, GroupRun
 from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.errors import PosencError
+from posenc_cli.rope.rope_types import rope_type_of
 from posenc_cli.trainers.hf_based import difference, one_dict, own_rope, top_level_only, trainer_input
 from posenc_cli.trainers.trained import refused, rope_of
 
@@ -42,7 +43,7 @@ def unsloth_rope(own: dict[str, Any], max_pos: int, max_seq_length: int, model_t
     notes: list[str] = []
     rope = dict(own)
     if asked is not None:
-        if model_type not in ("gemma", "gemma2") and asked.get("rope_type", asked.get("type")) in UNSLOTH_TYPES:
+        if model_type not in ("gemma", "gemma2") and rope_type_of(asked, None) in UNSLOTH_TYPES:
             rope = dict(asked)
         else:
             notes.append(f"Unsloth ignores rope_scaling of type {asked.get('rope_type', asked.get('type'))} for "

@@ -30,7 +30,8 @@ def closed_early(argv: list[str]) -> tuple[int, str]:
         return proc.wait(timeout=120), stderr
 
 
-@pytest.mark.parametrize("argv", [["verify"], ["verify", "--json"], ["--version"], ["pick", "--ctx", "128k", "--head-dim", "128"]],
+@pytest.mark.parametrize("argv", [["verify"], ["verify", "--json"], ["--version"],
+                                  ["pick", "--ctx", "128k", "--head-dim", "128"]],
                          ids=["verify", "verify-json", "version", "pick"])
 def test_a_reader_closing_stdout_early_is_a_quiet_exit_0(argv: list[str]) -> None:
     code, stderr = closed_early(argv)

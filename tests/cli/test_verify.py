@@ -7,11 +7,12 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from clihelpers import assert_usage_error, run
+from clihelpers import assert_usage_error, ok, run, write_json
 
 from posenc_cli.rope import verify as core
 
@@ -38,7 +39,7 @@ def test_verify_json_shape() -> None:
     assert report["passed"] is True
     assert report["settings"]["max_position"] == 1 << 20  # the default 1M is binary
     names = [c["name"] for c in report["checks"]]
-    assert "relative distance (interleaved)" in names and "relative distance (half)" in names
+    assert "relative distance (interleaved)" in names and "relative distance (rotate-half)" in names
     assert len(names) == len(set(names))
     tolerance = report["settings"]["tolerance"]
     for check in report["checks"]:
@@ -70,7 +71,7 @@ def test_float32_fails_at_a_million_positions_but_float64_passes() -> None:
     assert code32 == 1
     assert r32["passed"] is False
     rel32 = {c["name"]: c for c in r32["checks"] if c["name"].startswith("relative distance")}
-    assert set(rel32) == {"relative distance (interleaved)", "relative distance (half)"}
+    assert set(rel32) == {"relative distance (interleaved)", "relative distance (rotate-half)"}
     for check in rel32.values():
         assert check["passed"] is False
         assert check["max_rel_error"] > r32["settings"]["tolerance"]
@@ -110,8 +111,8 @@ def test_layout_half_only() -> None:
     code, report = verify_json("--layout", "half")
     assert code == 0
     rel = [c["name"] for c in report["checks"] if c["name"].startswith("relative distance")]
-    assert rel == ["relative distance (half)"]
-    assert report["settings"]["layouts"] == ["half"]
+    assert rel == ["relative distance (rotate-half)"]
+    assert report["settings"]["layouts"] == ["rotate-half"]
 
 
 def test_same_seed_same_json_other_seed_other_numbers() -> None:
@@ -223,3 +224,31 @@ def test_python_dash_m_verify() -> None:
     assert out.returncode == 0, out.stderr
     assert "all checks passed" in out.stdout
     assert out.stderr == ""
+
+
+# --- the rope base is --theta (--base, its old name, stays accepted and hidden) --------------------------------
+
+def test_theta_sets_the_base_and_base_is_its_hidden_old_name() -> None:
+    code, by_theta = verify_json("--theta", "500000", "--max-position", "4k")
+    _, by_base = verify_json("--base", "500000", "--max-position", "4k")
+    assert code == 0 and by_theta == by_base
+    assert by_theta["settings"]["base"] == 500000
+    _, default = verify_json("--max-position", "4k")
+    assert default["settings"]["base"] != by_theta["settings"]["base"]
+    help_text = ok(run("verify", "--help")).stdout
+    assert "--theta" in help_text and "--base" not in help_text
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--theta", "1"), ("--base", "nan")])
+def test_a_bad_base_is_named_as_given(flag: str, value: str) -> None:
+    assert_usage_error(run("verify", flag, value), f"{flag} must be")
+
+
+def test_theta_and_its_old_name_together_are_refused() -> None:
+    assert_usage_error(run("verify", "--theta", "1e4", "--base", "1e4"), "--base is the old name of --theta")
+
+
+def test_theta_does_not_apply_with_a_config(tmp_path: Path) -> None:
+    cfg = write_json(tmp_path, {"model_type": "llama", "hidden_size": 512, "num_attention_heads": 4,
+                                "max_position_embeddings": 4096, "rope_theta": 1e4})
+    assert_usage_error(run("verify", "--config", cfg, "--theta", "1e4"), "--theta does not apply with --config")

@@ -208,7 +208,7 @@ def test_the_kernel_applies_the_reported_frequencies(name: str) -> None:
         angles, layout = mh.kernel_angles(call)
         reported = installed.inverse_frequencies(call).astype(np.float64)
         np.testing.assert_allclose(angles, reported, rtol=2e-6 if call["freqs"] is None else 3e-7, atol=0)
-        assert layout == ("interleaved" if name == "deepseek-v3.json" else "half")
+        assert layout == ("interleaved" if name == "deepseek-v3.json" else "rotate-half")
 
 
 def test_the_same_rtol_is_what_check_uses() -> None:

@@ -272,7 +272,7 @@ def test_torch_rope_rotation_equals_numpy_apply_rope_half(method: str | None) ->
     rot = rotary_for(method, TRAIN, 512, HEAD_DIM)
     x = np.random.default_rng(0).standard_normal((2, 4, length, HEAD_DIM)).astype(np.float32)
     got = apply_rope_half(torch.from_numpy(x), *rope_cos_sin(rot, length)).numpy()
-    want = apply_rope(x, np.arange(length), inv_freq=rot.inv_freq.numpy(), layout="half",
+    want = apply_rope(x, np.arange(length), inv_freq=rot.inv_freq.numpy(), layout="rotate-half",
                       attention_factor=rot.attention_factor)
     assert got.dtype == want.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=RTOL, atol=1e-5)
@@ -296,8 +296,8 @@ def test_rope_model_rotates_queries_and_keys_with_the_given_frequencies() -> Non
         h = block.ln1(model.embed(tokens))
         q, k, v = block.qkv(h).view(1, 40, 3, 2, 32).permute(2, 0, 3, 1, 4).numpy()
     pos = np.arange(40)
-    qr = apply_rope(q, pos, inv_freq=rot.inv_freq.numpy(), layout="half", attention_factor=rot.attention_factor)
-    kr = apply_rope(k, pos, inv_freq=rot.inv_freq.numpy(), layout="half", attention_factor=rot.attention_factor)
+    qr = apply_rope(q, pos, inv_freq=rot.inv_freq.numpy(), layout="rotate-half", attention_factor=rot.attention_factor)
+    kr = apply_rope(k, pos, inv_freq=rot.inv_freq.numpy(), layout="rotate-half", attention_factor=rot.attention_factor)
     scores = qr @ kr.swapaxes(-1, -2) / math.sqrt(32) + np.triu(np.full((40, 40), -np.inf), 1)
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     weights /= weights.sum(-1, keepdims=True)

@@ -58,7 +58,7 @@ def kernel_angles(call: dict[str, Any]) -> tuple[np.ndarray, str]:
     dims = int(call["dims"])
     half = dims // 2
     out = {}
-    for layout, traditional in (("half", False), ("interleaved", True)):
+    for layout, traditional in (("rotate-half", False), ("interleaved", True)):
         first = np.zeros(dims, dtype=np.float32)
         if traditional:
             first[0::2] = 1
@@ -70,7 +70,7 @@ def kernel_angles(call: dict[str, Any]) -> tuple[np.ndarray, str]:
                      dtype=np.float64).reshape(dims)
         c, s = (y[0::2], y[1::2]) if traditional else (y[:half], y[half:])
         out[layout] = (np.arctan2(s, c), float(np.abs(np.hypot(c, s) - 1).max()))
-    layout = "interleaved" if call["traditional"] else "half"
+    layout = "interleaved" if call["traditional"] else "rotate-half"
     angles, norm_error = out[layout]
     assert norm_error < 1e-6, norm_error  # the probe's pairs are the kernel's pairs
     return angles, layout

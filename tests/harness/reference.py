@@ -51,13 +51,13 @@ def rope_vector(
 
     Only the first ``rotary_dim`` features (default: all) take part. Inside them, pair ``i`` turns by
     ``position * base ** (-2i / rotary_dim)``. The ``"interleaved"`` layout pairs features ``(2i, 2i + 1)``;
-    ``"half"`` pairs ``(i, i + rotary_dim / 2)``, which is what ``x * cos + rotate_half(x) * sin`` does.
+    ``"rotate-half"`` pairs ``(i, i + rotary_dim / 2)``, which is what ``x * cos + rotate_half(x) * sin`` does.
     ``scale`` multiplies the rotated features (cos and sin both), like an attention factor.
     """
     width = len(x) if rotary_dim is None else rotary_dim
     if width % 2 or width < 2 or width > len(x):
         raise ValueError(f"bad rotary_dim {width} for a vector of {len(x)} features")
-    if layout not in ("interleaved", "half"):
+    if layout not in ("interleaved", "rotate-half"):
         raise ValueError(f"unknown layout {layout!r}")
     out = list(x)
     half = width // 2

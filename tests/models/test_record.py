@@ -84,7 +84,7 @@ def test_the_record_of_every_rope_type_is_what_the_reader_gives(rope: dict[str, 
     model = describe(cfg)
     _assert_record(model)
     (g,) = rope_groups(model)
-    assert g.spec.rope_type == rope["rope_type"] and g.spec.theta == theta and g.layout == "half"
+    assert g.spec.rope_type == rope["rope_type"] and g.spec.theta == theta and g.layout == "rotate-half"
 
 
 class _Frozen(Mapping[str, Any]):
@@ -123,7 +123,7 @@ def test_layout_is_interleaved_exactly_for_remote_code_read_with_gpt_j_pairs(nam
     model = _model(name)
     if model.family != "rope" or not model.layers:
         return
-    want = "interleaved" if model.engine is not None and not model.engine.is_neox_style else "half"
+    want = "interleaved" if model.engine is not None and not model.engine.is_neox_style else "rotate-half"
     try:
         assert {g.layout for g in rope_groups(model)} == {want}
     except PosencError:

@@ -288,7 +288,7 @@ def test_chatglm_rotation_layout_matches_vllms_forward(name: str) -> None:
         x = ours_in.numpy().transpose(1, 0, 2)  # (heads, seq, dim)
         rotated = apply_rope(x, positions.numpy(), inv_freq=inv, layout=r.pair_layout)  # type: ignore[arg-type]
         np.testing.assert_allclose(rotated.transpose(1, 0, 2), theirs.numpy(), rtol=0, atol=5e-5)
-        other = "half" if r.pair_layout == "interleaved" else "interleaved"
+        other = "rotate-half" if r.pair_layout == "interleaved" else "interleaved"
         wrong = apply_rope(x, positions.numpy(), inv_freq=inv, layout=other)  # type: ignore[arg-type]
         assert np.abs(wrong.transpose(1, 0, 2) - theirs.numpy()).max() > 1e-2  # the layout is what decides
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from posenc_cli.cli.app import option_name
 from posenc_cli.errors import PosencError
 from posenc_cli.models.facts import window_of
 from posenc_cli.models.model_positions import describe
@@ -69,12 +70,17 @@ def test_a_model_without_rope_is_refused(cfg: dict[str, Any], message: str) -> N
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"dtype": "float8"}, "--dtype 'float8' is not known"),
-    ({"max_position": 1}, "--max-position must be at least 2"),
-    ({"trials": 0}, "--trials must be at least 1"),
-    ({"tolerance": 0.0}, "--tolerance must be a finite number greater than 0"),
-    ({"tolerance": float("nan")}, "--tolerance must be a finite number greater than 0"),
+    ({"dtype": "float8"}, "dtype 'float8' is not known"),
+    ({"max_position": 1}, "max_position must be at least 2"),
+    ({"trials": 0}, "trials must be at least 1"),
+    ({"tolerance": 0.0}, "tolerance must be a finite number greater than 0"),
+    ({"tolerance": float("nan")}, "tolerance must be a finite number greater than 0"),
 ])
 def test_settings_out_of_range_are_refused(kwargs: dict[str, Any], message: str) -> None:
-    with pytest.raises(PosencError, match=message):
+    """The library names the argument; the command line renders it as its option (``--max-position``)."""
+    with pytest.raises(PosencError) as info:
         run(SMALL, **kwargs)
+    assert str(info.value).startswith(message)
+    field = next(iter(kwargs))
+    assert info.value.fields == (field,)
+    assert info.value.render(option_name).startswith(message.replace(field, "--" + field.replace("_", "-"), 1))

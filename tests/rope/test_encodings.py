@@ -33,7 +33,7 @@ pytestmark = pytest.mark.numeric
 
 DTYPES = [np.float64, np.float32]
 BASES = [100.0, 1e4, 5e5]
-LAYOUTS = ["interleaved", "half"]
+LAYOUTS = ["interleaved", "rotate-half"]
 # positions below 2048, including the edges and a few ragged values
 POSITIONS = [0, 1, 2, 3, 5, 64, 333, 1000, 2047]
 
@@ -156,7 +156,7 @@ def test_rope_half_layout_is_hf_rotate_half() -> None:
     rng = random.Random(7)
     x = [rng.gauss(0, 1) for _ in range(32)]
     for pos in (0, 1, 9, 500, 4096):
-        got = apply_rope(np.array([x]), np.array([pos]), layout="half")[0]
+        got = apply_rope(np.array([x]), np.array([pos]), layout="rotate-half")[0]
         np.testing.assert_allclose(got, ref.rope_vector_hf_style(x, pos), rtol=0, atol=1e-11)
 
 
@@ -184,12 +184,12 @@ def test_rope_broadcasts_over_heads_and_batched_positions() -> None:
                                        rtol=0, atol=1e-12)
     # (batch, seq) positions against one shared (seq, d) input: each batch row gets its own positions
     batch_pos = np.array([[0, 1, 2, 3, 4], [100, 7, 7, 0, 3]])
-    out2 = apply_rope(x[0], batch_pos, layout="half")
+    out2 = apply_rope(x[0], batch_pos, layout="rotate-half")
     assert out2.shape == (2, seq, d)
     for b in range(2):
         for s in range(seq):
             np.testing.assert_allclose(out2[b, s], ref.rope_vector(x[0, s].tolist(), int(batch_pos[b, s]),
-                                                                   layout="half"), rtol=0, atol=1e-12)
+                                                                   layout="rotate-half"), rtol=0, atol=1e-12)
 
 
 def test_rope_explicit_inv_freq_equals_base() -> None:
@@ -225,8 +225,8 @@ def test_rope_lesson_relative_distance_oracle() -> None:
         score = float(apply_rope(qa, [pq])[0] @ apply_rope(ka, [pk])[0])
         assert round(score, 6) == -6.530165
         # the same vectors stored in the half layout give the same score
-        half = float(apply_rope(to_half_layout(qa), [pq], layout="half")[0]
-                     @ apply_rope(to_half_layout(ka), [pk], layout="half")[0])
+        half = float(apply_rope(to_half_layout(qa), [pq], layout="rotate-half")[0]
+                     @ apply_rope(to_half_layout(ka), [pk], layout="rotate-half")[0])
         assert half == pytest.approx(score, rel=1e-12)
 
 
@@ -291,7 +291,7 @@ def test_rope_commutes_with_layout_permutation(d: int, rotary_dim: int | None, d
     rng = np.random.default_rng(d)
     x = rng.standard_normal((2, 40, d)).astype(dtype)
     pos = rng.integers(0, 1 << 20, 40)
-    a = apply_rope(to_half_layout(x, rotary_dim), pos, layout="half", rotary_dim=rotary_dim)
+    a = apply_rope(to_half_layout(x, rotary_dim), pos, layout="rotate-half", rotary_dim=rotary_dim)
     b = to_half_layout(apply_rope(x, pos, layout="interleaved", rotary_dim=rotary_dim), rotary_dim)
     # the same products of the same numbers, only stored elsewhere; the interleaved path multiplies them as
     # complex numbers, which may fuse a multiply-add, so allow a couple of ulps of the operands' scale
@@ -414,7 +414,7 @@ def test_dtype_in_equals_dtype_out(dtype: type[np.floating]) -> None:
     x = np.ones((3, 8), dtype=dtype)
     assert apply_rope(x, [0, 1, 2]).dtype == np.dtype(dtype)
     assert apply_rope(x, [0, 1, 2], inv_freq=np.ones(4, dtype=np.float64)).dtype == np.dtype(dtype)
-    assert apply_rope(x, [0, 1, 2], layout="half", rotary_dim=4, attention_factor=0.7).dtype == np.dtype(dtype)
+    assert apply_rope(x, [0, 1, 2], layout="rotate-half", rotary_dim=4, attention_factor=0.7).dtype == np.dtype(dtype)
     assert sinusoidal(4, 6, dtype=dtype).dtype == np.dtype(dtype)
     assert rope_inv_freq(8, dtype=dtype).dtype == np.dtype(dtype)
     assert alibi_bias(3, 4, dtype=dtype).dtype == np.dtype(dtype)

@@ -126,7 +126,7 @@ def test_every_reported_intermediate_has_the_checked_dtype(dtype: str) -> None:
     check_dtype = "float32" if dtype in precision.HALF_DTYPES else dtype
     labels = {label for label, _ in seen}
     # every check reports through the trace: a check that stops doing so fails here
-    for label in ("rotated q", "rotated k", "scores", "rotated x", "interleaved scores", "half scores",
+    for label in ("rotated q", "rotated k", "scores", "rotated x", "interleaved scores", "rotate-half scores",
                   "sinusoidal table", "shifted prediction", "ALiBi bias", "attention logits", "attention weights",
                   "attention output"):
         assert label in labels, label

@@ -159,7 +159,7 @@ def _group(model: ModelPositions, cfg: dict[str, Any], g: Any, ropes: dict[int, 
         return f"{NOT_MODELLED}: mlx-lm builds different ropes within transformers' {g.name} layers"
     inv, magnitude, traditional = first
     softmax = _softmax(ropes[indices[0]][0], cfg, model)
-    layout = "interleaved" if traditional else "half"
+    layout = "interleaved" if traditional else "rotate-half"
     wanted = mlx_lm.transformers_layout(model, cfg, g.layout)
     if inv.size * 2 != g.spec.rotary_dim or layout != wanted:
         return GroupRun(g.name, None, 1.0, softmax, [f"mlx-lm rotates {inv.size * 2} features paired {layout}, "

@@ -118,7 +118,7 @@ def model_rope_call(rope_parameters: dict[str, Any], *, head_dim: int, rotary_di
         params["partial_rotary_factor"] = rotary_dim / head_dim
     extra: dict[str, Any] = {"softmax_scale_multiplier": 1.0}
     if model_arch in GPT_OSS_ARCHS:
-        # vllm/model_executor/models/gpt_oss.py:111-126: a fresh yarn dict and a float32 cache
+        # framework fact: vllm/model_executor/models/gpt_oss.py:111-126: a fresh yarn dict and a float32 cache
         params = {key: params[key] for key in ("rope_theta", "factor", "original_max_position_embeddings",
                                                "beta_fast", "beta_slow")}
         params.update(rope_type="yarn", truncate=rope_parameters.get("truncate", True))

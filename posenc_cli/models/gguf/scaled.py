@@ -46,6 +46,7 @@ from posenc_cli.models.gguf.header import FLOAT32, STRING, UINT32, shortest_floa
 from posenc_cli.models.gguf.metadata import GgufFacts
 from posenc_cli.models.gguf.writer import Edit
 from posenc_cli.rope.attention_factors import longrope_attention_factor, yarn_attention_factor, yarn_mscale
+from posenc_cli.rope.rope_types import RECORDS
 
 __all__ = ["WRITTEN_ARCHS", "SCALING_KEYS", "scaling_edit"]
 
@@ -111,8 +112,7 @@ def scaling_edit(facts: GgufFacts, params: Mapping[str, Any], max_position_embed
     elif rope_type == "llama3":
         from posenc_cli.models.gguf.rope import llama3_factors  # numpy: only for a llama3 rope
 
-        llama3 = {k: params[k] for k in ("factor", "low_freq_factor", "high_freq_factor",
-                                         "original_max_position_embeddings")}
+        llama3 = {k: params[k] for k in RECORDS["llama3"].keys if k != "rope_theta"}
         edit.tensors["rope_freqs.weight"] = llama3_factors(llama3, theta, rotary_dim)
     elif rope_type == "longrope":
         notes += _longrope(edit, key, params, max_position_embeddings, rotary_dim)
