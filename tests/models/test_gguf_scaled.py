@@ -58,9 +58,27 @@ def _json(path: str) -> dict[str, Any]:
     return data
 
 
+def _deepseek_v2_lite() -> dict[str, Any]:
+    """DeepSeek-V2-Lite's rope (mscale = mscale_all_dim = 0.707, factor 40 over 4096) on the V3 corpus config."""
+    cfg = _json("tests/corpus/deepseek-v3.json")
+    return {**cfg, "model_type": "deepseek_v2", "architectures": ["DeepseekV2ForCausalLM"],
+            "rope_scaling": {**cfg["rope_scaling"], "mscale": 0.707, "mscale_all_dim": 0.707}}
+
+
+#: a few experts, every layer sparse: the MoE twin stays tiny
+_SMALL_MOE = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "decoder_sparse_step": 1,
+              "mlp_only_layers": []}
+
 TWINS = {
     "llama-3.1": lambda: tiny_twin(_json("tests/corpus/llama-3.1-8b-instruct.json")),
+    "mistral-7b": lambda: tiny_twin(_json("tests/corpus/mistral-7b-v0.1.json")),  # the converter's llama arch
     "qwen2.5-yarn": lambda: tiny_twin(_json("docs/examples/qwen2.5-7b-instruct-yarn.json")),
+    "qwen3-yarn": lambda: tiny_twin(_json("docs/examples/qwen3-8b-yarn.json")),
+    "qwen3-moe": lambda: tiny_twin(_json("tests/corpus/qwen3-235b-a22b.json"), **_SMALL_MOE),
+    "gemma-3": lambda: tiny_twin(_json("tests/corpus/gemma-3-1b-it.json")),
+    "gemma-3-27b-linear": lambda: tiny_twin(_json("tests/corpus/gemma-3-27b-it.json")),  # linear x8, as shipped
+    "deepseek-v3": lambda: tiny_twin(_json("tests/corpus/deepseek-v3.json")),
+    "deepseek-v2-lite": lambda: tiny_twin(_deepseek_v2_lite()),
     "phi-3": lambda: tiny_twin(_json("tests/fixtures/phi-3-mini-128k.json")),
 }
 
@@ -111,6 +129,18 @@ CASES = [
     ("qwen2.5-yarn", ("linear", "--target", "256k")),
     ("qwen2.5-yarn", ("ntk", "--target", "256k")),
     ("phi-3", ("longrope",)),
+    ("mistral-7b", ("yarn", "--target", "128k")),
+    ("qwen3-yarn", ("yarn", "--target", "256k")),
+    ("qwen3-yarn", ("linear", "--target", "256k")),
+    ("qwen3-yarn", ("ntk", "--target", "256k")),
+    ("qwen3-moe", ("yarn", "--target", "160k")),
+    ("gemma-3", ("yarn", "--target", "128k")),
+    ("gemma-3", ("linear", "--target", "256k")),
+    ("gemma-3", ("ntk", "--target", "256k")),
+    ("gemma-3-27b-linear", ("yarn", "--target", "256k")),
+    ("deepseek-v3", ("yarn", "--target", "320k")),
+    ("deepseek-v3", ("ntk", "--target", "320k")),
+    ("deepseek-v2-lite", ("yarn", "--target", "320k")),
 ]
 
 
@@ -165,20 +195,36 @@ def test_the_written_gguf_is_the_converters_and_llama_cpp_computes_transformers(
         assert a["attention_factor"] == pytest.approx(b["attention_factor"], rel=1e-6)
 
 
-def test_an_explicit_yarn_attention_factor_is_written_where_llama_cpp_reads_it(twins: Any, tmp_path: Path) -> None:
-    """The converter writes YaRN's attention_factor as rope.scaling.yarn_attn_factor, which llama.cpp does not read
-    (it uses attn_factor x (0.1 ln s + 1)): its GGUF of the patched config is far from transformers; posenc's
-    adds rope.scaling.attn_factor = wanted / (0.1 ln s + 1) and is within TOL."""
-    folder, gguf = twins["qwen2.5-yarn"]
-    request = ("yarn", "--target", "256k", "--attention-factor", "1.0")
-    new, converted, patched = _both(folder, gguf, tmp_path, request)
+#: where posenc's keys differ from the converter's on purpose, so that llama.cpp computes what transformers does
+DIFFERS = [
+    # the converter writes YaRN's attention_factor as rope.scaling.yarn_attn_factor, which llama.cpp does not read (it
+    # uses attn_factor x (0.1 ln s + 1)): posenc adds rope.scaling.attn_factor = wanted / (0.1 ln s + 1)
+    ("qwen2.5-yarn", ("yarn", "--target", "256k", "--attention-factor", "1.0"), {"qwen2.rope.scaling.attn_factor"}),
+    # deepseek2 scales the softmax by ((0.1 ln s + 1)(1 + yarn_log_multiplier ln s))^2 under linear scaling too; the
+    # converter writes no yarn_log_multiplier for a linear rope, posenc the (negative) one that gives transformers' 1
+    ("deepseek-v3", ("linear", "--target", "320k"), {"deepseek2.rope.scaling.yarn_log_multiplier"}),
+    # deepseek2's magnitude is rope.scaling.attn_factor and its softmax follows yarn_log_multiplier: both set for
+    # another attention factor (the converter's yarn_attn_factor is not read)
+    ("deepseek-v2-lite", ("yarn", "--target", "320k", "--attention-factor", "1.1"),
+     {"deepseek2.rope.scaling.attn_factor", "deepseek2.rope.scaling.yarn_log_multiplier"}),
+]
+
+
+@pytest.mark.parametrize(("name", "request_args", "keys"), DIFFERS, ids=[f"{n}-{r[0]}" for n, r, _ in DIFFERS])
+def test_where_the_converters_keys_are_wrong_posenc_writes_what_llama_cpp_reads(
+        twins: Any, tmp_path: Path, name: str, request_args: tuple[str, ...], keys: set[str]) -> None:
+    """The keys that differ from the converter's GGUF of the patched config are exactly ``keys``; that GGUF is far
+    from transformers in llama.cpp (more than MISMATCH), posenc's within TOL."""
+    folder, gguf = twins[name]
+    new, converted, patched = _both(folder, gguf, tmp_path, request_args)
     ours, theirs = _contents(new)[0], _contents(converted)[0]
-    extra = {k for k in ours if k not in theirs}
-    assert extra == {"qwen2.rope.scaling.attn_factor"} and ours["qwen2.rope.scaling.yarn_attn_factor"] == 1.0
+    arch = ours["general.architecture"]
+    differ = {k for k in ours.keys() | theirs.keys() if k.startswith(arch + ".") and ours.get(k) != theirs.get(k)}
+    assert differ == keys, {k: (ours.get(k), theirs.get(k)) for k in differ}
     reference = hf_logits(folder, TOKENS, _rope_overrides(patched))
     good = relative_diff(llamacpp_logits(new, TOKENS, n_ctx=N_TOKENS), reference)
     bad = relative_diff(llamacpp_logits(converted, TOKENS, n_ctx=N_TOKENS), reference)
-    print(f"attention factor 1.0: posenc's GGUF {good:.2e}, the converter's {bad:.2e}")
+    print(f"{name} {' '.join(request_args)}: posenc's GGUF {good:.2e}, the converter's {bad:.2e}")
     assert good <= TOL < MISMATCH < bad
 
 

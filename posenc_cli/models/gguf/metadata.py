@@ -214,7 +214,8 @@ def gguf_config(facts: GgufFacts) -> dict[str, Any]:
     ``qk_rope_head_dim``), with llama.cpp's mscale rule (see :func:`llama_cpp_meaning`).
     """
     deepseek = facts.architecture in DEEPSEEK_ARCHS
-    cfg: dict[str, Any] = {"model_type": "deepseek_v3" if deepseek else facts.architecture.replace("-", "_")}
+    model_type = MODEL_TYPES.get(facts.architecture, facts.architecture.replace("-", "_"))
+    cfg: dict[str, Any] = {"model_type": "deepseek_v3" if deepseek else model_type}
     if facts.context_length is not None:
         cfg["max_position_embeddings"] = facts.context_length
     theta = facts.rope_freq_base if facts.rope_freq_base is not None else 10000.0
@@ -249,6 +250,10 @@ def gguf_config(facts: GgufFacts) -> dict[str, Any]:
             cfg["original_max_position_embeddings"] = facts.original_context_length
     return cfg
 
+
+#: GGUF architectures whose transformers model_type is spelled otherwise than by swapping "-" for "_" (so class
+#: defaults and the trained lengths of rope.windows apply to a GGUF as to its config.json)
+MODEL_TYPES = {"qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe", "glm4moe": "glm4_moe"}
 
 DEEPSEEK_ARCHS = ("deepseek2",)  # llama.cpp archs that rebuild YaRN's mscale pair from yarn_log_multiplier
 

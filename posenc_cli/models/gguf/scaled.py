@@ -42,19 +42,32 @@ from collections.abc import Mapping
 from typing import Any
 
 from posenc_cli.errors import PosencError
+from posenc_cli.models.gguf.deepseek2 import deepseek2_keys
 from posenc_cli.models.gguf.header import FLOAT32, STRING, UINT32, shortest_float32
-from posenc_cli.models.gguf.metadata import GgufFacts
+from posenc_cli.models.gguf.metadata import DEEPSEEK_ARCHS, GEMMA3_ARCHS, GgufFacts
 from posenc_cli.models.gguf.writer import Edit
 from posenc_cli.rope.attention_factors import longrope_attention_factor, yarn_attention_factor, yarn_mscale
 
 __all__ = ["WRITTEN_ARCHS", "SCALING_KEYS", "scaling_edit"]
 
-#: architecture -> the rope types posenc writes into its GGUFs (each proven on converter-made GGUFs)
+#: the rope types each GGUF architecture takes from the converter's common code (``conversion/base.py``): a new base,
+#: linear and YaRN keys
+_COMMON = ("default", "linear", "yarn")
+
+#: architecture -> the rope types posenc writes into its GGUFs (each proven on converter-made GGUFs:
+#: tests/models/test_gguf_scaled.py)
 WRITTEN_ARCHS: dict[str, tuple[str, ...]] = {
-    "llama": ("default", "linear", "yarn", "llama3"),
-    "qwen2": ("default", "linear", "yarn"),
+    "llama": (*_COMMON, "llama3"),
+    "qwen2": _COMMON,
+    "qwen3": _COMMON,
+    "qwen3moe": _COMMON,
+    "gemma3": _COMMON,
+    "deepseek2": _COMMON,
     "phi3": ("longrope",),
 }
+
+#: architectures people run whose GGUFs posenc does not write, and why
+NOT_WRITTEN: dict[str, str] = {}
 
 #: the rope scaling keys (under ``{arch}.``) a new scaling replaces: every one llama.cpp or the converter knows
 SCALING_KEYS = ("rope.scaling.type", "rope.scaling.factor", "rope.scale_linear", "rope.scaling.attn_factor",
@@ -72,8 +85,7 @@ def _refuse(facts: GgufFacts, rope_type: str) -> None:
     allowed = WRITTEN_ARCHS.get(arch)
     if allowed is None:
         known = ", ".join(WRITTEN_ARCHS)
-        why = (" (llama.cpp's deepseek2 keeps YaRN's mscale in rope.scaling.yarn_log_multiplier: use the llama.cpp "
-               "flags, `--format llama.cpp`)" if arch == "deepseek2" else "")
+        why = f" ({NOT_WRITTEN[arch]})" if arch in NOT_WRITTEN else ""
         raise PosencError(f"posenc writes rope scaling into GGUFs of the architectures {known}, proven on GGUFs made "
                           f"by llama.cpp's converter; this one is {arch}{why}: patch config.json with `--format hf "
                           "-o DIR/config.json` and convert it with convert_hf_to_gguf.py")
@@ -106,8 +118,10 @@ def scaling_edit(facts: GgufFacts, params: Mapping[str, Any], max_position_embed
     if rope_type == "linear":
         edit.set_keys[key("rope.scaling.type")] = (STRING, "linear")
         edit.set_keys[key("rope.scaling.factor")] = (FLOAT32, float(params["factor"]))
+        if arch in DEEPSEEK_ARCHS:
+            notes += _deepseek2(edit, key, params)
     elif rope_type == "yarn":
-        notes += _yarn(edit, key, params)
+        notes += _yarn(edit, key, params, facts)
     elif rope_type == "llama3":
         from posenc_cli.models.gguf.rope import llama3_factors  # numpy: only for a llama3 rope
 
@@ -119,29 +133,75 @@ def scaling_edit(facts: GgufFacts, params: Mapping[str, Any], max_position_embed
     return edit, notes
 
 
-def _yarn(edit: Edit, key: Any, params: Mapping[str, Any]) -> list[str]:
+def _deepseek2(edit: Edit, key: Any, params: Mapping[str, Any]) -> list[str]:
+    """deepseek2's two keys (:func:`~posenc_cli.models.gguf.deepseek2.deepseek2_keys`) for a linear or YaRN rope;
+    refused where llama.cpp's tie of magnitude and softmax cannot give transformers' numbers."""
+    factor = float(params["factor"])
+    if factor <= 1.0:
+        return []
+    keys = deepseek2_keys(params)
+    if not keys.exact:
+        raise PosencError(f"this rope cannot be written into a deepseek2 GGUF: llama.cpp ties its softmax scale to "
+                          f"the cos/sin magnitude (rope.scaling.attn_factor and yarn_log_multiplier), and no values "
+                          f"of the two keys give transformers' magnitude {yarn_attention_factor(params, factor):.6g} "
+                          f"with its softmax scale; keep the model's mscale and mscale_all_dim (no --attention-factor)")
+    m_all = params.get("mscale_all_dim")
+    converters = shortest_float32(0.1 * float(m_all)) if m_all is not None else None
+    notes: list[str] = []
+    if keys.log_multiplier != converters and (keys.log_multiplier or converters is not None):
+        edit.set_keys[key("rope.scaling.yarn_log_multiplier")] = (FLOAT32, keys.log_multiplier)
+        notes.append(f"wrote rope.scaling.yarn_log_multiplier {keys.log_multiplier!r}: llama.cpp's deepseek2 scales "
+                     "the softmax by ((0.1 ln(factor) + 1)(1 + yarn_log_multiplier ln(factor)))^2 under any scaling, "
+                     f"so this gives transformers' softmax x{keys.softmax:.6g} (convert_hf_to_gguf.py writes "
+                     f"{'none' if converters is None else converters})")
+    elif converters is not None:
+        edit.set_keys[key("rope.scaling.yarn_log_multiplier")] = (FLOAT32, converters)
+    if keys.attn_factor is not None:
+        edit.set_keys[key("rope.scaling.attn_factor")] = (FLOAT32, keys.attn_factor)
+        notes.append(f"wrote rope.scaling.attn_factor {shortest_float32(keys.attn_factor)!r}: llama.cpp's deepseek2 "
+                     f"magnitude, giving transformers' attention factor {keys.magnitude:.6g} (llama.cpp does not read "
+                     "the yarn_attn_factor key convert_hf_to_gguf.py writes)")
+    return notes
+
+
+def _yarn(edit: Edit, key: Any, params: Mapping[str, Any], facts: GgufFacts) -> list[str]:
+    arch = facts.architecture
     factor = float(params["factor"])
     edit.set_keys[key("rope.scaling.type")] = (STRING, "yarn")
     edit.set_keys[key("rope.scaling.factor")] = (FLOAT32, factor)
     original = int(params["original_max_position_embeddings"])
     edit.set_keys[key("rope.scaling.original_context_length")] = (UINT32, original)
-    notes = []
+    notes: list[str] = []
     if params.get("attention_factor") is not None:
         edit.set_keys[key("rope.scaling.yarn_attn_factor")] = (FLOAT32, float(params["attention_factor"]))
     for name in ("beta_fast", "beta_slow"):
-        if params.get(name) is not None:
-            edit.set_keys[key(f"rope.scaling.yarn_{name}")] = (FLOAT32, float(params[name]))
+        # the dict's value, else the input's key: the reader leaves the keys out of the dict where llama.cpp does
+        # not read them (metadata.BETA_ARCHS), and the converter wrote them from the config that a scaled config
+        # keeps them in
+        value = params.get(name, getattr(facts, f"yarn_{name}"))
+        if value is not None:
+            edit.set_keys[key(f"rope.scaling.yarn_{name}")] = (FLOAT32, float(value))
+    if arch in DEEPSEEK_ARCHS:
+        return notes + _deepseek2(edit, key, params) + _truncate(params)
     wanted = yarn_attention_factor(params, factor)
     default = yarn_mscale(factor)
+    if arch in GEMMA3_ARCHS and not math.isclose(wanted, default, rel_tol=1e-7):
+        raise PosencError(f"a YaRN attention factor other than 0.1 ln(factor) + 1 ({wanted:.6g}) cannot be written "
+                          "into a gemma3 GGUF: llama.cpp applies rope.scaling.attn_factor to the sliding-window "
+                          "layers too, where transformers scales the global layers only")
     if not math.isclose(wanted, default, rel_tol=1e-7):
         edit.set_keys[key("rope.scaling.attn_factor")] = (FLOAT32, wanted / default)
         notes.append(f"wrote rope.scaling.attn_factor {shortest_float32(wanted / default)!r}: llama.cpp multiplies it "
                      f"by 0.1 ln(factor) + 1 = {default:.6g}, giving transformers' attention factor {wanted:.6g} "
                      "(llama.cpp does not read the yarn_attn_factor key convert_hf_to_gguf.py writes)")
+    return notes + _truncate(params)
+
+
+def _truncate(params: Mapping[str, Any]) -> list[str]:
     if params.get("truncate") is False:
-        notes.append("llama.cpp always rounds YaRN's correction range (truncate=true); this rope has "
-                     "truncate=false, which a GGUF cannot hold")
-    return notes
+        return ["llama.cpp always rounds YaRN's correction range (truncate=true); this rope has truncate=false, "
+                "which a GGUF cannot hold"]
+    return []
 
 
 def _longrope(edit: Edit, key: Any, params: Mapping[str, Any], max_position_embeddings: int,
