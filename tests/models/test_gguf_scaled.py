@@ -315,13 +315,14 @@ def _built(tmp_path: Path, arch: str, keys: dict[str, Any]) -> Path:
     ("llama4", {}, ("yarn", "--target", "16k"), "llama4 (not proven: llama.cpp of llama-cpp-python 0.3.36 aborts"),
     ("mistral3", {"rope.scaling.type": "yarn", "rope.scaling.factor": 4.0,
                   "rope.scaling.original_context_length": 1024, "rope.scaling.yarn_log_multiplier": 1.0},
-     ("linear", "--target", "16k"), "linear cannot be written into this mistral3 GGUF: its yarn_log_multiplier"),
+     ("linear", "--target", "16k"), "linear cannot be written into a mistral3 GGUF of Ministral 3"),
+    ("mistral3", {}, ("yarn", "--target", "16k"), "this one has none, so it comes from another Mistral 3 config"),
     ("gemma3", {"attention.sliding_window": 512, "rope.freq_base_swa": 10000.0},
      ("yarn", "--target", "16k", "--attention-factor", "1.3"), "llama.cpp applies rope.scaling.attn_factor to the "
      "sliding-window layers too"),
     ("deepseek2", {"rope.dimension_count": 64},
      ("yarn", "--target", "16k", "--attention-factor", "1.2"), "llama.cpp ties its softmax scale to the cos/sin"),
-], ids=["llama4", "ministral3-linear", "gemma3-attention-factor", "deepseek2-attention-factor"])
+], ids=["llama4", "ministral3-linear", "mistral-small-3", "gemma3-attention-factor", "deepseek2-attention-factor"])
 def test_what_is_not_written_is_refused_with_why(tmp_path: Path, arch: str, keys: dict[str, Any],
                                                  request_args: tuple[str, ...], why: str) -> None:
     gguf = _built(tmp_path, arch, keys)

@@ -65,7 +65,7 @@ WRITTEN_ARCHS: dict[str, tuple[str, ...]] = {
     "deepseek2": _COMMON,
     "glm4moe": _COMMON,
     "gpt-oss": _COMMON,
-    "mistral3": _COMMON,
+    "mistral3": ("yarn",),
     "phi3": ("longrope",),
 }
 
@@ -95,10 +95,15 @@ def _refuse(facts: GgufFacts, rope_type: str) -> None:
         raise PosencError(f"posenc writes rope scaling into GGUFs of the architectures {known}, proven on GGUFs made "
                           f"by llama.cpp's converter; this one is {arch}{why}: patch config.json with `--format hf "
                           "-o DIR/config.json` and convert it with convert_hf_to_gguf.py")
-    if arch in LOG_MULTIPLIER_ARCHS and facts.yarn_log_multiplier is not None and rope_type != "yarn":
-        raise PosencError(f"{rope_type} cannot be written into this {arch} GGUF: its yarn_log_multiplier says it "
-                          "was converted from a Ministral 3 config, for which convert_hf_to_gguf.py writes YaRN only "
-                          "(it asserts rope_type yarn); use `posenc scale yarn`")
+    if arch in LOG_MULTIPLIER_ARCHS and not facts.yarn_log_multiplier:
+        raise PosencError(f"posenc writes {arch} GGUFs converted from a Ministral 3 config (they carry "
+                          "rope.scaling.yarn_log_multiplier); this one has none, so it comes from another Mistral 3 "
+                          "config (Mistral Small 3.x), whose conversion is not proven here: patch config.json with "
+                          "`--format hf -o DIR/config.json` and convert it with convert_hf_to_gguf.py")
+    if arch in LOG_MULTIPLIER_ARCHS and rope_type != "yarn":
+        raise PosencError(f"{'ntk (a new base)' if rope_type == 'default' else rope_type} cannot be written into "
+                          f"a {arch} GGUF of Ministral 3: convert_hf_to_gguf.py writes YaRN only for it (it asserts "
+                          "rope_type yarn); use `posenc scale yarn`")
     if rope_type not in allowed:
         name = {"default": "ntk (a new base)"}.get(rope_type, rope_type)
         raise PosencError(f"{name} cannot be written into a {arch} GGUF: llama.cpp's converter writes "
