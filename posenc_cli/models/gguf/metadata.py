@@ -211,7 +211,10 @@ def gguf_config(facts: GgufFacts) -> dict[str, Any]:
     (:mod:`posenc_cli.models.gguf.rope`), ``rope_factors_long/short`` a longrope dict, with
     ``rope.scaling.original_context_length`` as the original length (also written at the top level, where
     transformers' Phi-3 config reads it). deepseek2 is read as transformers' deepseek_v3 (MLA: the rotary part is
-    ``qk_rope_head_dim``), with llama.cpp's mscale rule (see :func:`llama_cpp_meaning`).
+    ``qk_rope_head_dim``), with llama.cpp's mscale rule (see :func:`llama_cpp_meaning`); mistral3's
+    ``yarn_log_multiplier`` is mscale_all_dim itself (the magnitude ``mscale(s, 1) / mscale(s, m_all)``). The model
+    type is the text model's (:data:`MODEL_TYPES`), and a file with no scaling key whose class defaults to one
+    (:data:`SCALED_CLASS_DEFAULTS`) says ``rope_type`` default: llama.cpp runs plain RoPE.
     """
     deepseek = facts.architecture in DEEPSEEK_ARCHS
     model_type = MODEL_TYPES.get(facts.architecture, facts.architecture.replace("-", "_"))

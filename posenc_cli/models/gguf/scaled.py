@@ -2,26 +2,37 @@
 (``posenc scale METHOD --config MODEL.gguf -o NEW.gguf``), as a :class:`~posenc_cli.models.gguf.writer.Edit`.
 
 What ``convert_hf_to_gguf.py`` (llama-cpp-python 0.3.36) writes from a config.json, per architecture posenc writes
-(``conversion/base.py`` ``set_gguf_parameters``, ``llama.py``, ``phi.py``), and so what :func:`scaling_edit` sets:
+(:data:`WRITTEN_ARCHS`; ``conversion/base.py`` ``set_gguf_parameters``, ``llama.py``, ``phi.py``, ``deepseek.py``,
+``gemma.py``, ``mistral3.py``), and so what :func:`scaling_edit` sets:
 
 * every architecture: ``{arch}.context_length`` = ``max_position_embeddings`` and ``{arch}.rope.freq_base`` =
   ``rope_theta`` (``ntk`` changes only these: a static base, no scaling key);
-* llama, qwen2: ``linear``: ``rope.scaling.type`` linear and ``rope.scaling.factor``; ``yarn``: type yarn, the
-  factor, ``rope.scaling.original_context_length``, ``rope.scaling.yarn_attn_factor`` when the rope dict names an
-  ``attention_factor`` and ``rope.scaling.yarn_beta_fast/slow`` when it names them; ``llama3`` (llama only:
-  ``LlamaModel.generate_extra_tensors``): no scaling key, the ``rope_freqs`` tensor (F32, one factor per pair);
+* the common keys (llama, qwen2, qwen3, qwen3moe, glm4moe, gpt-oss, gemma3, deepseek2, mistral3): ``linear``:
+  ``rope.scaling.type`` linear and ``rope.scaling.factor``; ``yarn``: type yarn, the factor,
+  ``rope.scaling.original_context_length``, ``rope.scaling.yarn_attn_factor`` when the rope dict names an
+  ``attention_factor`` and ``rope.scaling.yarn_beta_fast/slow`` when it names them (or, where the reader leaves
+  them out because llama.cpp does not read them, when the input has them); gemma3: these for the global layers,
+  ``rope.freq_base_swa`` (the sliding layers' base) kept;
+* llama: ``llama3`` (``LlamaModel.generate_extra_tensors``): no scaling key, the ``rope_freqs`` tensor (F32, one
+  factor per pair);
+* deepseek2: ``rope.scaling.yarn_log_multiplier`` = 0.1 mscale_all_dim when the dict names mscale_all_dim;
+* mistral3 (a Ministral 3 config, YaRN only): ``rope.scaling.yarn_log_multiplier`` = mscale_all_dim itself;
 * phi3 (``Phi3MiniModel``, LongRoPE only): ``rope.scaling.original_context_length``, ``rope.scaling.attn_factor``
   and the ``rope_factors_long/short`` tensors (F32), no scaling type.
 
 Every other ``rope.scaling.*`` key of the input is deleted, and a ``rope_freqs`` tensor is dropped unless the new
 rope is llama3 (a GGUF converted from the patched config has none; llama.cpp applies it under any scaling, so it
-would stack). Two places differ from the converter, both so that llama.cpp computes what transformers computes
-(the proof: tests/models/test_gguf_writer.py runs llama.cpp on the written file):
+would stack). Where the converter's file would be wrong, posenc's differs from it, so that llama.cpp computes what
+transformers computes (the proof: tests/models/test_gguf_scaled.py runs llama.cpp on both files):
 
-* YaRN with an attention factor other than transformers' default ``0.1 ln s + 1`` (``--attention-factor``, or a
-  model's ``mscale``): llama.cpp does not read ``yarn_attn_factor`` (``llama-model.cpp`` reads
-  ``rope.scaling.attn_factor`` and multiplies it by ``0.1 ln s + 1`` in YaRN mode), so ``rope.scaling.attn_factor``
-  = wanted / (0.1 ln s + 1) is written as well;
+* YaRN with an attention factor other than the one llama.cpp derives (``0.1 ln s + 1``; for mistral3
+  ``mscale(s, 1) / mscale(s, mscale_all_dim)``), from ``--attention-factor`` or a model's ``mscale``: llama.cpp does
+  not read ``yarn_attn_factor`` (it multiplies ``rope.scaling.attn_factor`` by its own factor), so
+  ``rope.scaling.attn_factor`` = wanted / that factor is written as well;
+* deepseek2: llama.cpp ties the magnitude and the softmax scale to ``rope.scaling.attn_factor`` and
+  ``yarn_log_multiplier`` under any scaling (:mod:`posenc_cli.models.gguf.deepseek2`): the two keys that give
+  transformers' numbers are written (for DeepSeek's own mscale pair they are the converter's; for linear scaling
+  the converter writes none, and llama.cpp's softmax would be ``(0.1 ln s + 1)^2`` too large);
 * LongRoPE: ``rope.scaling.attn_factor`` (llama.cpp's magnitude) is transformers' magnitude for the rope dict: an
   explicit ``attention_factor``, else ``sqrt(1 + ln(f) / ln(original))`` with ``f`` the dict's ``factor`` when it
   names one, where the converter always takes ``f = max_position_embeddings / original``. ``posenc scale longrope``
@@ -31,10 +42,11 @@ would stack). Two places differ from the converter, both so that llama.cpp compu
 
 Refused, with the reason: dynamic NTK (llama.cpp has none; the converter writes no scaling, so the file would run
 plain RoPE), llama3 outside llama, LongRoPE outside phi3 and anything but LongRoPE on phi3 (the converter refuses or
-drops them), and the architectures not listed (deepseek2 keeps YaRN's mscale in ``yarn_log_multiplier``; the others
-are not proven).
+drops them), a gemma3 YaRN attention factor (llama.cpp applies it to the sliding layers too), a deepseek2 rope the
+two keys cannot give, a mistral3 file not from Ministral 3 (not proven) or anything but YaRN for one, and the
+architectures not listed (:data:`NOT_WRITTEN` says why for those people run). YaRN's ``truncate: false`` (gpt-oss)
+is not held by any GGUF: a note says so.
 """
-
 from __future__ import annotations
 
 import math
