@@ -7,14 +7,14 @@ What ``convert_hf_to_gguf.py`` (llama-cpp-python 0.3.36) writes from a config.js
 
 * every architecture: ``{arch}.context_length`` = ``max_position_embeddings`` and ``{arch}.rope.freq_base`` =
   ``rope_theta`` (``ntk`` changes only these: a static base, no scaling key);
-* the common keys (llama, qwen2, qwen3, qwen3moe, glm4moe, gpt-oss, gemma3, deepseek2, mistral3): ``linear``:
-  ``rope.scaling.type`` linear and ``rope.scaling.factor``; ``yarn``: type yarn, the factor,
+* the common keys (llama, llama4, qwen2, qwen3, qwen3moe, glm4, glm4moe, gpt-oss, gemma3, deepseek2, mistral3):
+  ``linear``: ``rope.scaling.type`` linear and ``rope.scaling.factor``; ``yarn``: type yarn, the factor,
   ``rope.scaling.original_context_length``, ``rope.scaling.yarn_attn_factor`` when the rope dict names an
   ``attention_factor`` and ``rope.scaling.yarn_beta_fast/slow`` when it names them (or, where the reader leaves
   them out because llama.cpp does not read them, when the input has them); gemma3: these for the global layers,
   ``rope.freq_base_swa`` (the sliding layers' base) kept;
-* llama: ``llama3`` (``LlamaModel.generate_extra_tensors``): no scaling key, the ``rope_freqs`` tensor (F32, one
-  factor per pair);
+* llama, llama4: ``llama3`` (``LlamaModel.generate_extra_tensors``): no scaling key, the ``rope_freqs`` tensor (F32,
+  one factor per pair);
 * deepseek2: ``rope.scaling.yarn_log_multiplier`` = 0.1 mscale_all_dim when the dict names mscale_all_dim;
 * mistral3 (a Ministral 3 config, YaRN only): ``rope.scaling.yarn_log_multiplier`` = mscale_all_dim itself;
 * phi3 (``Phi3MiniModel``, LongRoPE only): ``rope.scaling.original_context_length``, ``rope.scaling.attn_factor``
@@ -44,7 +44,7 @@ Refused, with the reason: dynamic NTK (llama.cpp has none; the converter writes 
 plain RoPE), llama3 outside llama, LongRoPE outside phi3 and anything but LongRoPE on phi3 (the converter refuses or
 drops them), a gemma3 YaRN attention factor (llama.cpp applies it to the sliding layers too), a deepseek2 rope the
 two keys cannot give, a mistral3 file not from Ministral 3 (not proven) or anything but YaRN for one, and the
-architectures not listed (:data:`NOT_WRITTEN` says why for those people run). YaRN's ``truncate: false`` (gpt-oss)
+architectures not listed (not proven). YaRN's ``truncate: false`` (gpt-oss)
 is not held by any GGUF: a note says so.
 """
 from __future__ import annotations
@@ -70,21 +70,17 @@ _COMMON = ("default", "linear", "yarn")
 #: tests/models/test_gguf_scaled.py)
 WRITTEN_ARCHS: dict[str, tuple[str, ...]] = {
     "llama": (*_COMMON, "llama3"),
+    "llama4": (*_COMMON, "llama3"),
     "qwen2": _COMMON,
     "qwen3": _COMMON,
     "qwen3moe": _COMMON,
     "gemma3": _COMMON,
     "deepseek2": _COMMON,
+    "glm4": _COMMON,
     "glm4moe": _COMMON,
     "gpt-oss": _COMMON,
     "mistral3": ("yarn",),
     "phi3": ("longrope",),
-}
-
-#: architectures people run whose GGUFs posenc does not write, and why
-NOT_WRITTEN: dict[str, str] = {
-    "llama4": "not proven: llama.cpp of llama-cpp-python 0.3.36 aborts on a tiny Llama 4 made by its own converter "
-              "(GGML_ASSERT 'tensor buffer not set'), so nothing shows it computes what transformers does",
 }
 
 #: the rope scaling keys (under ``{arch}.``) a new scaling replaces: every one llama.cpp or the converter knows
@@ -103,9 +99,8 @@ def _refuse(facts: GgufFacts, rope_type: str) -> None:
     allowed = WRITTEN_ARCHS.get(arch)
     if allowed is None:
         known = ", ".join(WRITTEN_ARCHS)
-        why = f" ({NOT_WRITTEN[arch]})" if arch in NOT_WRITTEN else ""
         raise PosencError(f"posenc writes rope scaling into GGUFs of the architectures {known}, proven on GGUFs made "
-                          f"by llama.cpp's converter; this one is {arch}{why}: patch config.json with `--format hf "
+                          f"by llama.cpp's converter; this one is {arch}: patch config.json with `--format hf "
                           "-o DIR/config.json` and convert it with convert_hf_to_gguf.py")
     if arch in LOG_MULTIPLIER_ARCHS and not facts.yarn_log_multiplier:
         raise PosencError(f"posenc writes {arch} GGUFs converted from a Ministral 3 config (they carry "
@@ -119,8 +114,8 @@ def _refuse(facts: GgufFacts, rope_type: str) -> None:
     if rope_type not in allowed:
         name = {"default": "ntk (a new base)"}.get(rope_type, rope_type)
         raise PosencError(f"{name} cannot be written into a {arch} GGUF: llama.cpp's converter writes "
-                          f"{' / '.join(allowed)} for {arch} (llama3 is a rope_freqs tensor of llama GGUFs only; "
-                          "LongRoPE the rope_factors tensors of phi3 ones)")
+                          f"{' / '.join(allowed)} for {arch} (llama3 is a rope_freqs tensor of llama and llama4 "
+                          "GGUFs only; LongRoPE the rope_factors tensors of phi3 ones)")
 
 
 def scaling_edit(facts: GgufFacts, params: Mapping[str, Any], max_position_embeddings: int,
