@@ -16,6 +16,13 @@ same request (``-o DIR/config.json``), which the converter converts too. Then:
   ``RTOL_TABLE`` = 1e-6) or exactly (LongRoPE's lists);
 * every other tensor of NEW.gguf is byte-identical to the input's (sha256), and the input is unchanged;
 * ``posenc inspect NEW.gguf`` reads back the rope ``posenc inspect`` reads from the patched config.json.
+
+Measured (one weight seed, 512 tokens): 8e-7 to 3.1e-4 over 14 twins (Llama 3.1 and 4, Mistral 7B, Qwen2.5, Qwen3,
+Qwen3-MoE, GLM-4 and 4.5, Gemma 3 1B and 27B, DeepSeek V3 and V2-Lite, Ministral 3, gpt-oss, Phi-3). Where the
+converter's own keys are wrong (:data:`DIFFERS`), the keys that differ are named and the converter's GGUF is shown
+off by more than MISMATCH (0.69-1.3 measured) where posenc's is within TOL. gpt-oss's YaRN has its own test
+(truncate=false is held by no GGUF). The refusals on GGUFs built here (tests/harness/gguf_files.py) need neither
+the converter nor llama.cpp.
 """
 
 from __future__ import annotations
