@@ -12,8 +12,8 @@ the flags posenc gives (``common/arg.cpp``, ``src/llama-context.cpp``, ``ggml`` 
   ``--override-kv ARCH.rope.scaling.attn_factor=float:A/(0.1 ln s + 1)``.
 * deepseek2 (DeepSeek V2/V3, Kimi K2) is different (``llama-context.cpp``, ``models/deepseek2.cpp``): the magnitude
   is ``rope.scaling.attn_factor`` itself and the softmax is scaled by ``(attn_factor mscale(s, m_all))^2``, with
-  ``m_all`` the GGUF's ``yarn_log_multiplier`` / 0.1 (:func:`deepseek2_yarn`); the flags give the log multiplier
-  explicitly and ``attn_factor`` only when it is not 1 (:func:`_deepseek2_yarn`).
+  ``m_all`` the GGUF's ``yarn_log_multiplier`` / 0.1 (:mod:`posenc_cli.models.gguf.deepseek2`); the flags give the
+  log multiplier explicitly and ``attn_factor`` only when it is not 1 (:func:`_deepseek2_yarn`).
 * llama-server (not llama-cpp-python's server) caps each slot's context at the model's training context
   (``server-context.cpp``, ``n_ctx_slot``): the GGUF's ``context_length``, which ``llama_init_from_model``
   re-adjusts to ``yarn_orig_ctx / freq_scale`` only for YaRN flags whose scale differs from the GGUF's own. Past it,
@@ -40,7 +40,7 @@ from posenc_cli.engines.render import served_rope
 from posenc_cli.engines.runs import EngineRun, GroupRun, static_longrope
 from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.errors import PosencError
-from posenc_cli.models.gguf.header import shortest_float32
+from posenc_cli.models.gguf.deepseek2 import deepseek2_keys
 from posenc_cli.models.gguf.metadata import DEEPSEEK_ARCHS
 from posenc_cli.rope.attention_factors import yarn_attention_factor, yarn_mscale
 from posenc_cli.rope.rope_types import param
@@ -57,7 +57,8 @@ PACKAGE_VERSION = "0.3.36"
 VERSION = f"llama-cpp-python {PACKAGE_VERSION}"
 # llama.cpp's GGUF architecture names for transformers model types, where they differ
 GGUF_ARCH = {"gpt_oss": "gpt-oss", "qwen2_5_vl_text": "qwen2vl", "deepseek_v3": "deepseek2", "deepseek_v2": "deepseek2",
-             "mistral": "llama", "mixtral": "llama", "gemma3_text": "gemma3", "llama4_text": "llama4"}
+             "mistral": "llama", "mixtral": "llama", "gemma3_text": "gemma3", "llama4_text": "llama4",
+             "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe", "glm4_moe": "glm4moe"}
 
 
 class NoEquivalent(PosencError):
@@ -105,68 +106,32 @@ def server_slot_context(argv: list[str], n_ctx: int, gguf_context: int, gguf_fac
     return min(n_ctx, trained if readjusted is None else readjusted)
 
 
-def deepseek2_yarn(factor: float, attn_factor: float, mscale_all_dim: float | None) -> tuple[float, float]:
-    """(cos/sin magnitude, softmax multiplier) llama.cpp's deepseek2 computes in YaRN mode.
-
-    ``attn_factor``: the GGUF's ``rope.scaling.attn_factor`` (1 when absent); ``mscale_all_dim``: its
-    ``yarn_log_multiplier`` / 0.1 (None or 0 when absent). llama-context.cpp sets ``yarn_attn_factor`` to
-    ``mscale(s, m) / mscale(s, m_all) / (1 + 0.1 ln s) * attn_factor`` with ``m = m_all`` unless ``m_all`` is 1
-    (then 1), or to ``attn_factor`` with no multiplier; ggml's rope multiplies by ``1 + 0.1 ln s`` again; and
-    deepseek2.cpp scales the softmax by ``(yarn_attn_factor (1 + 0.1 ln s) (1 + 0.1 m_all ln s))^2``.
-    """
-    grow = yarn_mscale(factor)
-    if mscale_all_dim:
-        m = mscale_all_dim if mscale_all_dim != 1.0 else 1.0
-        cparams = yarn_mscale(factor, m) / yarn_mscale(factor, mscale_all_dim) / grow * attn_factor
-    else:
-        cparams = attn_factor
-    magnitude = cparams * grow
-    softmax = (magnitude * yarn_mscale(factor, mscale_all_dim or 0.0)) ** 2
-    return magnitude, softmax
-
-
 def _deepseek2_linear(out: Flags, params: Mapping[str, Any], factor: float, arch: str) -> None:
-    """deepseek2 with linear scaling: models/deepseek2.cpp scales the softmax by
-    ``(attn_factor (1 + 0.1 ln s) (1 + 0.1 m_all ln s))^2`` whatever the scaling type (the cos/sin magnitude is
-    ``attn_factor``: no YaRN), where transformers' is ``mscale(s, mscale_all_dim)^2`` (1 without mscale_all_dim).
-    The ``yarn_log_multiplier`` override that makes them equal (negative: it cancels the ``1 + 0.1 ln s``) is given;
-    measured, without it a converted DeepSeek V3 twin's logits moved by 1.35 relative."""
-    m_all = params.get("mscale_all_dim")
-    wanted_softmax = yarn_mscale(factor, float(m_all)) ** 2 if m_all else 1.0
-    grow = yarn_mscale(factor)
-    m = (math.sqrt(wanted_softmax) / grow - 1.0) / (0.1 * math.log(factor))
-    out.argv += ["--override-kv", f"{arch}.rope.scaling.yarn_log_multiplier=float:{shortest_float32(0.1 * m)!r}"]
-    out.attention_factor = 1.0
-    out.softmax_scale = (grow * (1.0 + 0.1 * m * math.log(factor))) ** 2  # llama.cpp: float32 of the same
+    """deepseek2 with linear scaling: the ``yarn_log_multiplier`` override that gives transformers' softmax scale
+    (:func:`posenc_cli.models.gguf.deepseek2.deepseek2_keys`)."""
+    keys = deepseek2_keys(params)
+    out.argv += ["--override-kv", f"{arch}.rope.scaling.yarn_log_multiplier=float:{keys.log_multiplier!r}"]
+    out.attention_factor, out.softmax_scale = keys.magnitude, keys.softmax
 
 
 def _deepseek2_yarn(out: Flags, params: Mapping[str, Any], factor: float, arch: str) -> None:
-    """deepseek2: the overrides that give transformers' magnitude and softmax scale on any GGUF of the model.
-
-    llama.cpp ties both to two GGUF keys (:func:`deepseek2_yarn`): the magnitude is ``rope.scaling.attn_factor``
-    and the softmax multiplier ``(attn_factor mscale(s, m_all))^2`` with ``m_all`` = ``yarn_log_multiplier`` / 0.1.
-    The converter writes ``yarn_log_multiplier`` from the config's mscale_all_dim, which a request can change, so it
-    is always given (``--override-kv``), and ``attn_factor`` whenever it is not llama.cpp's 1: the same flags are
-    then right on the GGUF of the shipped config and on one of the patched config, and ``posenc check`` of the
-    patched config prints them too. No ``attn_factor`` override for DeepSeek V2/V3 as shipped, and none for a new
-    factor for them (issue 18: the override posenc printed before moved the logits by 1.5-1.6 relative).
+    """deepseek2: the overrides that give transformers' magnitude and softmax scale on any GGUF of the model
+    (:func:`posenc_cli.models.gguf.deepseek2.deepseek2_keys`). The converter writes ``yarn_log_multiplier`` from
+    the config's mscale_all_dim, which a request can change, so it is always given (``--override-kv``), and
+    ``attn_factor`` whenever it is not llama.cpp's 1: the same flags are then right on the GGUF of the shipped
+    config and on one of the patched config, and ``posenc check`` of the patched config prints them too. No
+    ``attn_factor`` override for DeepSeek V2/V3 as shipped, and none for a new factor for them (issue 18: the
+    override posenc printed before moved the logits by 1.5-1.6 relative).
     """
-    wanted = yarn_attention_factor(params, factor)
-    m_all = params.get("mscale_all_dim")
-    wanted_softmax = yarn_mscale(factor, float(m_all)) ** 2 if m_all else 1.0
-    # with a yarn_log_multiplier the magnitude is attn_factor, and mscale(s, m_all) is sqrt(softmax) / magnitude;
-    # without one (m_all 0) the magnitude is attn_factor (1 + 0.1 ln s)
-    needed = math.sqrt(wanted_softmax) / wanted
-    m_needed = (needed - 1.0) / (0.1 * math.log(factor)) if factor > 1 else math.nan
-    m_used = m_needed if math.isfinite(m_needed) and m_needed > 1e-12 else 0.0
-    # the key is float32 in the GGUF and in llama.cpp: its shortest float32 spelling
-    out.argv += ["--override-kv", f"{arch}.rope.scaling.yarn_log_multiplier=float:{shortest_float32(0.1 * m_used)!r}"]
-    raf = wanted if m_used else wanted / yarn_mscale(factor)
-    if not math.isclose(raf, 1.0, rel_tol=1e-12):
-        out.argv += ["--override-kv", f"{arch}.rope.scaling.attn_factor=float:{float(raf)!r}"]
-    out.attention_factor, out.softmax_scale = deepseek2_yarn(factor, raf, m_used)
-    if not (math.isclose(out.attention_factor, wanted, rel_tol=1e-9)
-            and math.isclose(out.softmax_scale, wanted_softmax, rel_tol=1e-9)):
+    keys = deepseek2_keys(params)
+    out.argv += ["--override-kv", f"{arch}.rope.scaling.yarn_log_multiplier=float:{keys.log_multiplier!r}"]
+    if keys.attn_factor is not None:
+        out.argv += ["--override-kv", f"{arch}.rope.scaling.attn_factor=float:{keys.attn_factor!r}"]
+    out.attention_factor, out.softmax_scale = keys.magnitude, keys.softmax
+    if not keys.exact:
+        wanted = yarn_attention_factor(params, factor)
+        m_all = params.get("mscale_all_dim")
+        wanted_softmax = yarn_mscale(factor, float(m_all)) ** 2 if m_all else 1.0
         out.warnings.append(f"{arch}: llama.cpp ties the softmax scale to the cos/sin magnitude; transformers' "
                             f"magnitude {wanted:.6g} with softmax x{wanted_softmax:.6g} cannot be given")
 

@@ -15,7 +15,8 @@ A plain helper module for the tests (``from converted_harness import ...``), lik
 * :func:`convert` runs the converter on the saved folder in a subprocess (its vendored ``gguf-py`` comes first on
   its path) with ``--outtype f32`` (llama.cpp crashed on some quantized GGUFs on this CPU). The only change to
   the converter's run: the model class's ``set_vocab`` writes no tokenizer (``none``, plus ``vocab_size``), since
-  the twins have none and the tests feed token ids; every rope key and tensor is the converter's own.
+  the twins have none and the tests feed token ids (a wrapper class's inner model too: Mistral3Model's ``impl``);
+  every rope key and tensor is the converter's own.
 * :func:`hf_logits` runs the saved model in transformers (eager attention, float32), optionally with config
   overrides (the patched config ``posenc scale --format hf`` prints).
 """
@@ -48,9 +49,14 @@ def no_vocab(self):
     self._set_vocab_none()
     self.gguf_writer.add_vocab_size(self.hparams["vocab_size"])
 
+def init(self, *args, **kwargs):
+    super(type(self), self).__init__(*args, **kwargs)
+    if hasattr(self, "impl"):  # a wrapper that writes through another model class (Mistral3Model)
+        self.impl.set_vocab = no_vocab.__get__(self.impl)
+
 def get_model_class(*args, **kwargs):
     cls = found(*args, **kwargs)
-    return type(cls.__name__, (cls,), {"model_arch": cls.model_arch, "set_vocab": no_vocab})
+    return type(cls.__name__, (cls,), {"model_arch": cls.model_arch, "set_vocab": no_vocab, "__init__": init})
 
 module.get_model_class = get_model_class
 sys.argv = ["convert_hf_to_gguf.py", model_dir, "--outfile", out, "--outtype", outtype]

@@ -43,7 +43,7 @@ from typing import Any
 
 from posenc_cli.errors import PosencError
 from posenc_cli.models.gguf.header import ARRAY_MAX, Skipped, read_header, shortest_float32
-from posenc_cli.rope.attention_factors import longrope_attention_factor
+from posenc_cli.rope.attention_factors import longrope_attention_factor, yarn_mscale
 
 GGUF_MAGIC = b"GGUF"
 
@@ -211,10 +211,14 @@ def gguf_config(facts: GgufFacts) -> dict[str, Any]:
     (:mod:`posenc_cli.models.gguf.rope`), ``rope_factors_long/short`` a longrope dict, with
     ``rope.scaling.original_context_length`` as the original length (also written at the top level, where
     transformers' Phi-3 config reads it). deepseek2 is read as transformers' deepseek_v3 (MLA: the rotary part is
-    ``qk_rope_head_dim``), with llama.cpp's mscale rule (see :func:`llama_cpp_meaning`).
+    ``qk_rope_head_dim``), with llama.cpp's mscale rule (see :func:`llama_cpp_meaning`); mistral3's
+    ``yarn_log_multiplier`` is mscale_all_dim itself (the magnitude ``mscale(s, 1) / mscale(s, m_all)``). The model
+    type is the text model's (:data:`MODEL_TYPES`), and a file with no scaling key whose class defaults to one
+    (:data:`SCALED_CLASS_DEFAULTS`) says ``rope_type`` default: llama.cpp runs plain RoPE.
     """
     deepseek = facts.architecture in DEEPSEEK_ARCHS
-    cfg: dict[str, Any] = {"model_type": "deepseek_v3" if deepseek else facts.architecture.replace("-", "_")}
+    model_type = MODEL_TYPES.get(facts.architecture, facts.architecture.replace("-", "_"))
+    cfg: dict[str, Any] = {"model_type": "deepseek_v3" if deepseek else model_type}
     if facts.context_length is not None:
         cfg["max_position_embeddings"] = facts.context_length
     theta = facts.rope_freq_base if facts.rope_freq_base is not None else 10000.0
@@ -247,10 +251,28 @@ def gguf_config(facts: GgufFacts) -> dict[str, Any]:
             # the file's own original length: transformers' Phi-3 config reads it at the top level (its default
             # 4096 would replace the dict's), so it is written there too
             cfg["original_max_position_embeddings"] = facts.original_context_length
+    elif facts.architecture in SCALED_CLASS_DEFAULTS:
+        # no scaling key: llama.cpp runs plain RoPE, where the model type's class default is a scaling
+        cfg["rope_scaling"] = {"rope_type": "default"}
     return cfg
 
 
+#: GGUF architectures whose transformers text model_type is not the name with "-" as "_", so that class defaults
+#: and rope.windows' trained lengths apply to a GGUF as to its config.json. mistral3 and llama4 are transformers'
+#: wrapper types, whose absent text_config would give a Mistral Small 3.1's or a Llama 4 Scout's class defaults;
+#: mistral3's text model reads as mistral (ministral3's class defaults hold a YaRN rope a GGUF may not have).
+MODEL_TYPES = {"qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe", "glm4moe": "glm4_moe", "mistral3": "mistral",
+               "llama4": "llama4_text"}
+
+#: GGUF architectures whose transformers config class defaults to a scaled rope (gpt_oss: YaRN x32), which a GGUF
+#: with no scaling key must not inherit
+SCALED_CLASS_DEFAULTS = ("gpt-oss",)
+
 DEEPSEEK_ARCHS = ("deepseek2",)  # llama.cpp archs that rebuild YaRN's mscale pair from yarn_log_multiplier
+
+#: the archs other than deepseek2 whose llama.cpp code reads rope.scaling.yarn_log_multiplier, as m_all itself (not
+#: / 0.1): the converter writes it only from a Ministral 3 config (mscale_all_dim), with YaRN only (it asserts it)
+LOG_MULTIPLIER_ARCHS = ("mistral3",)
 
 BETA_ARCHS = ("grok", "mistral3")  # the archs whose llama.cpp code reads rope.scaling.yarn_beta_fast/slow
 
@@ -327,6 +349,13 @@ def _gguf_rope(facts: GgufFacts, theta: float, rotary_dim: int | None) -> dict[s
             rope["mscale"] = rope["mscale_all_dim"]
             if raf is not None:
                 rope["attention_factor"] = raf
+        elif facts.architecture in LOG_MULTIPLIER_ARCHS and facts.yarn_log_multiplier:
+            # llama-context.cpp: the magnitude is mscale(s, 1) / mscale(s, m_all) times attn_factor, with m_all
+            # the key itself (the ministral3 converter writes mscale_all_dim there)
+            rope["mscale"] = 1.0
+            rope["mscale_all_dim"] = facts.yarn_log_multiplier
+            if raf is not None:
+                rope["attention_factor"] = raf * yarn_mscale(factor) / yarn_mscale(factor, facts.yarn_log_multiplier)
         elif raf is not None:
             rope["attention_factor"] = raf * (0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0)
         if facts.architecture in BETA_ARCHS:  # the others run 32 and 1 whatever the file says
@@ -366,6 +395,10 @@ def llama_cpp_meaning(facts: GgufFacts) -> list[str]:
             else:
                 notes.append(f"{arch}: no yarn_log_multiplier: llama.cpp scales both cos/sin and the softmax by "
                              "0.1 ln(factor) + 1")
+    if arch in LOG_MULTIPLIER_ARCHS and facts.scaling_type == "yarn" and facts.yarn_log_multiplier:
+        notes.append(f"{arch}: rope.scaling.yarn_log_multiplier {facts.yarn_log_multiplier:g} is mscale_all_dim; "
+                     "llama.cpp's cos/sin magnitude is mscale(factor, 1) / mscale(factor, mscale_all_dim) times "
+                     "rope.scaling.attn_factor (the config's mscale is taken as 1)")
     if facts.freq_base_swa is not None:
         notes.append(f"rope.freq_base_swa {facts.freq_base_swa:g}: llama.cpp's sliding-window layers use this base, "
                      f"the others rope.freq_base {facts.rope_freq_base or 10000.0:g}")

@@ -65,9 +65,12 @@ def llama3_params(factors: Sequence[float], theta: float, rotary_dim: int) -> di
             candidates.append({"factor": _nice(factor), "low_freq_factor": 1.0, "high_freq_factor": _nice(high),
                                "original_max_position_embeddings": round(original)
                                if abs(original - round(original)) < 1e-3 * original else original})
-    # too few blended pairs to solve for: the converter's own defaults, if they give the same factors
-    candidates.append({"factor": _nice(factor), "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                       "original_max_position_embeddings": 8192})
+    # too few blended pairs to solve for: the converter's own defaults, if they give the same factors, and Llama 4's
+    # equal frequency factors (no blended band; the tensor then fixes the original length only within a range, and
+    # the converter's default 8192 is Llama 4's)
+    for high in (4.0, 1.0):
+        candidates.append({"factor": _nice(factor), "low_freq_factor": 1.0, "high_freq_factor": high,
+                           "original_max_position_embeddings": 8192})
     return next((c for c in candidates if _fits(c, theta, rotary_dim, wanted)), None)
 
 
