@@ -63,10 +63,10 @@ def build_rows(tmp: Path) -> tuple[list[Row], list[str]]:
              "--theta", "1e6"], baseline='python -c "import typer, numpy"'),
         Row("posenc inspect llama-3.1-config.json --json", [*posenc, "inspect", str(config), "--json"],
             baseline='python -c "import typer, numpy"'),
-        # --format ENGINE prints the engine's verdict (posenc check's, for the request): it computes frequencies
-        Row("posenc scale yarn --original-max 32k --target 128k --head-dim 128 --theta 1e6 --format vllm",
+        # --engine ENGINE prints the engine's verdict (posenc check's, for the request): it computes frequencies
+        Row("posenc scale yarn --original-max 32k --target 128k --head-dim 128 --theta 1e6 --engine vllm",
             [*posenc, "scale", "yarn", "--original-max", "32k", "--target", "128k", "--head-dim", "128",
-             "--theta", "1e6", "--format", "vllm"], baseline='python -c "import typer, numpy"'),
+             "--theta", "1e6", "--engine", "vllm"], baseline='python -c "import typer, numpy"'),
     ]
     # other sources: each against the import its reader cannot avoid (env pins the Hub read to the offline cache)
     hub_env = ["env", "HF_HUB_OFFLINE=1", f"HF_HUB_CACHE={HUB_CACHE}", "HF_HUB_DISABLE_TELEMETRY=1"]

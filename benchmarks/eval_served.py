@@ -1,7 +1,7 @@
 """The served runs of docs/commands/eval.md: the committed passkey model under llama-cpp-python's server, four ways.
 
 ``python benchmarks/eval_served.py`` serves tests/fixtures/passkey/passkey.gguf plain, with YaRN x2, YaRN x4 and
-linear x4 (each command from ``posenc scale --format llama-cpp-python``, then ``--n_ctx 1024`` so every
+linear x4 (each command from ``posenc scale --engine llama-cpp-python``, then ``--n_ctx 1024`` so every
 configuration takes the same grid), runs ``posenc eval run`` on each, and writes docs/eval/NAME/ (manifest and
 results), docs/eval/heatmaps.png, docs/eval/loss.png and docs/eval/timings.json: requests, wall time per run,
 and the share of the wall time spent in the model's completion requests (the rest is prompt building, tokenize

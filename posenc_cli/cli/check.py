@@ -125,7 +125,7 @@ def _source_cell(source: str | None) -> str:
 
 
 def _runs(verdicts: list[Any], trainer: bool, lengths: tuple[int, int | None], installed: bool) -> list[str]:
-    """Each engine's (or trainer's) verdict (the line ``posenc scale --format`` prints too), invocation and notes;
+    """Each engine's (or trainer's) verdict (the line ``posenc scale --engine`` prints too), invocation and notes;
     with --installed, where its numbers come from."""
     out = []
     for v in verdicts:

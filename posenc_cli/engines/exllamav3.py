@@ -207,13 +207,13 @@ def invocation(model_name: str, cache_size: int) -> list[str]:
 
 
 def render(r: Rendering) -> tuple[str, list[str]]:
-    """``--format exllamav3``: the config.json keys ExLlamaV3 reads (legacy ``rope_scaling``, which it reads before
+    """``--engine exllamav3``: the config.json keys ExLlamaV3 reads (legacy ``rope_scaling``, which it reads before
     ``rope_parameters``), and the cache size as a caveat."""
     req = r.req
     p = rope_parameters(req)
     kind = p.get("rope_type", "default")
     if kind not in _TYPES:
-        raise PosencError(f"--format exllamav3: ExLlamaV3 has no {kind} rope (its RoPE raises Unknown rope_type); "
+        raise PosencError(f"--engine exllamav3: ExLlamaV3 has no {kind} rope (its RoPE raises Unknown rope_type); "
                           "use yarn or linear")
     theta = p.pop("rope_theta")
     prf = p.pop("partial_rotary_factor", None)

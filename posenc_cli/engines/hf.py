@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 NAME = "hf"
 #: the transformers release posenc's frequency code is proven equal to (the reference of every comparison)
 VERSION = "5.25"
-#: the ``--engine`` (``scale --format``) names of transformers' keys: v4 legacy keys, v5 ``rope_parameters`` (the
+#: the ``scale --engine`` names of transformers' keys: v4 legacy keys, v5 ``rope_parameters`` (the
 #: registry's entry names these, so they are written here once)
 FORMATS = ("hf", "hf-v5")
 
@@ -64,7 +64,7 @@ def patch_config(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str
     disagree. A request that keeps the model as it is returns the config unchanged.
     """
     if fmt not in FORMATS:
-        raise PosencError(f"writing a config needs --format hf or hf-v5, not {fmt!r}")
+        raise PosencError(f"writing a config needs --engine hf or hf-v5, not {fmt!r}")
     from posenc_cli.models.config_keys import text_config
     from posenc_cli.models.convert import V5_ONLY, convert, with_rope
 
@@ -100,7 +100,7 @@ def fragment(config: dict[str, Any], req: ScaleRequest, fmt: str, group: str = "
 
 
 def render(r: Rendering) -> tuple[str, list[str]]:
-    """``--format hf`` (v4 keys) or ``hf-v5``: for a model the keys to merge into its config (in its nesting, only
+    """``--engine hf`` (v4 keys) or ``hf-v5``: for a model the keys to merge into its config (in its nesting, only
     the extended layer group changed), else the request's keys."""
     if r.config is not None and r.facts is not None:
         return dumps_config(fragment(r.config, r.req, r.fmt, r.facts.group)), []

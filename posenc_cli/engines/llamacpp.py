@@ -24,7 +24,7 @@ the flags posenc gives (``common/arg.cpp``, ``src/llama-context.cpp``, ``ggml`` 
   new llama3 or LongRoPE scaling cannot be given by flags.
   There is no dynamic NTK: a converted dynamic model runs plain RoPE.
 
-:func:`flags` is stdlib (``posenc scale --format llama.cpp`` renders it without numpy); :func:`run` computes.
+:func:`flags` is stdlib (``posenc scale --engine llama.cpp`` renders it without numpy); :func:`run` computes.
 """
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ def _flags(params: Mapping[str, Any], *, max_model_len: int, arch: str, in_gguf:
                            "(rope_factors_long/short) by convert_hf_to_gguf.py from a patched config.json")
     if rope_type == "llama3":
         raise NoEquivalent("llama3 scaling has no llama.cpp flag: it is baked into the GGUF's rope_freqs tensor by "
-                           "convert_hf_to_gguf.py; patch config.json with --format hf and convert")
+                           "convert_hf_to_gguf.py; patch config.json with --engine hf and convert")
     raise NoEquivalent(f"rope_type {rope_type!r} has no llama.cpp flag")
 
 
@@ -233,7 +233,7 @@ def stacking(native: Mapping[str, Any], new: Mapping[str, Any], *, gguf: bool) -
             f"under any --rope-scaling flag: on that file these flags compute {new.get('rope_type', 'default')} of "
             "the llama3-scaled frequencies, not what transformers computes (on a converted tiny Llama 3.1 twin the "
             f"logits moved by {STACKED_LOGIT_DIFF} relative); convert a config patched with `posenc scale ... "
-            "--format hf -o DIR/config.json` instead: its GGUF has no rope_freqs tensor and these flags are right "
+            "--engine hf -o DIR/config.json` instead: its GGUF has no rope_freqs tensor and these flags are right "
             "for it")
 
 
@@ -386,7 +386,7 @@ def gguf_context_length(r: Rendering) -> int:
 
 
 def render(r: Rendering) -> tuple[str, list[str]]:
-    """``--format llama.cpp`` (llama-server) or ``llama-cpp-python``: the flags for the request's rope, refused where
+    """``--engine llama.cpp`` (llama-server) or ``llama-cpp-python``: the flags for the request's rope, refused where
     they would stack on what the model's GGUF already carries."""
     group = rope_parameters(r.req)
     facts = r.facts

@@ -297,7 +297,7 @@ def _warnings(p: dict[str, Any], rope: TurboMindRope, overridden: bool) -> list[
     return out
 
 
-# --- scale --format lmdeploy --------------------------------------------------------------------------------------
+# --- scale --engine lmdeploy --------------------------------------------------------------------------------------
 
 def overrides(rope: dict[str, Any], *, trained_len: int, window: int, nested: bool) -> dict[str, Any]:
     """The ``--hf-overrides`` that make TurboMind parse ``rope`` (a transformers 5 dict, ``rope_theta`` inside) as
@@ -324,11 +324,11 @@ def invocation(model_name: str, over: dict[str, Any] | None, session_len: int) -
 
 
 def render(r: Rendering) -> tuple[str, list[str]]:
-    """``--format lmdeploy``: ``lmdeploy serve api_server`` on TurboMind with the request as ``--hf-overrides``."""
+    """``--engine lmdeploy``: ``lmdeploy serve api_server`` on TurboMind with the request as ``--hf-overrides``."""
     req, caveats = r.req, []
     rope = served_rope(r)
     if any(isinstance(v, dict) for v in rope.values()):
-        raise PosencError("--format lmdeploy: TurboMind has one rope per model, this model one per layer type "
+        raise PosencError("--engine lmdeploy: TurboMind has one rope per model, this model one per layer type "
                           "(and TurboMind does not run its architecture)")
     if r.config is not None:
         why = refusal(r.config)

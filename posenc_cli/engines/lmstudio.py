@@ -4,7 +4,7 @@ context is written into the GGUF (``posenc scale METHOD --config MODEL.gguf --ta
 with that context length; what it computes is llama.cpp on the GGUF's own rope
 (:func:`posenc_cli.engines.llamacpp.run`).
 
-``--format lmstudio`` prints the steps: ``lms import NEW.gguf`` (LM Studio's CLI, ``lms``: "import a model file")
+``--engine lmstudio`` prints the steps: ``lms import NEW.gguf`` (LM Studio's CLI, ``lms``: "import a model file")
 and the context length to set when loading (the load dialog's context length; ``lms load --help`` names the option
 of the installed ``lms``, which posenc does not guess). LM Studio itself is not run here; the numbers are llama.cpp's.
 """
@@ -26,7 +26,7 @@ VERSION = f"via {llamacpp.VERSION}"  # the llama.cpp its numbers are proven agai
 
 
 def render(r: Rendering) -> tuple[str, list[str]]:
-    """``--format lmstudio``: the GGUF to import and the context length to load it with."""
+    """``--engine lmstudio``: the GGUF to import and the context length to load it with."""
     gguf, steps = gguf_steps(r, "LM Studio")
     lines = [f"# {line}" for line in steps]
     lines += [f"lms import {gguf}", f"# load it with context length {r.req.target} (the load dialog's context length, "

@@ -527,7 +527,7 @@ def _for_mlx(config: dict[str, Any], name: str) -> None:
 
 
 def render(r: Rendering) -> tuple[str, list[str]]:
-    """``--format mlx-lm``: the config.json keys mlx-lm reads (v4 ``rope_theta`` and ``rope_scaling``); with
+    """``--engine mlx-lm``: the config.json keys mlx-lm reads (v4 ``rope_theta`` and ``rope_scaling``); with
     ``--config`` the whole patched config, refused where mlx-lm would not build it or posenc has no model of it."""
     from posenc_cli.engines import hf
 

@@ -10,8 +10,8 @@ For a config.json, that GGUF is the one llama.cpp's ``convert_hf_to_gguf.py`` (o
 MODEL.gguf -o NEW.gguf``) makes from it. Ollama's OWN converter (``ollama create`` from a safetensors folder) is
 another matter: :mod:`posenc_cli.models.ollama_convert` says what it drops, and :func:`run` warns with it.
 
-``--format ollama`` prints a Modelfile (comments carry the ``ollama create`` / ``ollama run`` commands): ``FROM`` the
-GGUF written with ``-o NEW.gguf`` (``posenc scale METHOD --config MODEL.gguf --target N -o NEW.gguf --format
+``--engine ollama`` prints a Modelfile (comments carry the ``ollama create`` / ``ollama run`` commands): ``FROM`` the
+GGUF written with ``-o NEW.gguf`` (``posenc scale METHOD --config MODEL.gguf --target N -o NEW.gguf --engine
 ollama``); without ``-o`` it names ``NEW.gguf`` and says how to write it first (posenc never prints a Modelfile that
 would serve the old rope at the new length). Ollama itself is not run here (a Go server); the numbers are llama.cpp's.
 """
@@ -36,14 +36,14 @@ CAPPED = "Ollama lowers num_ctx to the GGUF's context_length"
 
 
 def gguf_steps(r: Rendering, tool: str) -> tuple[str, list[str]]:
-    """(the GGUF to load, comment lines on how it comes to carry the scaling) for ``--format ollama/lmstudio``."""
+    """(the GGUF to load, comment lines on how it comes to carry the scaling) for ``--engine ollama/lmstudio``."""
     if r.gguf and r.facts is None:  # the GGUF -o NEW.gguf wrote (scale.scaled renders it without the old facts)
         return r.model, []
     if r.gguf:
         return "NEW.gguf", [f"{tool} passes no rope flag: write NEW.gguf first, with the scaling in it:",
                             f"  posenc scale {_method(r)} --config {r.model} --target {r.req.target} -o NEW.gguf"]
     return "NEW.gguf", [f"{tool} passes no rope flag: NEW.gguf must carry the scaling. Patch config.json "
-                        "(posenc scale ... --format hf -o DIR/config.json) and convert DIR with llama.cpp's "
+                        "(posenc scale ... --engine hf -o DIR/config.json) and convert DIR with llama.cpp's "
                         "convert_hf_to_gguf.py --outfile NEW.gguf",
                         "(or write it from the model's GGUF: posenc scale ... --config MODEL.gguf -o NEW.gguf)"]
 
@@ -58,7 +58,7 @@ def _name(path: str) -> str:
 
 
 def render(r: Rendering) -> tuple[str, list[str]]:
-    """``--format ollama``: a Modelfile (its comments carry the commands)."""
+    """``--engine ollama``: a Modelfile (its comments carry the commands)."""
     gguf, steps = gguf_steps(r, "Ollama")
     name = _name(gguf)
     lines = [f"# {line}" for line in steps]
@@ -101,7 +101,7 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
         return EngineRun(NAME, VERSION, max_model_len, [], ["ollama", "run", "NAME"], accepts=accepts, refusal=(
             f"{WILL_NOT_START}: {CAPPED} ({accepts:,}), so num_ctx {max_model_len:,} serves {accepts:,} tokens; "
             "write the scaling into the GGUF (posenc scale ... --config MODEL.gguf "
-            "-o NEW.gguf --format ollama)"))
+            "-o NEW.gguf --engine ollama)"))
     text, text_type, _ = text_config(cfg)
     warnings += [f"if the GGUF comes from `ollama create` on the safetensors folder: {drop}; {FIX}"
                  for drop in ollama_converter_drops(text, text_type)]

@@ -32,7 +32,7 @@ def served_rope(r: Rendering, *, replaces_dicts: bool = False) -> dict[str, Any]
     if replaces_dicts and where not in ("", "text_config"):
         # an override of `thinker_config` would replace the thinker's whole config, not its text model's rope dict
         raise PosencError(f"this model keeps its text model in {where}; {r.fmt}'s --hf-overrides would replace "
-                          f"{where.split('.')[0]} whole, so posenc writes no override for it: use --format hf and "
+                          f"{where.split('.')[0]} whole, so posenc writes no override for it: use --engine hf and "
                           "serve the patched config.json")
     if v5_refusal(config):  # remote code reads transformers 4 keys: the whole rope as the v4 file resolves it
         dicts, nested = rope_dicts(hf.patch_config(config, req, "hf", group))

@@ -104,7 +104,7 @@ def request_invocation(rope: dict[str, Any], *, serve_len: int, trained_len: int
 
 
 def render(r: Rendering) -> tuple[str, list[str]]:
-    """``--format sglang``: ``sglang.launch_server`` with the model's whole rope dict after the request."""
+    """``--engine sglang``: ``sglang.launch_server`` with the model's whole rope dict after the request."""
     argv, caveats = request_invocation(served_rope(r, replaces_dicts=True), serve_len=r.req.target,
                                        trained_len=r.req.original_max, text_config=in_text_config(r),
                                        model_name=r.model)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 class Rendering(NamedTuple):  # a named tuple, not a dataclass: `posenc scale` builds the class at start-up
-    """What ``posenc scale --format`` renders: the request, the format, the model's name (or GGUF path) for command
+    """What ``posenc scale --engine`` renders: the request, the format, the model's name (or GGUF path) for command
     lines, and with ``--config`` the model's config dict and facts (``gguf``: the model was given as its GGUF)."""
 
     req: ScaleRequest

@@ -174,7 +174,7 @@ def command_line(run_: EngineRun) -> str:
 
 
 def render(r: Rendering) -> tuple[str, list[str]]:
-    """``--format vllm``: ``vllm serve`` with the model's whole rope dict after the request as ``--hf-overrides``."""
+    """``--engine vllm``: ``vllm serve`` with the model's whole rope dict after the request as ``--hf-overrides``."""
     req = r.req
     caveats = []
     if rope_parameters(req).get("rope_type") == "dynamic":

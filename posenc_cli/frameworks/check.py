@@ -222,7 +222,7 @@ def _group_words(g: GroupVerdict, lengths: tuple[int, int | None]) -> str:
 
 
 def verdict_line(v: EngineVerdict, lengths: tuple[int, int | None]) -> str:
-    """One engine's (or trainer's) verdict in one line, as ``posenc check`` lists it and ``posenc scale --format``
+    """One engine's (or trainer's) verdict in one line, as ``posenc check`` lists it and ``posenc scale --engine``
     prints it: same (at which lengths) / differs (per rope group: the largest relative inverse-frequency difference,
     at which pair, at the serving length and the short length of length-dependent rope; the attention factor and
     softmax scale where they differ) / will not start, cannot express or not modelled, and why."""
@@ -406,7 +406,7 @@ def _install_hint(name: str) -> str | None:
 def _engine_verdict(model: ModelPositions, name: str, judged: _Judge,
                     runner: Runner | None = None) -> tuple[EngineVerdict, EngineRun | None]:
     """One engine's (or trainer's) verdict against transformers, and its run at the short length (None: none):
-    what ``posenc check`` reports for it and what ``posenc scale --format`` prints (:func:`judge`). ``runner``:
+    what ``posenc check`` reports for it and what ``posenc scale --engine`` prints (:func:`judge`). ``runner``:
     the row's runner (:func:`source_of`), else the modelled one."""
     engine = registry.entry(name).kind == ENGINE
     refusal = remote_code.check_refusal(model.engine, name) if engine and model.engine is not None else None
@@ -490,7 +490,7 @@ def check_source(source: str, engines: list[str], ctx: int | None = None, traine
     """``posenc check``: the model of ``source`` (any source posenc reads, at ``revision``) checked by :func:`check`
     at ``ctx`` tokens (None: the model's native window, the longest of its layer groups'), and the source's label.
     """
-    # the source reader loads here, not with the module: `posenc scale --format ENGINE` judges a request without it
+    # the source reader loads here, not with the module: `posenc scale --engine ENGINE` judges a request without it
     from posenc_cli.models.sources import describe_source, read_source, served_name
 
     src = read_source(source, revision=revision)

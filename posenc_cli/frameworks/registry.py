@@ -4,7 +4,7 @@ over, and the one loader of their modules.
 Each engine or trainer module exports one :class:`~posenc_cli.engines.target.Target` (``TARGET``): its name, the
 package and version its numbers are proven against, ``render`` (the text ``posenc scale`` prints, and caveats),
 ``run`` (what it computes for a model, an :class:`~posenc_cli.engines.runs.EngineRun`), what it cannot express and,
-for a trainer, how ``posenc audit`` reads its settings back. ``posenc scale --format``, ``posenc check``,
+for a trainer, how ``posenc audit`` reads its settings back. ``posenc scale --engine``, ``posenc check``,
 ``posenc pick --trainer``, ``posenc audit --framework`` and the docs' tables iterate over :data:`ENTRIES`.
 
 An entry carries what start-up needs without loading a module: the name, the module and the ``--engine`` names it
@@ -95,7 +95,7 @@ def names(kind: str) -> tuple[str, ...]:
 
 
 def formats(kind: str | None = None) -> tuple[str, ...]:
-    """Every ``--format`` name (of one kind), in report order."""
+    """Every ``--engine`` name (of one kind), in report order."""
     return tuple(f for e in entries(kind) for f in e.formats)
 
 
@@ -124,15 +124,15 @@ def load_installed(name: str) -> ModuleType | None:
 
 
 def format_owner(fmt: str) -> str:
-    """The name of the target that renders ``--format fmt``."""
+    """The name of the target that renders ``--engine fmt``."""
     owner = next((e for e in ENTRIES if fmt in e.formats), None)
     if owner is None:
-        raise PosencError(f"--format {fmt!r} is not known; use one of: {', '.join(formats())}")
+        raise PosencError(f"--engine {fmt!r} is not known; use one of: {', '.join(formats())}")
     return owner.name
 
 
 def for_format(fmt: str) -> Target:
-    """The target that renders ``--format fmt``."""
+    """The target that renders ``--engine fmt``."""
     return load(format_owner(fmt))
 
 
@@ -142,13 +142,13 @@ def targets(kind: str | None = None) -> list[Target]:
 
 
 def render(rendering: Rendering) -> tuple[str, list[str]]:
-    """What ``posenc scale --format`` prints (stdout text, stderr caveats), from the target that owns the format."""
+    """What ``posenc scale --engine`` prints (stdout text, stderr caveats), from the target that owns the format."""
     return for_format(rendering.fmt).render(rendering)
 
 
 def render_request(req: ScaleRequest, fmt: str, config: dict[str, Any] | None = None, facts: ModelFacts | None = None,
                    model: str = "MODEL", *, gguf: bool = False) -> tuple[str, list[str]]:
-    """What ``posenc scale --format fmt`` prints (stdout text, stderr caveats) for ``req``: on the model whose
+    """What ``posenc scale --engine fmt`` prints (stdout text, stderr caveats) for ``req``: on the model whose
     config dict and facts are given (``--config``), else for the bare request. ``posenc scale`` and
     ``posenc pick --trainer`` both render through here."""
     if config is not None and facts is not None:
@@ -167,11 +167,11 @@ def docs_tables(kind: str) -> tuple[str, str]:
     with its version and formats, and what each cannot express."""
     loaded = [(load(e.name), ", ".join(f"`{f}`" for f in e.formats)) for e in entries(kind)]
     if kind == ENGINE:
-        lines = ["| engine | version targeted | `scale --format` | proven against |", "|---|---|---|---|"]
+        lines = ["| engine | version targeted | `scale --engine` | proven against |", "|---|---|---|---|"]
         lines += [_row([t.title, t.targets.format(version=t.version), fmts, t.proven_by]) for t, fmts in loaded]
         head = ["| engine | differs from transformers, or refuses |", "|---|---|"]
     else:
-        lines = ["| `--format` | framework (version targeted) | what posenc prints | proven by |", "|---|---|---|---|"]
+        lines = ["| `--engine` | framework (version targeted) | what posenc prints | proven by |", "|---|---|---|---|"]
         lines += [_row([fmts, t.targets.format(version=t.version), t.prints, t.proven_by]) for t, fmts in loaded]
         head = ["| framework | cannot express |", "|---|---|"]
     head += [_row([t.title, t.cannot_express]) for t, _ in loaded if t.cannot_express]

@@ -237,7 +237,7 @@ def _value_problems(loc: str, rp: Mapping[str, Any], rope_type: str, text: Mappi
                 "vLLM and SGLang multiply max_position_embeddings by a linear factor and accept up to "
                 f"{int(window * factor):,} tokens; transformers reads {window:,} as the window (Gemma 3 ships this "
                 f"way), so requests past it run {factor:g}x beyond what the model was extended to",
-                f"serve with --max-model-len {window} (posenc scale --format vllm/sglang and posenc check pass it)",
+                f"serve with --max-model-len {window} (posenc scale --engine vllm/sglang and posenc check pass it)",
                 severity="warning"))
         # llama3's factor divides low frequencies; it is not a window ratio (Llama 3.1: 8192 x 8 serves 131072)
         elif rope_type in ("yarn", "longrope") and isinstance(original, int) and int(original * factor) != window:

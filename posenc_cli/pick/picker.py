@@ -159,7 +159,7 @@ KEEP = {"none": "yarn", "default": "yarn", "yarn": "yarn", "llama3": "llama3", "
 #: llamacpp.py), so no rule, shipped or custom, recommends it without this.
 DYNAMIC_CAVEAT = ("Engines differ on dynamic NTK: transformers grows the base with each sequence's length, while vLLM "
                   "and SGLang compute one static base when they load the model and use it at every length (vLLM's "
-                  "from max_trained_positions, which `posenc scale dynamic --format vllm` sets), and llama.cpp has no "
+                  "from max_trained_positions, which `posenc scale dynamic --engine vllm` sets), and llama.cpp has no "
                   "dynamic NTK at all (it runs plain RoPE); `posenc check` compares them.")
 
 

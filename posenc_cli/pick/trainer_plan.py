@@ -1,5 +1,5 @@
 """``posenc pick --trainer NAME``: a plan's training runs and serving config in one trainer's format (no numpy at
-import; the renderings load what ``posenc scale --format NAME`` loads).
+import; the renderings load what ``posenc scale --engine NAME`` loads).
 
 What a stage trains with: every fine-tuning stage trains the plan's one rope dict (the final scaling, its factor
 included) at the stage's own length, which is what the plan's note says ("each stage uses the same scaling at its
@@ -9,7 +9,7 @@ config carries (``posenc audit --trained-with`` reads a plan's ``extension.confi
 training-free jump after it changes the length served, not the frequencies. An ABF plan trains plain RoPE at the
 raised theta; when it stops short of the target (a custom rules file), the served config adds a yarn jump on top.
 
-A stage's settings are what ``posenc scale <the plan's command> --seq-len L --format NAME`` prints: the same
+A stage's settings are what ``posenc scale <the plan's command> --seq-len L --engine NAME`` prints: the same
 request the plan's config comes from, at the stage's length (:func:`posenc_cli.rope.scaling.at_length`), rendered by the
 same function (:func:`posenc_cli.frameworks.registry.render_request`). A trainer that cannot express them refuses, with
 the measured difference and the nearest setting; the stage carries the refusal and the plan is not ``runnable`` in
@@ -36,7 +36,7 @@ from posenc_cli.units import format_length
 if TYPE_CHECKING:
     from posenc_cli.rope.scaling import ScaleRequest
 
-#: The trainer formats of ``posenc scale --format`` (the registry's).
+#: The trainer formats of ``posenc scale --engine`` (the registry's).
 TRAINERS = formats(TRAINER)
 #: The engines whose ``posenc scale`` command the serving part names: each serving engine's first format (the
 #: first engine, transformers, is the config keys themselves).
@@ -89,7 +89,7 @@ def _serving(config: dict[str, Any], config_format: str, argv: list[str], req: S
         except PosencError as exc:
             refusals[engine] = str(exc)
     return {"config": config, "config_format": config_format, "command": shlex.join(argv),
-            "engines": {e: shlex.join([*argv, "--format", e]) for e in ENGINES}, "engine_refusals": refusals}
+            "engines": {e: shlex.join([*argv, "--engine", e]) for e in ENGINES}, "engine_refusals": refusals}
 
 
 def _run(req: ScaleRequest, argv: list[str], length: int, fmt: str, result: PickResult) -> dict[str, Any]:
@@ -100,7 +100,7 @@ def _run(req: ScaleRequest, argv: list[str], length: int, fmt: str, result: Pick
         "seq_len": length,
         "rope_parameters": rope_parameters(at),
         "max_position_embeddings": max_position_embeddings(at),
-        "command": shlex.join([*argv, "--seq-len", format_length(length), "--format", fmt]),
+        "command": shlex.join([*argv, "--seq-len", format_length(length), "--engine", fmt]),
         "settings": None, "caveats": [], "refusal": None,
     }
     try:
@@ -151,7 +151,7 @@ def trainer_plan(result: PickResult, fmt: str) -> dict[str, Any]:
                                   result)
     elif pre_req is not None:
         assert out["pretraining"] is not None
-        argv = shlex.split(out["pretraining"]["command"])[:-4]  # without --seq-len L --format NAME
+        argv = shlex.split(out["pretraining"]["command"])[:-4]  # without --seq-len L --engine NAME
         out["serving"] = _serving(hf.format_hf(pre_req), "hf", argv, pre_req, result)
     if out["serving"] is not None:
         # the served frequencies are the ones the last run trained (a stage's rope dict is the plan's), unless no

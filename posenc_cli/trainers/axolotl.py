@@ -1,5 +1,5 @@
 """axolotl 0.21.0 (``loaders/utils.py`` ``load_model_config``): the YAML posenc renders for a request
-(``posenc scale --format axolotl``), what it trains for a model as shipped (transformers' modeling of the config as it
+(``posenc scale --engine axolotl``), what it trains for a model as shipped (transformers' modeling of the config as it
 is: axolotl does not change the rope of a config it loads), and how ``posenc audit`` reads its YAML back.
 
 ``model_config:`` (alias ``overrides_of_model_config``) is ``setattr`` on the built config, so only a complete
@@ -28,7 +28,7 @@ VERSION = "0.21.0"
 
 
 def render(r: Rendering) -> tuple[str, list[str]]:
-    """``--format axolotl``: the YAML ``model_config`` with the whole rope dict."""
+    """``--engine axolotl``: the YAML ``model_config`` with the whole rope dict."""
     t = trainer_input(r)
     top_level_only("axolotl", "model_config", t)
     caveats = ["axolotl sets model_config keys on the loaded config one by one: keep rope_parameters whole "

@@ -58,13 +58,13 @@ def top_level_only(name: str, how: str, t: TrainerInput) -> None:
     if t.nested:
         raise PosencError(f"this model's transformers config keeps its text model in {t.nested}, and {name}'s "
                           f"{how} sets top-level config attributes only (a top-level rope_parameters leaves "
-                          f"{t.nested}'s rope unchanged): use --format hf and train from the patched config.json")
+                          f"{t.nested}'s rope unchanged): use --engine hf and train from the patched config.json")
 
 
 def one_dict(name: str, t: TrainerInput) -> None:
     if any(isinstance(v, dict) for v in t.rope.values()):
         raise PosencError(f"this model has one rope dict per layer type; {name} sets one rope_scaling dict for "
-                          "every layer: use --format hf and train from the patched config.json")
+                          "every layer: use --engine hf and train from the patched config.json")
 
 
 @dataclass(frozen=True)

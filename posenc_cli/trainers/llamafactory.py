@@ -1,5 +1,5 @@
 """LLaMA-Factory 0.9.5 (``model/model_utils/rope.py`` ``configure_rope``): the YAML posenc renders for a request
-(``posenc scale --format llamafactory``), what it trains for a model as shipped (``posenc check --trainers``), and
+(``posenc scale --engine llamafactory``), what it trains for a model as shipped (``posenc check --trainer``), and
 how ``posenc audit`` reads its training YAML back, all from one statement of what ``configure_rope`` does:
 
 YAML ``rope_scaling: linear|dynamic|yarn|llama3`` and ``cutoff_len``; the factor is ``ceil(cutoff_len / old)``
@@ -122,7 +122,7 @@ def llamafactory_configure(own: dict[str, Any], max_pos: int, cutoff_len: int, r
 
 
 def render(r: Rendering) -> tuple[str, list[str]]:
-    """``--format llamafactory``: the YAML ``rope_scaling`` and ``cutoff_len`` that give the request, or a refusal
+    """``--engine llamafactory``: the YAML ``rope_scaling`` and ``cutoff_len`` that give the request, or a refusal
     with the nearest LLaMA-Factory can train."""
     t = trainer_input(r)
     req = t.req
@@ -137,7 +137,7 @@ def render(r: Rendering) -> tuple[str, list[str]]:
         raise PosencError(f"under transformers 4.x the {t.model_type} config has no rope_scaling, so LLaMA-Factory "
                           "leaves the rope as shipped (\"Current model does not support RoPE scaling\"), measured "
                           f"at {req.target} positions: {difference(*own_rope(t), t)}; nearest: none, use "
-                          "--format trl or axolotl")
+                          "--engine trl or axolotl")
     before = t.before if t.before is not None else {"max_position_embeddings": req.original_max}
     own = own_scaling(before)
     old = int(own.get("original_max_position_embeddings") or before.get("max_position_embeddings")
@@ -186,7 +186,7 @@ def render(r: Rendering) -> tuple[str, list[str]]:
             f"{length_text(cutoff)})")
     if dropped and diff.within():
         raise PosencError(f"{why}: its dict gives the same frequencies, but the model needs {', '.join(dropped)}; "
-                          "nearest: none, use --format hf and train from the patched config.json")
+                          "nearest: none, use --engine hf and train from the patched config.json")
     if why:
         raise PosencError(f"{why}; nearest: rope_scaling {lf_type} with cutoff_len {cutoff} (factor {lf_factor:g} "
                           f"from original {old}), measured at {req.target} positions: {diff}")
@@ -199,7 +199,7 @@ def render(r: Rendering) -> tuple[str, list[str]]:
                        f"{float(cutoff)}, not {t.max_pos}")
     else:
         caveats.append(f"the saved config says max_position_embeddings {float(old * lf_factor)} (a float, which "
-                       "transformers 5 rejects): fix it with posenc scale --format hf -o")
+                       "transformers 5 rejects): fix it with posenc scale --engine hf -o")
     caveats.append("leave rope_scaling out of the YAML for llamafactory-cli chat, api, eval and export: there "
                    "LLaMA-Factory resets the factor to 2.0 (the trained config already carries the scaling)")
     return dump_yaml({"rope_scaling": lf_type, "cutoff_len": cutoff}), caveats

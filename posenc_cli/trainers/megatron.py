@@ -1,8 +1,8 @@
 """Megatron-LM (its CLI, as megatron-core 0.19.2 ships it in ``megatron/training``) and Megatron-Core's rotary
-classes: the flags posenc renders for a request (``posenc scale --format megatron``), the fields Megatron-Core's
+classes: the flags posenc renders for a request (``posenc scale --engine megatron``), the fields Megatron-Core's
 GPTModel and MLATransformerConfig take (which Megatron-Bridge's provider sets too, :mod:`.megatron_bridge`), what
 Megatron-Core computes with them (:func:`megatron_core`), what Megatron-LM trains for a model as shipped
-(``posenc check --trainers``), and how ``posenc audit`` reads Megatron-LM's arguments back.
+(``posenc check --trainer``), and how ``posenc audit`` reads Megatron-LM's arguments back.
 
 Megatron's facts, each written once: its YaRN attention factor (:func:`yarn_attention`), its fixed llama3
 constants (:data:`~posenc_cli.trainers.trained.FIXED_LLAMA3`, the CLI's unforwarded factor :data:`LLAMA3_FACTOR`),
@@ -381,7 +381,7 @@ def megatron_setup(rope: Rope, *, solve: bool = True) -> tuple[list[str], Traine
 
 
 def render(r: Rendering) -> tuple[str, list[str]]:
-    """``--format megatron``: Megatron-LM's flags for the request, or a refusal where Megatron-LM trains other
+    """``--engine megatron``: Megatron-LM's flags for the request, or a refusal where Megatron-LM trains other
     numbers."""
     who = "Megatron-LM"
     req, group = r.req, request_group(r, r.fmt)
@@ -406,7 +406,7 @@ def render(r: Rendering) -> tuple[str, list[str]]:
             f"flags fill GPT's yarn_* fields only), so MLATransformerConfig keeps {defaults}; this model has "
             f"{given}: Megatron's {measured(rope.freqs(), megatron_core(trained_fields).freqs(rope))} from "
             "transformers; nearest it can express: set them on the MLATransformerConfig in Python (posenc scale "
-            "--format megatron-bridge prints the fields)")
+            "--engine megatron-bridge prints the fields)")
     argv = megatron_argv(trained_fields, req.target, req.stage)
     caveats += cli
     if fields.get("multi_latent_attention"):

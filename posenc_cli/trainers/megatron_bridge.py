@@ -1,7 +1,7 @@
 """Megatron-Bridge 0.6.2 (on megatron-core 0.19.2): the provider fields posenc renders for a request
-(``posenc scale --format megatron-bridge``; Megatron-Core's fields, :mod:`.megatron`), and what
+(``posenc scale --engine megatron-bridge``; Megatron-Core's fields, :mod:`.megatron`), and what
 ``AutoBridge.from_hf_pretrained`` imports from a model's config, its lossy import, then trains with Megatron-Core
-(``posenc check --trainers``).
+(``posenc check --trainer``).
 
 stdlib at import (``posenc scale`` loads this module only for its format).
 """
@@ -98,7 +98,7 @@ def bridge_setup(rope: Rope) -> tuple[list[str], Trained, list[str]]:
 
 
 def render(r: Rendering) -> tuple[str, list[str]]:
-    """``--format megatron-bridge``: the provider fields for the request (Megatron-Core's, :mod:`.megatron`)."""
+    """``--engine megatron-bridge``: the provider fields for the request (Megatron-Core's, :mod:`.megatron`)."""
     who = "Megatron-Bridge"
     req, group = r.req, request_group(r, r.fmt)
     fields, caveats = megatron_fields(Rope.of_request(req, group, r.facts), group, who)
@@ -117,7 +117,7 @@ def render(r: Rendering) -> tuple[str, list[str]]:
     lines = [f"provider.{key} = {value!r}" for key, value in fields.items()]
     lines.append(f"provider.seq_length = {req.target}")
     caveats.append(f"{who}'s save_hf_pretrained writes the source config.json, not these settings: write the exported "
-                   "config's rope with posenc scale --format hf-v5")
+                   "config's rope with posenc scale --engine hf-v5")
     return "\n".join(lines), caveats
 
 

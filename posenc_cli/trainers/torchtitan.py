@@ -1,5 +1,5 @@
-"""torchtitan 0.3.0: the ``RoPE.Config`` posenc renders for a request (``posenc scale --format torchtitan``), what it
-trains with it (``posenc check --trainers``; its RoPE never multiplies cos/sin by YaRN's attention factor), and how
+"""torchtitan 0.3.0: the ``RoPE.Config`` posenc renders for a request (``posenc scale --engine torchtitan``), what it
+trains with it (``posenc check --trainer``; its RoPE never multiplies cos/sin by YaRN's attention factor), and how
 ``posenc audit`` reads a torchtitan TOML back (the rope lives in the model flavour's code).
 
 stdlib at import (``posenc scale`` loads this module only for its format).
@@ -91,7 +91,7 @@ def torchtitan_setup(rope: Rope) -> tuple[str, Trained, list[str]]:
     if rope.stage:  # the training length (TrainingConfig.seq_len, which also sizes the RoPE cache it needs)
         text += f"\ntraining.seq_len = {rope.target}"
     caveats.append(f"{who} writes no config.json with a Hugging Face checkpoint: write its rope with posenc scale "
-                   "--format hf-v5")
+                   "--engine hf-v5")
     layout = "rotate-half"
     if text.startswith("ComplexRoPE"):
         layout = "interleaved"
@@ -101,7 +101,7 @@ def torchtitan_setup(rope: Rope) -> tuple[str, Trained, list[str]]:
 
 
 def render(r: Rendering) -> tuple[str, list[str]]:
-    """``--format torchtitan``: the ``RoPE.Config`` for the request, refused where torchtitan trains another
+    """``--engine torchtitan``: the ``RoPE.Config`` for the request, refused where torchtitan trains another
     attention factor."""
     group = request_group(r, r.fmt)
     rope = Rope.of_request(r.req, group, r.facts)

@@ -1,6 +1,6 @@
-"""torchtune 0.6.1: the model builder fields posenc renders for a request (``posenc scale --format torchtune``) and
+"""torchtune 0.6.1: the model builder fields posenc renders for a request (``posenc scale --engine torchtune``) and
 what its RoPE classes train with them (``RotaryPositionalEmbeddings``; ``Llama3ScaledRoPE`` with its fixed 1/4/8192),
-for ``posenc check --trainers`` too.
+for ``posenc check --trainer`` too.
 
 stdlib at import (``posenc scale`` loads this module only for its format).
 """
@@ -54,14 +54,14 @@ def torchtune_setup(rope: Rope) -> tuple[str, Trained, list[str]]:
         lines += ["tokenizer:", f"  max_seq_len: {rope.target}"]
     caveats = [f"{who} computes its RoPE cache for max_seq_len positions only (longer inputs fail), and its "
                "checkpointer copies the source config.json on save: write the exported rope with posenc scale "
-               "--format hf-v5"]
+               "--engine hf-v5"]
     caveats.append("these are arguments of torchtune's component builders (llama3_1 and llama3_2 take scale_factor; "
                    "the named builders such as llama3_1_8b fix them): pass them with the model's sizes")
     return "\n".join(lines), Trained(params, layout="interleaved"), caveats
 
 
 def render(r: Rendering) -> tuple[str, list[str]]:
-    """``--format torchtune``: the builder fields for the request, or a refusal."""
+    """``--engine torchtune``: the builder fields for the request, or a refusal."""
     group = request_group(r, r.fmt)
     rope = Rope.of_request(r.req, group, r.facts)
     text, _, caveats = torchtune_setup(rope)

@@ -1,7 +1,7 @@
 """What a training framework trains, in the terms every framework module shares: the rope group a framework is
 given (:class:`Rope`), what it computes (:class:`Trained`, as the rope dict that makes transformers compute the
 same), a refusal with its verdict (:class:`Refusal`), the llama3 constants several frameworks fix, the measured
-difference a refusal quotes, and the runner ``posenc check --trainers`` uses for a framework with one rotary
+difference a refusal quotes, and the runner ``posenc check --trainer`` uses for a framework with one rotary
 embedding per model (:func:`one_rotary_runner`).
 
 stdlib at import; numpy loads when a difference is measured or frequencies are computed.
@@ -172,7 +172,7 @@ def request_group(r: Rendering, who: str) -> dict[str, Any]:
     return group
 
 
-# --- what a framework trains, for posenc check --trainers ---------------------------------------------------------
+# --- what a framework trains, for posenc check --trainer ---------------------------------------------------------
 
 #: a framework's setup for one rope group: (its settings, one line each; what it trains; caveats), or a Refusal
 Setup = Callable[[Rope], "tuple[list[str], Trained, list[str]]"]

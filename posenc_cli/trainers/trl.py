@@ -1,5 +1,5 @@
 """TRL 1.16.0 (``trainer/utils.py`` ``create_model_from_path``): the ``SFTConfig`` keys posenc renders for a request
-(``posenc scale --format trl``) and what it trains for a model as shipped: ``model_init_kwargs`` go to
+(``posenc scale --engine trl``) and what it trains for a model as shipped: ``model_init_kwargs`` go to
 ``from_pretrained``, which sets them on the loaded config, so the same complete rope dict as axolotl's; TRL does not
 change the rope of a config it loads.
 
@@ -24,7 +24,7 @@ VERSION = "1.16.0"
 
 
 def render(r: Rendering) -> tuple[str, list[str]]:
-    """``--format trl``: ``SFTConfig.model_init_kwargs`` with the whole rope dict."""
+    """``--engine trl``: ``SFTConfig.model_init_kwargs`` with the whole rope dict."""
     t = trainer_input(r)
     top_level_only("TRL", "model_init_kwargs", t)
     # a training run at a set length (a pick stage): SFTConfig.max_length, where TRL cuts and packs sequences

@@ -1,5 +1,5 @@
 """Unsloth 2026.10.9 (``models/llama.py`` ``FastLanguageModel.from_pretrained``): the call posenc renders for a request
-(``posenc scale --format unsloth``) and what it trains (:func:`unsloth_rope`, for ``posenc check --trainers`` too):
+(``posenc scale --engine unsloth``) and what it trains (:func:`unsloth_rope`, for ``posenc check --trainer`` too):
 a ``rope_scaling=`` of type linear, yarn or llama3 (not for gemma/gemma2) is kept, completed by
 ``_user_rope_scaling`` and set on the config; any other type is ignored with a warning, so the checkpoint's own rope
 is trained.
@@ -61,7 +61,7 @@ def unsloth_rope(own: dict[str, Any], max_pos: int, max_seq_length: int, model_t
 
 
 def render(r: Rendering) -> tuple[str, list[str]]:
-    """``--format unsloth``: ``FastLanguageModel.from_pretrained`` with the request's rope dict, refused where Unsloth
+    """``--engine unsloth``: ``FastLanguageModel.from_pretrained`` with the request's rope dict, refused where Unsloth
     ignores it."""
     t = trainer_input(r)
     req = t.req
@@ -81,7 +81,7 @@ def render(r: Rendering) -> tuple[str, list[str]]:
         raise PosencError(f"Unsloth {VERSION} ignores rope_scaling for {what} (it takes "
                           f"{', '.join(UNSLOTH_TYPES)}) and trains the checkpoint's own rope, measured at "
                           f"{req.target} positions: {diff}; nearest: "
-                          + ("none, use --format trl or axolotl" if gemma else "--format unsloth with yarn or linear"))
+                          + ("none, use --engine trl or axolotl" if gemma else "--engine unsloth with yarn or linear"))
     body = ", ".join(f"{k!r}: {v!r}" for k, v in rope.items())
     return (f"from unsloth import FastLanguageModel\nmodel, tokenizer = {call}, rope_scaling={{{body}}})",
             ["Unsloth sets this dict on the config as it is (rope_theta inside, as transformers 5 needs)"])

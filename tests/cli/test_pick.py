@@ -601,7 +601,7 @@ def test_nested_rope_parameters_change_only_the_extended_group(tmp_path: Path) -
     a = pick_json("--ctx", "256k", "--config", path)
     params = a["extension"]["config"]["text_config"]["rope_parameters"]
     assert params["sliding_attention"] == nested["rope_parameters"]["sliding_attention"]
-    assert params["full_attention"]["factor"] == 16.0 and "--format" not in a["extension"]["command"]
+    assert params["full_attention"]["factor"] == 16.0 and "--engine" not in a["extension"]["command"]
     assert a["extension"]["config_format"] == "hf-v5"
     # the "same numbers" command names the file and prints the same fragment (scale keeps the file's v5 format)
     argv = shlex.split(a["extension"]["command"])

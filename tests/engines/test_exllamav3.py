@@ -163,7 +163,7 @@ def test_longrope_uses_the_factors_of_the_window() -> None:
     assert verdict.verdict == "differs"  # transformers keeps the short factors for 4k tokens
 
 
-# --- posenc scale --format exllamav3, read back by ExLlamaV3's own reader and RoPE -----------------------------------
+# --- posenc scale --engine exllamav3, read back by ExLlamaV3's own reader and RoPE -----------------------------------
 
 RENDERED = [
     ("yarn", "--config", "tests/corpus/qwen2.5-7b-instruct.json", "--factor", "4"),
@@ -180,8 +180,8 @@ def test_the_rendered_keys_give_transformers_numbers(args: tuple[str, ...], monk
     from clihelpers import ok, run
 
     monkeypatch.chdir(ROOT)
-    keys = json.loads(ok(run("scale", *args, "--format", "exllamav3")).stdout)
-    patched = json.loads(ok(run("scale", *args, "--format", "hf-v5")).stdout)
+    keys = json.loads(ok(run("scale", *args, "--engine", "exllamav3")).stdout)
+    patched = json.loads(ok(run("scale", *args, "--engine", "hf-v5")).stdout)
     cfg = load(args[2])
     served = {k: v for k, v in cfg.items() if k != "rope_parameters"} | keys
     reference = {k: v for k, v in cfg.items() if k not in ("rope_scaling", "rope_theta")} | patched
@@ -196,4 +196,4 @@ def test_dynamic_is_refused_by_the_format() -> None:
     from clihelpers import assert_usage_error, run
 
     assert_usage_error(run("scale", "dynamic", "--original-max", "4k", "--target", "16k", "--theta", "1e4",
-                           "--head-dim", "128", "--format", "exllamav3"), "ExLlamaV3 has no dynamic rope")
+                           "--head-dim", "128", "--engine", "exllamav3"), "ExLlamaV3 has no dynamic rope")

@@ -1,6 +1,6 @@
 """llama-server's slot context: what posenc_cli.engines.llamacpp.server_slot_context says llama-server gives a slot,
 against llama.cpp's own llama-server (as vendored by llama-cpp-python 0.3.36) serving the committed passkey GGUF
-(``context_length`` 256), and the ``--override-kv ARCH.context_length`` that `posenc scale --format llama.cpp` adds
+(``context_length`` 256), and the ``--override-kv ARCH.context_length`` that `posenc scale --engine llama.cpp` adds
 past it. Without the override, linear and NTK flags get slots of 256: the requests past them are refused. YaRN flags
 re-adjust the training context themselves (``yarn_orig_ctx / float32(1/scale)``, truncated, after the override is
 read): x4 gives 1,024, x3.5 gives 895 whatever the override, which posenc says instead of adding one."""
@@ -33,7 +33,7 @@ needs_server = pytest.mark.skipif(llama_server.llama_server_binary() is None,
 
 def scale(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "posenc_cli", "scale", *args, "--config", str(llama_server.FIXTURE),
-                           "--format", "llama.cpp"], capture_output=True, text=True, check=True, cwd=REPO)
+                           "--engine", "llama.cpp"], capture_output=True, text=True, check=True, cwd=REPO)
 
 
 def printed(*args: str) -> list[str]:

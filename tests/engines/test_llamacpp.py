@@ -54,8 +54,8 @@ def llama_kwargs(argv: list[str]) -> dict[str, Any]:
 def scale_outputs(*args: str) -> tuple[dict[str, Any], list[str]]:
     """posenc scale's transformers dict (hf-v5) and its llama.cpp flags for one request."""
     base = ["scale", *args, "--theta", "10000", "--head-dim", str(HEAD_DIM)]
-    hf = json.loads(ok(run(*base, "--format", "hf-v5")).stdout)
-    flags = shlex.split(ok(run(*base, "--format", "llama.cpp")).stdout)
+    hf = json.loads(ok(run(*base, "--engine", "hf-v5")).stdout)
+    flags = shlex.split(ok(run(*base, "--engine", "llama.cpp")).stdout)
     return hf, flags
 
 

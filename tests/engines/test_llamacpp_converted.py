@@ -7,8 +7,8 @@ token ids by llama.cpp (llama-cpp-python, float32 KV cache) and transformers (fl
 
 * the shipped config: the GGUF with the invocation ``posenc check`` prints for it, against transformers on the
   shipped config;
-* every flag set ``posenc scale --config TWIN --format llama.cpp`` prints for a YaRN extension, on the GGUF
-  converted from the shipped config, against transformers on the config ``posenc scale --format hf`` patches; and
+* every flag set ``posenc scale --config TWIN --engine llama.cpp`` prints for a YaRN extension, on the GGUF
+  converted from the shipped config, against transformers on the config ``posenc scale --engine hf`` patches; and
   ``posenc check`` of that patched config prints the same flags.
 
 Tolerance: ``TOL`` = 2e-3, relative (per position, ``|llama.cpp - transformers| / |transformers|`` in L2 over the
@@ -121,11 +121,11 @@ def scaled(folder: Path, tmp: Path, *request: str) -> tuple[list[str], dict[str,
     """posenc scale on the twin's config.json: its llama.cpp flags, the patched config, that config's path and the
     caveats (stderr lines)."""
     config = str(folder / "config.json")
-    out = ok(run("scale", *request, "--config", config, "--format", "llama.cpp"))
+    out = ok(run("scale", *request, "--config", config, "--engine", "llama.cpp"))
     flags = shlex.split(out.stdout)
     patched_path = tmp / "patched" / "config.json"
     patched_path.parent.mkdir(exist_ok=True)
-    ok(run("scale", *request, "--config", config, "--format", "hf", "-o", str(patched_path)))
+    ok(run("scale", *request, "--config", config, "--engine", "hf", "-o", str(patched_path)))
     patched = json.loads(patched_path.read_text())
     return flags, patched, str(patched_path), out.stderr.splitlines()
 
@@ -259,7 +259,7 @@ def test_yarn_flags_on_a_llama3_gguf_stack_and_scale_says_so(twins: Any, tmp_pat
     assert stacked > MISMATCH, stacked
     assert any("rope_freqs tensor" in c and "convert a config patched" in c for c in caveats), caveats
     # ... and the GGUF itself is refused, with the same reason
-    refused = run("scale", "yarn", "--target", "256k", "--config", str(gguf), "--format", "llama.cpp")
+    refused = run("scale", "yarn", "--target", "256k", "--config", str(gguf), "--engine", "llama.cpp")
     assert refused.exit_code == 2 and "rope_freqs tensor" in refused.stderr
     # on the GGUF converted from the patched config (no rope_freqs) the same flags are right
     assert CONVERTER is not None

@@ -174,13 +174,13 @@ def test_dynamic_is_transformers_base_at_the_prompt_length() -> None:
     assert base == pytest.approx(500000.0 * 13 ** (128 / 126), rel=1e-6)  # 4 * 32768/8192 - 3 = 13
 
 
-# --- posenc scale --format lmdeploy, fed back through lmdeploy's own override merge and parser -------------------
+# --- posenc scale --engine lmdeploy, fed back through lmdeploy's own override merge and parser -------------------
 
 def _scale(*args: str) -> tuple[dict[str, Any], dict[str, Any], int]:
     from clihelpers import ok, run
 
-    patched = json.loads(ok(run("scale", *args, "--format", "hf-v5")).stdout)
-    argv = shlex.split(ok(run("scale", *args, "--format", "lmdeploy")).stdout)
+    patched = json.loads(ok(run("scale", *args, "--engine", "hf-v5")).stdout)
+    argv = shlex.split(ok(run("scale", *args, "--engine", "lmdeploy")).stdout)
     over = json.loads(argv[argv.index("--hf-overrides") + 1])
     return patched, over, int(argv[argv.index("--session-len") + 1])
 
@@ -221,7 +221,7 @@ def test_truncate_false_is_rounded_through_the_override_too(monkeypatch: pytest.
 
     monkeypatch.chdir(ROOT)
     args = ("yarn", "--config", "tests/corpus/gpt-oss-20b.json", "--target", "256k", "--fine-tuned")
-    done = ok(run("scale", *args, "--format", "lmdeploy"))
+    done = ok(run("scale", *args, "--engine", "lmdeploy"))
     assert "always rounds YaRN's correction range" in done.stderr
     patched_keys, over, session = _scale(*args)
     cfg = load(args[2])

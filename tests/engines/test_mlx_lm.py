@@ -86,10 +86,10 @@ def test_posencs_model_is_what_mlx_lm_builds_for_the_corpus(name: str) -> None:
 
 
 def _rendered(*args: str) -> tuple[dict[str, Any], list[str]]:
-    """``posenc scale ARGS --format mlx-lm``: the config.json and its caveats."""
+    """``posenc scale ARGS --engine mlx-lm``: the config.json and its caveats."""
     from clihelpers import ok, run
 
-    result = ok(run("scale", *args, "--format", "mlx-lm"))
+    result = ok(run("scale", *args, "--engine", "mlx-lm"))
     caveats = [line for line in result.stderr.splitlines() if line.startswith("caveat:")]
     return json.loads(result.stdout), caveats
 
@@ -116,7 +116,7 @@ RENDER_CASES = [
 @pytest.mark.parametrize("case", RENDER_CASES, ids=[f"{c[0].removesuffix('.json')}-{c[1]}" for c in RENDER_CASES])
 def test_rendered_config_gives_transformers_numbers_or_the_stated_difference(
         case: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> None:
-    """The key proof: ``--format mlx-lm`` fed to mlx-lm's own classes gives what transformers computes for the same
+    """The key proof: ``--engine mlx-lm`` fed to mlx-lm's own classes gives what transformers computes for the same
     file (posenc's transformers run, itself proven against transformers' rotary classes) where posenc says same,
     and the difference the caveat states where it says it differs."""
     monkeypatch.chdir(ROOT)
@@ -192,7 +192,7 @@ def test_mixtral_never_reads_rope_scaling_and_the_rendering_refuses() -> None:
                                rtol=1e-6)
     assert compare(hf.run(model, cfg, 65536), theirs).verdict == "differs"
     result = run("scale", "linear", "--config", str(CORPUS / "mixtral-8x7b-v0.1.json"), "--factor", "2",
-                 "--format", "mlx-lm")
+                 "--engine", "mlx-lm")
     assert result.exit_code != 0 and "never reads rope_scaling" in result.stderr
 
 
@@ -274,7 +274,7 @@ def _rel(a: np.ndarray, b: np.ndarray) -> float:
                          ids=["yarn-attention-factor", "llama3", "linear"])
 def test_a_tiny_llama_gives_transformers_logits_with_the_rendered_config(args: tuple[str, ...],
                                                                           tmp_path: Path) -> None:
-    """mlx-lm's whole model (its load_model, attention, rope, fast kernels) on the config ``--format mlx-lm`` wrote
+    """mlx-lm's whole model (its load_model, attention, rope, fast kernels) on the config ``--engine mlx-lm`` wrote
     for a tiny random Llama: transformers' logits on the same weights, 600 tokens (past the ramp's low frequencies
     at position 0..599). Tolerance 1e-4 of the largest logit: float32 matmuls in two libraries (measured 5.2e-7 to
     5.8e-7)."""

@@ -24,7 +24,7 @@ def _llama(tmp_path: Path) -> Path:
 def test_format_ollama_with_o_writes_the_gguf_and_a_modelfile_naming_it(tmp_path: Path) -> None:
     src = _llama(tmp_path)
     new = tmp_path / "llama-32k.gguf"
-    out = ok(run("scale", "yarn", "--target", "32k", "--config", str(src), "-o", str(new), "--format", "ollama"))
+    out = ok(run("scale", "yarn", "--target", "32k", "--config", str(src), "-o", str(new), "--engine", "ollama"))
     assert f"FROM {new}" in out.stdout.splitlines() or "FROM ./llama-32k.gguf" in out.stdout
     assert "PARAMETER num_ctx 32768" in out.stdout.splitlines()
     assert "#   ollama create llama-32k -f Modelfile" in out.stdout and "#   ollama run llama-32k" in out.stdout
@@ -39,13 +39,13 @@ def test_format_ollama_with_o_writes_the_gguf_and_a_modelfile_naming_it(tmp_path
 
 def test_without_o_the_modelfile_says_to_write_the_gguf_first(tmp_path: Path) -> None:
     src = _llama(tmp_path)
-    out = ok(run("scale", "yarn", "--target", "32k", "--config", str(src), "--format", "ollama"))
+    out = ok(run("scale", "yarn", "--target", "32k", "--config", str(src), "--engine", "ollama"))
     assert "FROM ./NEW.gguf" in out.stdout and f"posenc scale yarn --config {src} --target 32768 -o NEW.gguf" in \
         out.stdout
     steps = ok(run("scale", "yarn", "--target", "32k", "--config", str(src), "-o", str(tmp_path / "n.gguf"),
-                   "--format", "lmstudio"))
+                   "--engine", "lmstudio"))
     assert steps.stdout.splitlines()[0] == f"lms import {tmp_path / 'n.gguf'}"
-    assert_usage_error(run("scale", "yarn", "--target", "32k", "--config", str(src), "-o", "-", "--format", "ollama"),
+    assert_usage_error(run("scale", "yarn", "--target", "32k", "--config", str(src), "-o", "-", "--engine", "ollama"),
                        "-o - streams the GGUF to stdout")
 
 

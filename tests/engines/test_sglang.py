@@ -55,7 +55,7 @@ def test_sglang_builds_what_posenc_says(results: dict[str, dict[str, Any]], name
 
 
 def test_sglang_format_for_dynamic_builds_transformers_base_at_the_serving_length() -> None:
-    """posenc scale dynamic --format sglang keeps max_position_embeddings at the trained length: SGLang's one base is
+    """posenc scale dynamic --engine sglang keeps max_position_embeddings at the trained length: SGLang's one base is
     then transformers' for the serving length."""
     import shlex
 
@@ -64,7 +64,7 @@ def test_sglang_format_for_dynamic_builds_transformers_base_at_the_serving_lengt
     from posenc_cli.rope.frequencies import RopeSpec, compute
 
     argv = shlex.split(ok(run("scale", "dynamic", "--original-max", "4k", "--target", "16k", "--theta", "10000",
-                              "--head-dim", "128", "--format", "sglang")).stdout)
+                              "--head-dim", "128", "--engine", "sglang")).stdout)
     over = json.loads(argv[argv.index("--json-model-override-args") + 1])
     rope, window = over["rope_scaling"], over["max_position_embeddings"]
     (result,) = vh.sglang_rope_many([{"rope_parameters": rope, "head_dim": 128, "rotary_dim": 128,

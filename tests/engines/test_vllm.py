@@ -172,13 +172,13 @@ def test_a_rope_override_without_theta_loses_the_models_theta() -> None:
     assert rope["rope_theta"] == 1e6 and settled == 131072
 
 
-# --- posenc scale --format vllm, end to end: vLLM's table equals transformers' with posenc's hf-v5 output
+# --- posenc scale --engine vllm, end to end: vLLM's table equals transformers' with posenc's hf-v5 output
 
 def _scale(*args: str) -> tuple[dict[str, Any], dict[str, Any]]:
     from clihelpers import ok, run
 
-    hf = json.loads(ok(run("scale", *args, "--format", "hf-v5")).stdout)
-    argv = ok(run("scale", *args, "--format", "vllm")).stdout.split(" --hf-overrides ")[1]
+    hf = json.loads(ok(run("scale", *args, "--engine", "hf-v5")).stdout)
+    argv = ok(run("scale", *args, "--engine", "vllm")).stdout.split(" --hf-overrides ")[1]
     over = json.loads(argv.split(" --max-model-len ")[0].strip("'"))
     return hf, over
 
@@ -221,7 +221,7 @@ def test_a_per_layer_model_keeps_its_other_group_through_the_override(monkeypatc
 
     monkeypatch.chdir(ROOT)
     line = ok(run("scale", "linear", "--config", "tests/corpus/gemma-3-1b-it.json", "--target", "64k",
-                  "--format", "vllm")).stdout
+                  "--engine", "vllm")).stdout
     over = json.loads(line.split(" --hf-overrides ")[1].split(" --max-model-len ")[0].strip("'"))
     rope, settled = vh.vllm_config_after_overrides(load("tests/corpus/gemma-3-1b-it.json"), over, 65536)
     assert settled == 65536

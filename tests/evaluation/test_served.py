@@ -42,7 +42,7 @@ def rates(summary: dict[str, Any]) -> dict[int, float]:
 
 
 def scale(*args: str) -> list[str]:
-    """The server command `posenc scale ... --format llama-cpp-python` prints for the fixture, verbatim."""
+    """The server command `posenc scale ... --engine llama-cpp-python` prints for the fixture, verbatim."""
     return llama_server.scale_command(*args, "--config", str(llama_server.FIXTURE))
 
 

@@ -229,9 +229,9 @@ TRAIN = 128
 
 
 def scale_config(method: str, target: int) -> dict[str, Any]:
-    """What `posenc scale METHOD --format hf-v5` prints for the experiment's model."""
+    """What `posenc scale METHOD --engine hf-v5` prints for the experiment's model."""
     result = ok(run("scale", method, "--original-max", str(TRAIN), "--target", str(target),
-                    "--head-dim", str(HEAD_DIM), "--theta", "10000", "--format", "hf-v5"))
+                    "--head-dim", str(HEAD_DIM), "--theta", "10000", "--engine", "hf-v5"))
     return dict(json.loads(result.stdout))
 
 

@@ -1,4 +1,4 @@
-"""One verdict per engine: ``posenc scale --format ENGINE`` prints the line ``posenc check`` prints for that engine,
+"""One verdict per engine: ``posenc scale --engine ENGINE`` prints the line ``posenc check`` prints for that engine,
 on the config the request makes, from the same function (``frameworks.check.judge`` and ``verdict_line``)."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def check_line(config: Path, engine: str, length: int) -> str:
         "qwen-torchtune"])
 def test_scale_prints_the_verdict_check_prints_on_the_patched_config(tmp_path: Path, request_args: tuple[str, ...],
                                                                      fmt: str, length: int) -> None:
-    scaled = run("scale", *request_args, "--format", fmt)
+    scaled = run("scale", *request_args, "--engine", fmt)
     patched = tmp_path / "config.json"
     ok(run("scale", *request_args, "-o", str(patched)))
     engine = "llama.cpp" if fmt == "llama.cpp" else fmt
@@ -63,17 +63,17 @@ def test_the_issues_numbers() -> None:
     """gpt-oss YaRN x2 in llama.cpp: the rounded correction range moves inv_freq by 0.976 (issue 27); Phi-3 LongRoPE
     in vLLM: the long factors at 4,096 tokens, 0.967 off (Phi-3.5's 0.968 in the issue: the same factors' rule)."""
     llama = verdict_of(ok(run("scale", "yarn", "--config", GPT_OSS, "--target", "256k",
-                              "--format", "llama.cpp")).stderr)
+                              "--engine", "llama.cpp")).stderr)
     assert "differs from transformers: inv_freq off by 0.976 relative (pair 17) at 262,144" in llama
-    served = verdict_of(ok(run("scale", "longrope", "--config", PHI3, "--target", "128k", "--format", "vllm")).stderr)
+    served = verdict_of(ok(run("scale", "longrope", "--config", PHI3, "--target", "128k", "--engine", "vllm")).stderr)
     assert "inv_freq the same at 131,072, off by 0.967 relative (pair 32) at 4,096" in served
 
 
 def test_a_bare_request_is_judged_on_the_config_it_describes() -> None:
     argv = ["scale", "yarn", "--original-max", "32k", "--target", "128k", "--theta", "1e6", "--head-dim", "128"]
-    assert verdict_of(ok(run(*argv, "--format", "vllm")).stderr) == (f"vllm {vllm.VERSION}: same as transformers at "
+    assert verdict_of(ok(run(*argv, "--engine", "vllm")).stderr) == (f"vllm {vllm.VERSION}: same as transformers at "
                                                                      "131,072 tokens")
-    assert "reference" in verdict_of(ok(run(*argv, "--format", "hf")).stderr)
+    assert "reference" in verdict_of(ok(run(*argv, "--engine", "hf")).stderr)
     req = ScaleRequest("yarn", 32768, 131072, 4.0, theta=1e6, head_dim=128, truncate=False)
     cfg = request_config(req)
     model = describe(cfg)
@@ -83,9 +83,9 @@ def test_a_bare_request_is_judged_on_the_config_it_describes() -> None:
     # the one function: check's row for the same engine has the same numbers
     (row,) = check(model, cfg, ["llama.cpp"], 131072).verdicts
     assert got.verdict.as_dict() == row.as_dict()
-    written = ok(run("scale", "yarn", "--config", QWEN, "--target", "128k", "--format", "vllm"))
+    written = ok(run("scale", "yarn", "--config", QWEN, "--target", "128k", "--engine", "vllm"))
     assert "verdict: " in written.stderr
-    written = ok(run("scale", "yarn", "--config", QWEN, "--target", "128k", "--format", "hf-v5", "-o", "-"))
+    written = ok(run("scale", "yarn", "--config", QWEN, "--target", "128k", "--engine", "hf-v5", "-o", "-"))
     assert "verdict" not in written.stderr  # a patched config written: no rendering, no verdict
 
 

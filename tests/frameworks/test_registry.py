@@ -1,5 +1,5 @@
 """The registry of engines and trainers: every entry's module exports its record, the docs' tables are the
-registry's, and an engine registered by one entry (a module in tests/harness/) shows up in ``scale --format``,
+registry's, and an engine registered by one entry (a module in tests/harness/) shows up in ``scale --engine``,
 ``check`` and the docs without touching another file."""
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ def toy(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("toy")
 def test_a_registered_engine_is_a_scale_format() -> None:
-    assert_usage_error(run(*SCALE, "--format", "nope"), "use one of:", "toy, toy-server")
-    result = ok(run(*SCALE, "--format", "toy", "--model", "m"))
+    assert_usage_error(run(*SCALE, "--engine", "nope"), "use one of:", "toy, toy-server")
+    result = ok(run(*SCALE, "--engine", "toy", "--model", "m"))
     assert result.stdout.startswith("toy-serve m --rope '{\"rope_type\": \"yarn\"")
     assert "a toy caveat" in result.stderr
 

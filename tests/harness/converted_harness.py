@@ -18,7 +18,7 @@ A plain helper module for the tests (``from converted_harness import ...``), lik
   the twins have none and the tests feed token ids (a wrapper class's inner model too: Mistral3Model's ``impl``);
   every rope key and tensor is the converter's own.
 * :func:`hf_logits` runs the saved model in transformers (eager attention, float32), optionally with config
-  overrides (the patched config ``posenc scale --format hf`` prints).
+  overrides (the patched config ``posenc scale --engine hf`` prints).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Two servers run the same llama.cpp: llama-cpp-python's OpenAI-compatible server (``python -m llama_cpp.server``,
 from the engines extra) and llama.cpp's own ``llama-server`` binary (built from the llama.cpp sources vendored in
 the llama-cpp-python sdist; CI builds it and names it in ``POSENC_LLAMA_SERVER``, else ``llama-server`` on PATH).
-Server commands come from ``posenc scale --format llama-cpp-python`` / ``--format llama.cpp`` (or plain flags for
+Server commands come from ``posenc scale --engine llama-cpp-python`` / ``--engine llama.cpp`` (or plain flags for
 an unscaled run), so the tests serve exactly what posenc tells users to run. One thread, quiet; the port is a free
 one picked by the OS; :func:`serve` waits until ``/v1/models`` answers and kills the process group on exit.
 """
@@ -37,8 +37,8 @@ def available() -> bool:
 
 
 def scale_command(*args: str, model: Path = FIXTURE) -> list[str]:
-    """``posenc scale ARGS --format llama-cpp-python`` for ``model``, as an argv list."""
-    out = subprocess.run([sys.executable, "-m", "posenc_cli", "scale", *args, "--format", "llama-cpp-python"],
+    """``posenc scale ARGS --engine llama-cpp-python`` for ``model``, as an argv list."""
+    out = subprocess.run([sys.executable, "-m", "posenc_cli", "scale", *args, "--engine", "llama-cpp-python"],
                          capture_output=True, text=True, check=True, cwd=REPO)
     argv = shlex.split(out.stdout.strip())
     assert argv[:3] == ["python", "-m", "llama_cpp.server"], argv
@@ -58,14 +58,14 @@ def llama_server_binary() -> str | None:
 
 
 def native_command(*flags: str, model: Path = FIXTURE) -> list[str]:
-    """``llama-server -m MODEL FLAGS``; flags as ``posenc scale --format llama.cpp`` prints them."""
+    """``llama-server -m MODEL FLAGS``; flags as ``posenc scale --engine llama.cpp`` prints them."""
     binary = llama_server_binary()
     assert binary is not None
     return [binary, "-m", str(model), "-t", "1", *flags]
 
 
 def native_scale_flags(*args: str, model: Path = FIXTURE) -> list[str]:
-    out = subprocess.run([sys.executable, "-m", "posenc_cli", "scale", *args, "--config", str(model), "--format",
+    out = subprocess.run([sys.executable, "-m", "posenc_cli", "scale", *args, "--config", str(model), "--engine",
                           "llama.cpp"], capture_output=True, text=True, check=True, cwd=REPO)
     return shlex.split(out.stdout.strip())
 

@@ -269,7 +269,7 @@ def test_engine_command_lines_name_the_model_folder(tmp_path: Path) -> None:
     folder.mkdir()
     shutil.copy(CORPUS / "qwen3-8b.json", folder / "config.json")
     for fmt in ("vllm", "sglang", "llama-cpp-python"):
-        line = ok(run("scale", "yarn", "--config", str(folder), "--factor", "4", "--format", fmt)).stdout
+        line = ok(run("scale", "yarn", "--config", str(folder), "--factor", "4", "--engine", fmt)).stdout
         assert "MODEL" not in line and str(folder) in line, line
     report = json.loads(run("check", str(folder), "--json").stdout)
     for engine in report["engines"]:
@@ -278,7 +278,7 @@ def test_engine_command_lines_name_the_model_folder(tmp_path: Path) -> None:
 
 
 def test_a_v5_file_stays_v5_through_scale(tmp_path: Path) -> None:
-    """transformers 5 writes rope_parameters; scale --config -o keeps it (no --format needed)."""
+    """transformers 5 writes rope_parameters; scale --config -o keeps it (no --engine needed)."""
     cfg = json.loads((CORPUS / "qwen3-8b.json").read_text())
     converted = json.loads(ok(run("convert", str(CORPUS / "qwen3-8b.json"), "--to", "v5")).stdout)
     assert "rope_parameters" in converted and "rope_scaling" not in converted
@@ -336,7 +336,7 @@ def test_a_hub_id_is_named_as_given_in_every_printed_command() -> None:
         return proc.stdout
 
     hub = "Qwen/Qwen2.5-7B-Instruct"
-    line = posenc("scale", "yarn", "--config", hub, "--factor", "4", "--format", "vllm")
+    line = posenc("scale", "yarn", "--config", hub, "--factor", "4", "--engine", "vllm")
     assert shlex.split(line)[:3] == ["vllm", "serve", hub]
     command = json.loads(posenc("pick", "--ctx", "128k", "--config", hub, "--json"))["extension"]["command"]
     assert shlex.split(command)[:5] == ["posenc", "scale", "yarn", "--config", hub]
@@ -345,9 +345,9 @@ def test_a_hub_id_is_named_as_given_in_every_printed_command() -> None:
 
 
 def test_the_native_window_in_the_other_format_is_the_converted_file(tmp_path: Path) -> None:
-    """Unchanged numbers, the form asked for: --format hf-v5 on a v4 file at its own window is posenc convert."""
+    """Unchanged numbers, the form asked for: --engine hf-v5 on a v4 file at its own window is posenc convert."""
     path = CORPUS / "llama-3.1-8b-instruct.json"
     dest = tmp_path / "v5.json"
-    ok(run("scale", "llama3", "--config", str(path), "--target", "128k", "--format", "hf-v5", "-o", str(dest)))
+    ok(run("scale", "llama3", "--config", str(path), "--target", "128k", "--engine", "hf-v5", "-o", str(dest)))
     converted = json.loads(ok(run("convert", str(path), "--to", "v5")).stdout)
     assert json.loads(dest.read_text()) == converted

@@ -304,7 +304,7 @@ def test_refusals_name_why(twins: Any, tmp_path: Path) -> None:
                        "ntk (a new base) cannot be written into a phi3 GGUF")
     assert_usage_error(run("scale", "yarn", "--target", "256k", "--config", str(llama), "--in-place"),
                        "never writes over a GGUF")
-    assert_usage_error(run("scale", "yarn", "--target", "256k", "--config", str(llama), "-o", out, "--format",
+    assert_usage_error(run("scale", "yarn", "--target", "256k", "--config", str(llama), "-o", out, "--engine",
                            "vllm"), "writes a new GGUF")
     assert not (tmp_path / "new.gguf").exists()
 

@@ -1,8 +1,8 @@
 """``posenc pick --trainer NAME`` through the real CLI, and the ``posenc scale --seq-len`` it is built on.
 
-Oracles: every run a plan lists (pre-training, each stage) carries its ``posenc scale ... --seq-len L --format NAME``
+Oracles: every run a plan lists (pre-training, each stage) carries its ``posenc scale ... --seq-len L --engine NAME``
 command, and that command, run through the CLI, prints exactly the settings and caveats the plan shows (or refuses
-with exactly the plan's refusal); ``--format hf-v5`` of the same command gives the rope dict and window the plan says
+with exactly the plan's refusal); ``--engine hf-v5`` of the same command gives the rope dict and window the plan says
 the run trains with. The serving config's frequencies equal the last stage's (posenc_cli.rope.frequencies, rtol 1e-6:
 both sides are the same float32 computation, so anything above float32 noise, about 6e-8, is a real difference).
 A plan written with ``--trainer`` stays readable by ``posenc audit --trained-with``.
@@ -79,7 +79,7 @@ def check_against_scale(one: dict[str, Any]) -> None:
 
 def v5_of(command: str) -> dict[str, Any]:
     argv = shlex.split(command)
-    argv[argv.index("--format") + 1] = "hf-v5"
+    argv[argv.index("--engine") + 1] = "hf-v5"
     out: dict[str, Any] = json.loads(ok(run(*argv[1:])).stdout)
     return out
 
@@ -129,7 +129,7 @@ def test_every_run_is_what_scale_prints(plan: str, trainer: str) -> None:
 
 @pytest.mark.parametrize("plan", PLANS)
 def test_runs_train_the_rope_their_command_gives(plan: str) -> None:
-    """``--format hf-v5`` of each run's command: the rope dict and window the plan says the run trains with."""
+    """``--engine hf-v5`` of each run's command: the rope dict and window the plan says the run trains with."""
     t = pick_trainer(PLANS[plan], "axolotl")["trainer"]
     for one in runs_of(t):
         v5 = v5_of(one["command"])
@@ -171,7 +171,7 @@ def test_the_engines_commands_run(plan: str) -> None:
     assert set(serving["engines"]) == set(ENGINES)
     for engine, command in serving["engines"].items():
         argv = shlex.split(command)
-        assert argv[-2:] == ["--format", engine] and argv[:-2] == shlex.split(serving["command"])
+        assert argv[-2:] == ["--engine", engine] and argv[:-2] == shlex.split(serving["command"])
         refusal = serving["engine_refusals"].get(engine)
         if refusal is None:
             ok(run(*argv[1:]))
@@ -200,7 +200,7 @@ def test_text_shows_the_runs_and_the_refusal() -> None:
     assert text.count("REFUSED: Megatron-LM up to 0.19.2 never forwards --rope-scaling-factor") == 2
     assert ("stage 1: 128k -> 512k, sequences of 524,288 tokens, 5B tokens (9,537 sequences; --train-samples 9537)"
             in text)
-    assert "--seq-len 512k --format megatron" in text and "vllm: posenc scale llama3" in text
+    assert "--seq-len 512k --engine megatron" in text and "vllm: posenc scale llama3" in text
     assert result.stderr.startswith("note: megatron cannot train 2 of the plan's runs")
     fine = ok(run("pick", *PLANS["llama31-1m-staged"], "--trainer", "torchtitan"))
     assert "REFUSED" not in fine.stdout and "training.seq_len = 1048576" in fine.stdout
@@ -239,29 +239,29 @@ BARE = ["scale", "yarn", "--original-max", "32k", "--target", "128k", "--theta",
 
 
 def test_seq_len_keeps_the_rope_dict_and_sets_the_lengths() -> None:
-    whole = json.loads(ok(run(*BARE, "--format", "hf-v5")).stdout)
-    stage = json.loads(ok(run(*BARE, "--seq-len", "64k", "--format", "hf-v5")).stdout)
+    whole = json.loads(ok(run(*BARE, "--engine", "hf-v5")).stdout)
+    stage = json.loads(ok(run(*BARE, "--seq-len", "64k", "--engine", "hf-v5")).stdout)
     assert stage == {"rope_parameters": whole["rope_parameters"], "max_position_embeddings": 65536}
-    argv = shlex.split(ok(run(*BARE, "--seq-len", "64k", "--format", "megatron")).stdout)
+    argv = shlex.split(ok(run(*BARE, "--seq-len", "64k", "--engine", "megatron")).stdout)
     assert argv[argv.index("--seq-length") + 1] == "65536"
     assert argv[argv.index("--max-position-embeddings") + 1] == "65536"
     assert argv[argv.index("--rotary-scaling-factor") + 1] == "4"
-    assert "--seq-length" not in ok(run(*BARE, "--format", "megatron")).stdout
+    assert "--seq-length" not in ok(run(*BARE, "--engine", "megatron")).stdout
 
 
 def test_seq_len_bad_input() -> None:
-    assert_usage_error(run(*BARE, "--seq-len", "256k", "--format", "axolotl"), "--seq-len", "131072")
-    assert_usage_error(run(*BARE, "--seq-len", "64k", "--format", "vllm"), "--seq-len", "vllm", "megatron")
-    assert_usage_error(run(*BARE, "--seq-len", "lots", "--format", "trl"), "--seq-len")
+    assert_usage_error(run(*BARE, "--seq-len", "256k", "--engine", "axolotl"), "--seq-len", "131072")
+    assert_usage_error(run(*BARE, "--seq-len", "64k", "--engine", "vllm"), "--seq-len", "vllm", "megatron")
+    assert_usage_error(run(*BARE, "--seq-len", "lots", "--engine", "trl"), "--seq-len")
 
 
 def test_llamafactory_refuses_a_stage_its_cutoff_cannot_train() -> None:
     """cutoff_len is LLaMA-Factory's training length and its factor: 64k gives yarn x2, not the plan's x4."""
-    line = assert_usage_error(run(*BARE, "--seq-len", "64k", "--format", "llamafactory"),
+    line = assert_usage_error(run(*BARE, "--seq-len", "64k", "--engine", "llamafactory"),
                               "ceil(cutoff_len / 32768)", "training at 65536", "yarn factor 2, not 4",
                               "nearest: rope_scaling yarn with cutoff_len 131072")
     assert "inv_freq off by up to" in line
-    ok(run(*BARE, "--seq-len", "128k", "--format", "llamafactory"))
+    ok(run(*BARE, "--seq-len", "128k", "--engine", "llamafactory"))
 
 
 def test_audit_reads_a_megatron_stage_as_the_plans_rope(tmp_path: Path) -> None:

@@ -455,7 +455,7 @@ def _request_from_argv(argv: list[str]) -> scaling.ScaleRequest:
 @pytest.mark.parametrize("argv", CLI_CASES, ids=lambda a: " ".join(a[:5]))
 def test_scale_cli_output_loads_cleanly(argv: list[str], fmt: str, tmp_path: Path) -> None:
     """The real command's stdout, merged into a Llama config.json and read with from_pretrained."""
-    result = ok(run("scale", *argv, "--format", fmt))
+    result = ok(run("scale", *argv, "--engine", fmt))
     printed = json.loads(result.stdout)
     req = _request_from_argv(argv)
     folder = tmp_path / "model"
@@ -473,7 +473,7 @@ def test_scale_cli_output_loads_cleanly(argv: list[str], fmt: str, tmp_path: Pat
 def test_scale_cli_patched_fixture_loads_cleanly(fmt: str, tmp_path: Path) -> None:
     """`posenc scale --config llama-3.1-8b.json -o ...`: the patched real config loads and means what posenc says."""
     out = tmp_path / "config.json"
-    ok(run("scale", "yarn", "--config", str(FIXTURES / "llama-3.1-8b.json"), "--factor", "4", "--format", fmt,
+    ok(run("scale", "yarn", "--config", str(FIXTURES / "llama-3.1-8b.json"), "--factor", "4", "--engine", fmt,
            "-o", str(out)))
     patched = json.loads(out.read_text())
     config = load_clean(patched)

@@ -201,7 +201,7 @@ def test_a_toy_type_is_inspected(toy: RopeType, tmp_path: Path) -> None:
 
 def test_a_toy_type_is_scaled(toy: RopeType) -> None:
     out = json.loads(ok(run("scale", "toyscale", "--original-max", "4k", "--target", "16k", "--head-dim", "64",
-                            "--format", "hf-v5")).stdout)
+                            "--engine", "hf-v5")).stdout)
     rope = out["rope_parameters"]
     assert rope["rope_type"] == "toy" and rope["factor"] == 4.0
     freqs = frequencies.compute(frequencies.RopeSpec(rope, 64, 16384))

@@ -123,8 +123,11 @@ def test_base_model_is_the_option_base_its_old_name(tmp_path: Path) -> None:
     old = run("audit", ckpt, "--trained-with", train, "--base", base, "--json")
     new = run("audit", ckpt, "--trained-with", train, "--base-model", base, "--json")
     assert old.stdout == new.stdout and findings(new) == ["reset-factor", "window"]
-    assert_usage_error(run("audit", ckpt, "--trained-with", train, "--base-model", base, "--base", base),
+    other = write_json(tmp_path, LLAMA2, "other.json")
+    assert_usage_error(run("audit", ckpt, "--trained-with", train, "--base-model", base, "--base", other),
                        "--base is the old name of --base-model")
+    both = run("audit", ckpt, "--trained-with", train, "--base-model", base, "--base", base, "--json")
+    assert both.stdout == new.stdout  # the same value under both names is one answer
     args = text(tmp_path, "a.sh", "--position-embedding-type rope\n")
     assert_usage_error(run("audit", ckpt, "--trained-with", args, "--base-model", base),
                        "--base-model is for LLaMA-Factory")

@@ -1,4 +1,4 @@
-"""``posenc scale --format megatron|megatron-bridge|torchtitan|torchtune`` against the frameworks' own RoPE code.
+"""``posenc scale --engine megatron|megatron-bridge|torchtitan|torchtune`` against the frameworks' own RoPE code.
 
 For every trainer x rope type x corpus config it applies to, the CLI either prints settings that, fed to the real
 framework class (tests/harness/core_trainers_harness.py: megatron-core 0.19.2, torchtitan 0.3.0, torchtune 0.6.1), give
@@ -6,7 +6,7 @@ transformers' inv_freq (rtol 1e-6, as tests/rope/test_frequencies_parity.py) and
 one ``error:``
 line whose measured difference is what the framework really computes.
 
-transformers' numbers come from transformers itself (the patched config that ``--format hf-v5 -o -`` writes, through
+transformers' numbers come from transformers itself (the patched config that ``--engine hf-v5 -o -`` writes, through
 the model's rotary class), never from posenc.
 
 Tolerances: inv_freq rtol 1e-6: float32 rounding (the frameworks compute in float32 in another operation order;
@@ -87,12 +87,12 @@ GPT_IDS = [i for i, (name, _) in zip(IDS, CASES, strict=True) if not name.starts
 
 
 def scale(name: str, args: list[str], fmt: str) -> Any:
-    return run("scale", *args, "--config", str(CORPUS / f"{name}.json"), "--format", fmt)
+    return run("scale", *args, "--config", str(CORPUS / f"{name}.json"), "--engine", fmt)
 
 
 def transformers_numbers(name: str, args: list[str]) -> tuple[np.ndarray, float, Any]:
     """inv_freq, attention factor and config transformers builds from the config posenc writes for the request."""
-    patched = json.loads(ok(run("scale", *args, "--config", str(CORPUS / f"{name}.json"), "--format", "hf-v5",
+    patched = json.loads(ok(run("scale", *args, "--config", str(CORPUS / f"{name}.json"), "--engine", "hf-v5",
                                 "-o", "-")).stdout)
     cfg = quiet_config(AutoConfig.for_model, **patched)
     inv, attention = hf_frequencies(getattr(cfg, "text_config", None) or cfg)
@@ -233,7 +233,7 @@ def test_megatron_yarn_mscale_only_is_solved(monkeypatch: pytest.MonkeyPatch) ->
     _, yarn = th.megatron_rope()
     args = ["yarn", "--factor", "40", "--original-max", "4k", "--theta", "10000", "--head-dim", "64",
             "--mscale", "0.707", "--fine-tuned"]
-    result = ok(run("scale", *args, "--format", "megatron"))
+    result = ok(run("scale", *args, "--engine", "megatron"))
     naive = yarn._yarn_get_concentration_factor(40.0, 0.707, 0.0)
     hf = quiet_config(AutoConfig.for_model, model_type="llama", head_dim=64, hidden_size=64 * 8,
                       num_attention_heads=8, max_position_embeddings=40 * 4096,
@@ -401,7 +401,7 @@ def test_torchtitan(name: str, args: list[str]) -> None:
 
 def test_a_refusal_names_nothing_on_stdout() -> None:
     """A trainer that cannot express the request: one error line, exit 2 (no flags a user could paste)."""
-    assert_usage_error(run("scale", "dynamic", "--factor", "2", "--original-max", "4k", "--format", "torchtune"),
+    assert_usage_error(run("scale", "dynamic", "--factor", "2", "--original-max", "4k", "--engine", "torchtune"),
                        "torchtune has no dynamic RoPE")
 
 
@@ -410,9 +410,9 @@ def test_megatron_refuses_a_fractional_base(monkeypatch: pytest.MonkeyPatch) -> 
     """Megatron-LM's --rotary-base is an int: a static-NTK base whose rounding moves inv_freq is refused with what
     Megatron-Core computes at the rounded base."""
     line = assert_usage_error(run("scale", "ntk", "--factor", "2", "--original-max", "4k", "--theta", "3",
-                                  "--format", "megatron"), "--rotary-base takes an integer")
+                                  "--engine", "megatron"), "--rotary-base takes an integer")
     patched = json.loads(ok(run("scale", "ntk", "--factor", "2", "--original-max", "4k", "--theta", "3",
-                                "--format", "hf-v5")).stdout)
+                                "--engine", "hf-v5")).stdout)
     theta = patched["rope_parameters"]["rope_theta"]
     cfg = quiet_config(AutoConfig.for_model, model_type="llama", head_dim=128, hidden_size=1024,
                        num_attention_heads=8, **patched)
@@ -434,7 +434,7 @@ def test_only_a_trainer_format_loads_the_trainer_module(fmt: str) -> None:
     import sys
 
     code = ("import sys\nfrom posenc_cli.cli import app\n"
-            f"code = app(['scale', 'yarn', '--original-max', '32k', '--target', '128k', '--format', {fmt!r}], "
+            f"code = app(['scale', 'yarn', '--original-max', '32k', '--target', '128k', '--engine', {fmt!r}], "
             "standalone_mode=False)\nassert code in (0, None), code\n"
             "sys.__stderr__.write('LOADED ' + ' '.join(sorted(sys.modules)) + '\\n')\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -487,7 +487,7 @@ def mla_source(name: str) -> str:
 
 
 def mla_scale(name: str, args: list[str], fmt: str) -> Any:
-    return run("scale", *args, "--config", mla_source(name), "--format", fmt)
+    return run("scale", *args, "--config", mla_source(name), "--engine", fmt)
 
 
 def mla_transformers_numbers(name: str, args: list[str]) -> tuple[np.ndarray, float, float, Any]:
@@ -630,7 +630,7 @@ def test_a_stage_sets_each_trainers_own_training_length() -> None:
     the stage's length, while the rope flags stay the target's."""
     bare = ["scale", "yarn", "--original-max", "32k", "--target", "128k", "--theta", "1e6", "--head-dim", "128",
             "--seq-len", "64k"]
-    args = megatron_args(ok(run(*bare, "--format", "megatron")).stdout)
+    args = megatron_args(ok(run(*bare, "--engine", "megatron")).stdout)
     assert (args.seq_length, args.max_position_embeddings, args.rotary_scaling_factor) == (65536, 65536, 4.0)
     # pick's --train-samples for a stage's tokens: Megatron-LM makes its flags from TrainingConfig's fields
     fields = {n.target.id for n in ast.walk(th._tree(th.megatron_root() / "training" / "config" / "training_config.py"))
@@ -639,7 +639,7 @@ def test_a_stage_sets_each_trainers_own_training_length() -> None:
     from torchtitan.config.configs import TrainingConfig
 
     text = ok(run("scale", "ntk", "--original-max", "32k", "--factor", "1", "--theta", "1e6", "--head-dim", "128",
-                  "--seq-len", "16k", "--format", "torchtitan")).stdout
+                  "--seq-len", "16k", "--engine", "torchtitan")).stdout
     field, value = text.splitlines()[-1].split(" = ")
     assert field == "training.seq_len" and TrainingConfig(seq_len=int(value)).seq_len == 16384
     import dataclasses
@@ -660,5 +660,5 @@ def test_a_stage_sets_torchtunes_tokenizer_length() -> None:
     assert len(builders) >= 5
     assert all("max_seq_len" in [a.arg for a in [*n.args.args, *n.args.kwonlyargs]] for n in builders)
     text = ok(run("scale", "ntk", "--original-max", "32k", "--factor", "1", "--theta", "1e6", "--head-dim", "128",
-                  "--seq-len", "16k", "--format", "torchtune")).stdout
+                  "--seq-len", "16k", "--engine", "torchtune")).stdout
     assert text.splitlines()[-2:] == ["tokenizer:", "  max_seq_len: 16384"]

@@ -1,8 +1,8 @@
-"""``posenc scale --format llamafactory|axolotl|unsloth|trl`` against the trainers' own config handling
+"""``posenc scale --engine llamafactory|axolotl|unsloth|trl`` against the trainers' own config handling
 (tests/harness/trainers_harness.py says what runs and how): for each trainer, rope type and shipped config, what
 posenc prints
 goes through the trainer's code, and the frequencies transformers' rotary class computes from the config the trainer
-builds must be those of posenc's ``--format hf-v5`` config under transformers 5 (inv_freq rtol 1e-6, attention factor
+builds must be those of posenc's ``--engine hf-v5`` config under transformers 5 (inv_freq rtol 1e-6, attention factor
 rel 1e-6: both sides are float32 from transformers' own functions; LLaMA-Factory's side runs under transformers
 4.57.6, whose rope functions give the same float32 values). A refusal must be one ``error:`` line whose measured
 difference is what the trainer's nearest setting really computes (printed to 3 significant digits: rel 1%).
@@ -61,7 +61,7 @@ def corpus(name: str) -> dict[str, Any]:
 
 
 def argv(model: str, key: str, fmt: str) -> list[str]:
-    return ["scale", method_of(key), *METHODS[key], "--config", str(CORPUS / f"{model}.json"), "--format", fmt]
+    return ["scale", method_of(key), *METHODS[key], "--config", str(CORPUS / f"{model}.json"), "--engine", fmt]
 
 
 def quiet_config(data: dict[str, Any]) -> Any:
@@ -77,7 +77,7 @@ _REFS: dict[tuple[str, str], tuple[np.ndarray, float, int, dict[str, Any]] | Non
 
 
 def reference(model: str, key: str, tmp_path: Path) -> tuple[np.ndarray, float, int, dict[str, Any]] | None:
-    """transformers 5's numbers for posenc's own config (``--format hf-v5 -o``): inv_freq and attention at the
+    """transformers 5's numbers for posenc's own config (``--engine hf-v5 -o``): inv_freq and attention at the
     target (dynamic grows there), the target, and the patched config; None when posenc refuses the request."""
     if (model, key) not in _REFS:
         out = tmp_path / "posenc.json"
@@ -346,7 +346,7 @@ def test_axolotl_top_level_rope_misses_a_composite_config(tmp_path: Path) -> Non
     assert config.get_text_config().rope_parameters.get("rope_type") == "default"
     assert config.get_text_config().max_position_embeddings == 128000
     assert_usage_error(run("scale", "yarn", "--config", str(CORPUS / "qwen2.5-vl-7b-instruct.json"), "--factor",
-                           "2", "--format", "axolotl"), "text_config")
+                           "2", "--engine", "axolotl"), "text_config")
 
 
 # --- TRL ----------------------------------------------------------------------------------------------------------
@@ -437,6 +437,6 @@ def test_a_stage_sets_axolotls_sequence_len() -> None:
     from axolotl.utils.schemas.config import AxolotlInputConfig
 
     text = ok(run("scale", "yarn", "--original-max", "32k", "--target", "128k", "--theta", "1e6", "--head-dim", "128",
-                  "--seq-len", "64k", "--format", "axolotl")).stdout
+                  "--seq-len", "64k", "--engine", "axolotl")).stdout
     settings = yaml.safe_load(text)
     assert settings["sequence_len"] == 65536 and "sequence_len" in AxolotlInputConfig.model_fields

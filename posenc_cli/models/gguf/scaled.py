@@ -101,13 +101,13 @@ def _refuse(facts: GgufFacts, rope_type: str) -> None:
     if allowed is None:
         known = ", ".join(WRITTEN_ARCHS)
         raise PosencError(f"posenc writes rope scaling into GGUFs of the architectures {known}, proven on GGUFs made "
-                          f"by llama.cpp's converter; this one is {arch}: patch config.json with `--format hf "
+                          f"by llama.cpp's converter; this one is {arch}: patch config.json with `--engine hf "
                           "-o DIR/config.json` and convert it with convert_hf_to_gguf.py")
     if arch in LOG_MULTIPLIER_ARCHS and not facts.yarn_log_multiplier:
         raise PosencError(f"posenc writes {arch} GGUFs converted from a Ministral 3 config (they carry "
                           "rope.scaling.yarn_log_multiplier); this one has none, so it comes from another Mistral 3 "
                           "config (Mistral Small 3.x), whose conversion is not proven here: patch config.json with "
-                          "`--format hf -o DIR/config.json` and convert it with convert_hf_to_gguf.py")
+                          "`--engine hf -o DIR/config.json` and convert it with convert_hf_to_gguf.py")
     if arch in LOG_MULTIPLIER_ARCHS and rope_type != "yarn":
         raise PosencError(f"{'ntk (a new base)' if rope_type == 'default' else rope_type} cannot be written into "
                           f"a {arch} GGUF of Ministral 3: convert_hf_to_gguf.py writes YaRN only for it (it asserts "
