@@ -29,6 +29,7 @@ from posenc_cli.plots.drawings import (
     MIN_DPI,
     Drawn,
 )
+from posenc_cli.rope.rope_types import DEFAULT_THETA
 from posenc_cli.rope.scaling import MAX_HEAD_DIM
 from posenc_cli.scale.options import ScaleOptions
 from posenc_cli.units import format_length
@@ -105,7 +106,7 @@ def rope(
     max_len: Annotated[str | None, typer.Option(
         help=f"Positions; {LENGTHS}.", show_default="4096, or the target with --method")] = None,
     head_dim: HeadDimOpt = 128,
-    theta: ThetaOpt = 10000.0,
+    theta: ThetaOpt = DEFAULT_THETA,
     method: Annotated[str | None, typer.Option(
         help="Scaling method drawn beside the original: linear, ntk, dynamic, yarn, longrope, llama3.",
         show_default="none")] = None,
@@ -150,7 +151,7 @@ def alibi(
 @scaling_options("original_max factor target methods *")
 def frequencies(
     head_dim: HeadDimOpt = 128,
-    theta: ThetaOpt = 10000.0,
+    theta: ThetaOpt = DEFAULT_THETA,
     scale_options: ScaleOptions = GIVEN,
     methods: Annotated[str, typer.Option(
         help="Comma-separated: linear, ntk, dynamic, yarn, longrope, llama3.")] = "linear,ntk,yarn,llama3",

@@ -15,6 +15,7 @@ from posenc_cli.cli.output import console, print_json
 from posenc_cli.errors import ExitCode, PosencError
 from posenc_cli.models.config_keys import declared_dtype
 from posenc_cli.models.sources import describe_source, read_source
+from posenc_cli.rope.rope_types import DEFAULT_THETA
 from posenc_cli.rope.scaling import MAX_HEAD_DIM, check_head_dim, check_theta
 from posenc_cli.units import check_int, check_number, format_length, parse_length
 
@@ -123,7 +124,7 @@ def _run_generic(head_dim: int | None, theta: float | None, layout: str | None, 
     else:
         raise PosencError(f"--layout {layout!r} is not known; use interleaved, rotate-half or both")
     settings = core.VerifySettings(
-        head_dim=128 if head_dim is None else head_dim, base=10000.0 if theta is None else theta, layouts=layouts,
+        head_dim=128 if head_dim is None else head_dim, base=DEFAULT_THETA if theta is None else theta, layouts=layouts,
         trials=trials, max_position=window or 1 << 20, dtype=dtype or "float64", seed=seed, tolerance=tolerance,
     )
     return core.run(settings)
@@ -206,7 +207,7 @@ def _render_generic(report: VerifyReport) -> None:
     out = console()
     half = s.dtype != s.check_dtype.name
     where = f" (checks in {s.check_dtype.name})" if half else ""
-    table = Table(title=f"posenc verify: head_dim={s.head_dim} base={s.base:g} dtype={s.dtype}{where} tol={s.tol:g}")
+    table = Table(title=f"posenc verify: head_dim={s.head_dim} theta={s.base:g} dtype={s.dtype}{where} tol={s.tol:g}")
     for col in ("check", "result", "max rel err", "detail"):
         table.add_column(col)
     for c in report.checks:

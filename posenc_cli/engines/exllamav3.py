@@ -85,6 +85,7 @@ def settings(cfg: dict[str, Any], head_dim: int) -> dict[str, Any]:
             return default
 
     return {"head_dim": head_dim,
+            # framework fact: this package's own default base (10000), read as it reads it
             "rope_theta": lenient(float, ["rope_theta", "rope_parameters->rope_theta"], 10000.0),
             "rope_scaling": _read(cfg, dict, ["rope_scaling", "rope_parameters"], None),
             "rotary_dim": _read(cfg, int, ["rotary_dim"], None),

@@ -266,6 +266,7 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
     for g in groups_of if why is None else []:
         p, window, over = served(dict(g.spec.params), model.max_position_embeddings or 0, cfg)
         try:
+            # framework fact: this package's own default base (10000), read as it reads it
             rope = parse(p, float(p.get("rope_theta", 10000.0)), g.spec.head_dim, window)
         except ValueError as exc:
             why = f"{WILL_NOT_START}: TurboMind's parser raises {exc}"

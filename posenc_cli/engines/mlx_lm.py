@@ -285,6 +285,7 @@ def layer_ropes(cfg: dict[str, Any]) -> tuple[str, list[MlxRope | None], float]:
     full = initialize_rope(dims, theta, traditional, scaling, mpe if name != "gpt_oss" else None)
     if reader.kind == "gemma3":
         pattern = int(_get(text, "sliding_window_pattern", 6))
+        # framework fact: this package's own default base (10000), read as it reads it
         local = MlxRope("RoPE", head_dim, float(_get(text, "rope_local_base_freq", 10000.0)), False)
         return name, [local if (i + 1) % pattern else full for i in range(n)], softmax
     if reader.kind == "olmo3":

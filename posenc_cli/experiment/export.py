@@ -5,7 +5,7 @@ layout ``out x in``):
 
 * :func:`write_gguf` writes what llama.cpp's ``convert_hf_to_gguf.py`` would for that checkpoint: architecture
   ``llama``, float32 tensors named ``token_embd``, ``blk.N.attn_q``, ..., ``output``; the attn_q / attn_k rows of
-  each head permuted from transformers' half-split RoPE layout (pairs ``i, i + d/2``) to the interleaved pairs
+  each head permuted from transformers' rotate-half RoPE layout (pairs ``i, i + d/2``) to the interleaved pairs
   (``2i, 2i + 1``) llama.cpp's llama architecture rotates (:func:`permute_rope_rows`); and the byte-fallback SPM
   vocabulary of :mod:`posenc_cli.evaluation.bytevocab` (``tokenizer.ggml.model`` ``llama``, BOS added, no space prefix).
 * :func:`write_hf_folder` writes ``config.json``, ``model.safetensors`` (written here: an 8-byte little-endian header
@@ -34,7 +34,7 @@ ARCH = "llama"
 
 
 def permute_rope_rows(weights: npt.NDArray[np.float32], n_head: int) -> npt.NDArray[np.float32]:
-    """Rows of each of ``n_head`` heads from the half-split order to interleaved pairs (``LlamaModel.permute``)."""
+    """Rows of each of ``n_head`` heads from the rotate-half order to interleaved pairs (``LlamaModel.permute``)."""
     rows = weights.shape[0]
     return np.ascontiguousarray(weights.reshape(n_head, 2, rows // n_head // 2, *weights.shape[1:])
                                 .swapaxes(1, 2).reshape(weights.shape))

@@ -6,7 +6,7 @@ factor
 (plain, linear interpolation, static NTK, YaRN) from :func:`posenc_cli.rope.scaling.make_request` and
 :func:`posenc_cli.rope.frequencies.for_request` (or :func:`~posenc_cli.rope.frequencies.compute`), the code ``posenc
 scale``
-uses. This module only turns those numpy arrays into tensors and applies them: RoPE in the half-split layout
+uses. This module only turns those numpy arrays into tensors and applies them: RoPE in the rotate-half layout
 (``rotate_half``, as Hugging Face Llama), with the attention factor multiplying cos and sin; ALiBi as
 ``-m_h * (i - j)`` added to the causal scores.
 """
@@ -86,7 +86,7 @@ def rope_cos_sin(rotary: Rotary, length: int, device: torch.device | str = "cpu"
 
 
 def apply_rope_half(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """RoPE in the half-split layout: pair ``(i, i + d/2)`` turns by ``angle_i`` (``x`` is ``(..., seq, d)``)."""
+    """RoPE in the rotate-half layout: pair ``(i, i + d/2)`` turns by ``angle_i`` (``x`` is ``(..., seq, d)``)."""
     h = x.shape[-1] // 2
     a, b = x[..., :h], x[..., h:]
     return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)

@@ -1,7 +1,7 @@
 """``posenc experiment passkey``: a tiny Llama trained on the CPU to retrieve a passkey, in the eval template's format.
 
 The model is exactly the function transformers' ``LlamaForCausalLM`` computes (RMSNorm, q/k/v/o without bias,
-RoPE in the half-split ``rotate_half`` layout over the whole head, causal softmax attention scaled by
+RoPE in the rotate-half layout (``rotate_half``) over the whole head, causal softmax attention scaled by
 ``1/sqrt(head_dim)``, SwiGLU MLP, final RMSNorm, untied head), with parameters under transformers' names, so the
 state dict is the checkpoint. RoPE's inverse frequencies come from :func:`posenc_cli.rope.frequencies.compute` through
 :func:`posenc_cli.experiment.model.rotary_for`, the same code ``posenc experiment lm`` uses.

@@ -24,13 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from posenc_cli.models.value_checks import int_or_none
+from posenc_cli.rope.rope_types import DEFAULT_THETA
 
 
 @dataclass(frozen=True)
 class Kind:
     """What a text model type's config class assumes when config.json is silent."""
 
-    theta: float = 10000.0
+    theta: float = DEFAULT_THETA
     head_dim: int | None = None  # class default head_dim (None: hidden_size // num_attention_heads)
     max_positions: int | None = None
     partial: float | None = None  # class default partial_rotary_factor
@@ -163,7 +164,7 @@ def kind_of(text_type: str) -> Kind:
         if theta is None and rope and isinstance(rope.get("full_attention"), Mapping):
             theta = rope["full_attention"].get("rope_theta")  # per-layer defaults: the full-attention layers'
         fields = {
-            "theta": float(theta) if theta is not None else 10000.0,
+            "theta": float(theta) if theta is not None else DEFAULT_THETA,
             "head_dim": head.get("default"),
             "max_positions": int_or_none(defaults.get("max_position_embeddings")),
             "partial": gen.get("partial") if gen.get("partial") != 1.0 else None,  # 1.0 rotates all: no key

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from posenc_cli.errors import PosencError
 from posenc_cli.rope.attention_factors import longrope_attention_factor
-from posenc_cli.rope.rope_types import ALIASES
+from posenc_cli.rope.rope_types import ALIASES, DEFAULT_THETA
 
 # numpy loads only when numbers are computed (``posenc_cli.models.model_positions`` imports this module)
 if TYPE_CHECKING:
@@ -180,7 +180,7 @@ def standard_rope(text: Mapping[str, Any], *, theta_keys: tuple[str, ...] = ("ro
     rope.setdefault("rope_type", legacy or "default")
     rope["rope_type"] = ALIASES.get(str(rope["rope_type"]), str(rope["rope_type"]))
     theta = _number(_first(text, *theta_keys), "rope_theta")
-    rope.setdefault("rope_theta", theta if theta is not None else 10000.0)
+    rope.setdefault("rope_theta", theta if theta is not None else DEFAULT_THETA)
     partial = _number(_first(text, *partial_keys), "partial_rotary_factor")
     if partial is not None and partial != 1.0:
         rope.setdefault("partial_rotary_factor", partial)

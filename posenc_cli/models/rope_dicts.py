@@ -27,7 +27,7 @@ from posenc_cli.errors import PosencError
 from posenc_cli.models.config_keys import head_dim_of, text_config, with_class_defaults
 from posenc_cli.models.model_types import Kind, text_kind
 from posenc_cli.models.value_checks import int_or_none, is_number, shown
-from posenc_cli.rope.rope_types import ALIASES, ORIGINAL, record, rope_type_of
+from posenc_cli.rope.rope_types import ALIASES, DEFAULT_THETA, ORIGINAL, record, rope_type_of
 
 #: Model types whose config class rewrites a ``yarn`` (or ``su``) dict to ``longrope`` before reading it.
 REMAPS_YARN = frozenset({"phi3"})
@@ -107,7 +107,7 @@ def _gemma3(text: Mapping[str, Any], kind: Kind, max_pos: int | None) -> dict[st
         full.update(text["rope_scaling"])
     full.setdefault("rope_theta", text.get("rope_theta", 1e6))
     sliding = rp.get("sliding_attention") or {"rope_type": "default"}
-    sliding.setdefault("rope_theta", text.get("rope_local_base_freq", 10000.0))
+    sliding.setdefault("rope_theta", text.get("rope_local_base_freq", DEFAULT_THETA))
     return {"full_attention": _nested_standardize(full, max_pos),
             "sliding_attention": _nested_standardize(sliding, max_pos)}
 
@@ -130,7 +130,7 @@ def _gemma4(text: Mapping[str, Any], kind: Kind, max_pos: int | None) -> dict[st
     """Gemma4TextConfig: a per-layer-type rope_parameters as given (all or nothing), no legacy keys."""
     given = text.get("rope_parameters")
     if not isinstance(given, Mapping) or not given:
-        given = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        given = {"sliding_attention": {"rope_type": "default", "rope_theta": DEFAULT_THETA},
                  "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
                                     "rope_theta": 1000000.0}}
     return {k: _nested_standardize(dict(v), max_pos) for k, v in given.items() if isinstance(v, Mapping)}
@@ -147,7 +147,7 @@ def _deepseek_v4(text: Mapping[str, Any], kind: Kind, max_pos: int | None,
     if isinstance(rp.get("main"), dict) and isinstance(rp.get("compress"), dict):
         return {"main": rp["main"], "compress": rp["compress"]}
     yarn = _nested_standardize({k: v for k, v in rp.items() if k not in ("main", "compress")}, max_pos)
-    main = {"rope_type": "default", "rope_theta": float(text.get("rope_theta", 10000.0)),
+    main = {"rope_type": "default", "rope_theta": float(text.get("rope_theta", DEFAULT_THETA)),
             "partial_rotary_factor": prf}
     compress = {**yarn, "rope_theta": float(text.get("compress_rope_theta", 160000.0)), "partial_rotary_factor": prf}
     if compress["rope_type"] == "yarn":

@@ -23,7 +23,14 @@ import numpy as np
 import numpy.typing as npt
 
 from posenc_cli.errors import PosencError
-from posenc_cli.rope.encodings import alibi_bias, alibi_slopes, rope_inv_freq, sinusoidal, sinusoidal_inv_freq
+from posenc_cli.rope.encodings import (
+    SINUSOIDAL_BASE,
+    alibi_bias,
+    alibi_slopes,
+    rope_inv_freq,
+    sinusoidal,
+    sinusoidal_inv_freq,
+)
 from posenc_cli.rope.frequencies import Frequencies, default_inv_freq, for_request
 from posenc_cli.rope.scaling import ScaleRequest, rope_parameters
 
@@ -141,7 +148,7 @@ def _aggregate_columns(
 
 
 def heatmap_data_sinusoidal(
-    max_len: int, d_model: int, max_rows: int, max_cols: int, base: float = 10000.0
+    max_len: int, d_model: int, max_rows: int, max_cols: int, base: float = SINUSOIDAL_BASE
 ) -> Heatmap:
     """The sinusoidal encoding ``PE[pos, i]`` as a heatmap of at most ``max_rows x max_cols`` cells.
 

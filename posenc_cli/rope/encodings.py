@@ -27,7 +27,12 @@ import numpy as np
 import numpy.typing as npt
 
 from posenc_cli.errors import PosencError
+from posenc_cli.rope.rope_types import DEFAULT_THETA
 from posenc_cli.rope.slopes import alibi_slope_list
+
+#: The sinusoidal encoding's base (Vaswani et al. 2017: wavelengths 2*pi to 10000*2*pi); RoPE's default base is
+#: transformers' DEFAULT_THETA, the same number by RoFormer's choice, a separate setting.
+SINUSOIDAL_BASE = 10000.0
 
 Layout = Literal["interleaved", "rotate-half"]
 LAYOUTS: tuple[Layout, ...] = ("interleaved", "rotate-half")
@@ -71,7 +76,7 @@ def _check_base(base: float) -> float:
     return float(base)
 
 
-def sinusoidal_inv_freq(d_model: int, base: float = 10000.0) -> npt.NDArray[np.float64]:
+def sinusoidal_inv_freq(d_model: int, base: float = SINUSOIDAL_BASE) -> npt.NDArray[np.float64]:
     """Frequencies ``base ** (-2i / d_model)`` of the sinusoidal encoding's ``ceil(d_model / 2)`` pairs (float64)."""
     d = _positive_int(d_model, "d_model")
     n_pairs = (d + 1) // 2
@@ -80,7 +85,7 @@ def sinusoidal_inv_freq(d_model: int, base: float = 10000.0) -> npt.NDArray[np.f
 
 
 def sinusoidal(
-    n_positions: int, d_model: int, base: float = 10000.0, dtype: npt.DTypeLike = np.float64
+    n_positions: int, d_model: int, base: float = SINUSOIDAL_BASE, dtype: npt.DTypeLike = np.float64
 ) -> FloatArray:
     """Sinusoidal absolute encoding (Vaswani et al. 2017), shape ``(n_positions, d_model)``.
 
@@ -115,7 +120,7 @@ def float32_power(base: float, exponent: npt.NDArray[np.float32]) -> npt.NDArray
     return out
 
 
-def rope_inv_freq(rotary_dim: int, base: float = 10000.0, dtype: npt.DTypeLike = np.float64, *,
+def rope_inv_freq(rotary_dim: int, base: float = DEFAULT_THETA, dtype: npt.DTypeLike = np.float64, *,
                   odd: bool = False) -> FloatArray:
     """RoPE inverse frequencies ``base ** (-2i / rotary_dim)``, shape ``(rotary_dim // 2,)``.
 
@@ -165,7 +170,7 @@ def apply_rope(
     x: FloatArray,
     positions: npt.ArrayLike,
     *,
-    base: float = 10000.0,
+    base: float = DEFAULT_THETA,
     inv_freq: npt.ArrayLike | None = None,
     layout: Layout = "interleaved",
     attention_factor: float = 1.0,

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from posenc_cli.errors import PosencError
+from posenc_cli.rope.rope_types import DEFAULT_THETA as DEFAULT_THETA  # re-exported: the request's default base
 from posenc_cli.rope.rope_types import METHODS as METHODS  # posenc scale's methods, one per record: re-exported
 from posenc_cli.rope.rope_types import (
     NOT_NUMBERS,
@@ -48,7 +49,6 @@ TRAINING_FREE_CAP = 4.0
 #: Beyond this jump every published method fine-tunes (PI, YaRN, LongRoPE); the rules' ``training_free_cap_asked``.
 NO_FINETUNE_LIMIT = 8.0
 
-DEFAULT_THETA = 10000.0  # transformers' RotaryEmbeddingConfigMixin.default_theta
 DEFAULT_HEAD_DIM = 128
 
 # Input limits, checked by validate() so library callers get them too; the CLI's help text reads them from here.

@@ -37,6 +37,7 @@ from posenc_cli.rope.precision import (
     measure,
     rounding_bound,
 )
+from posenc_cli.rope.rope_types import DEFAULT_THETA
 
 # A shuffled input must change RoPE attention's output by more than this fraction of its largest value.
 _MOVES = 1e-2
@@ -51,7 +52,7 @@ class VerifySettings:
     """What ``posenc verify`` checks and how hard."""
 
     head_dim: int = 128
-    base: float = 10000.0
+    base: float = DEFAULT_THETA
     layouts: tuple[Layout, ...] = LAYOUTS
     trials: int = 16
     max_position: int = 1 << 20

@@ -502,6 +502,7 @@ def _read_flags(data: Any, path: str, exported: Mapping[str, Any] | None,
         raise PosencError(f"{path}: --position-embedding-type is {kind!r}"
                           + (" (Megatron-LM's default)" if "--position-embedding-type" not in args else "")
                           + ": the run trained no RoPE posenc can audit (rope or yarn)")
+    # framework fact: this package's own default base (10000), read as it reads it
     theta = _number(args, "--rotary-base", 10000.0, path, integer=True)
     assert theta is not None
     notes: list[str] = []

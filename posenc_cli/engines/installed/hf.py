@@ -5,7 +5,7 @@ modelled.
 
 Per rope group (a per-layer-type model such as Gemma 3: the class's ``{layer_type}_inv_freq`` buffers), one forward
 at the last position of a ``seq_len``-token sequence, as a generation of that length runs it, then the inverse
-frequencies (float32, half-split pairs: ``inv_freq[i]`` turns dims ``i`` and ``i + rotary_dim/2``) and the
+frequencies (float32, rotate-half pairs: ``inv_freq[i]`` turns dims ``i`` and ``i + rotary_dim/2``) and the
 attention scaling the module multiplies cos and sin by. The softmax scale (``query_pre_attn_scalar``, DeepSeek's
 mscale) is applied by the attention class, outside the rotary module: that one is posenc's modelled value.
 """

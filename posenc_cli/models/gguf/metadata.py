@@ -221,6 +221,7 @@ def gguf_config(facts: GgufFacts) -> dict[str, Any]:
     cfg: dict[str, Any] = {"model_type": "deepseek_v3" if deepseek else model_type}
     if facts.context_length is not None:
         cfg["max_position_embeddings"] = facts.context_length
+    # framework fact: this package's own default base (10000), read as it reads it
     theta = facts.rope_freq_base if facts.rope_freq_base is not None else 10000.0
     cfg["rope_theta"] = theta
     head_dim = facts.key_length
