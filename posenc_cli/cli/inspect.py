@@ -82,12 +82,13 @@ def _render(r: dict[str, Any]) -> None:
         if "bands" in layer:
             lines.append(("bands", ", ".join(f"{n} {b}" for b, n in layer["bands"].items())))
         if layer["rope_type"] in ("dynamic", "longrope"):
-            at = layer["seq_len"]
+            # no --seq-len: what transformers builds at init, before any sequence is seen
+            at = "as built" if layer["seq_len"] is None else f"at seq_len {layer['seq_len']:,}"
             d = layer["details"]
             if layer["rope_type"] == "dynamic":
-                lines.append((f"at seq_len {at}", f"effective theta {d['effective_theta']:,.1f}"))
+                lines.append((at, f"effective theta {d['effective_theta']:,.1f}"))
             else:
-                lines.append((f"at seq_len {at}", f"{d['factors_used']} factors (long above {d['switch_above']:,})"))
+                lines.append((at, f"{d['factors_used']} factors (long above {d['switch_above']:,})"))
         out += [f"{key:>17}: {value}" for key, value in lines]
         if layer.get("window_fact"):
             out.append(f"note: window from {layer['window_fact']}")
