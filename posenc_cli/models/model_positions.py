@@ -451,16 +451,22 @@ def _mla_softmax_scale(base: ModelPositions, text_type: str) -> None:
                                  f"mscale(factor {flat['factor']:g}, mscale_all_dim {flat['mscale_all_dim']:g})^2")
 
 
-def _gemma4_global_head_dim(base: ModelPositions, text: Mapping[str, Any]) -> None:
-    """Gemma 4's full-attention layers read ``global_head_dim`` (a re-saved config keeps it per layer index)."""
+def gemma4_global_head_dim(text: Mapping[str, Any]) -> int:
+    """The head dim of Gemma 4's full-attention layers: ``global_head_dim`` (a re-saved config keeps it per layer
+    index)."""
     global_dim = text.get("global_head_dim", 512)
     per_layer = text.get("per_layer_config")
     if isinstance(per_layer, Mapping):
         dims = [v.get("head_dim") for v in per_layer.values() if isinstance(v, Mapping) and v.get("head_dim")]
         global_dim = dims[0] if dims else global_dim
+    return int(global_dim)
+
+
+def _gemma4_global_head_dim(base: ModelPositions, text: Mapping[str, Any]) -> None:
+    """Gemma 4's full-attention layers rotate with :func:`gemma4_global_head_dim`."""
     for layer in base.layers:
         if layer.name == "full_attention":
-            layer.head_dim = int(global_dim)
+            layer.head_dim = gemma4_global_head_dim(text)
 
 
 def _query_scaling_notes(base: ModelPositions, text: Mapping[str, Any], text_type: str) -> list[str]:
