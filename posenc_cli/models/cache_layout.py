@@ -15,8 +15,11 @@ Per layer (:class:`LayerCache`) the facts an engine's memory model needs, none o
   Gemma 4's ``global_head_dim`` on full-attention layers);
 * ``states``: per sequence, :class:`StateTensor` shapes (no batch axis) and their dtype when it is not the compute
   dtype (transformers keeps gated-delta-net and Mamba2 recurrent states in float32);
-* ``mixer``: what the layer computes with (``"attention"``, ``"gated_delta_net"``, ``"mamba"``, ``"mamba2"``,
-  ``"short_conv"``, ``"lightning"``, ...).
+* ``mixer``: what the layer computes with (``"attention"``, ``"gated_delta_net"``, ``"kimi_delta"``, ``"mamba"``,
+  ``"mamba2"``, ``"short_conv"``, ``"lightning"``; ``"attention+mamba2"`` for a hybrid layer running both, as
+  Falcon-H1's do), ``"none"`` or ``"cross_attention"`` (Mllama: keys of the image tokens only, none for text);
+* ``indexer_dim``: DeepSeek Sparse Attention's indexer keys per token (DeepSeek V3.2, GLM-5), cached beside the
+  latent.
 
 ``CacheLayout.dtype`` is the compute dtype the config names (``dtype`` / ``torch_dtype``; None when it names none:
 transformers then loads the weights' own dtype, which a caller gives). :meth:`CacheLayout.groups` groups equal
@@ -29,18 +32,26 @@ do not grow, and transformers keeps MLA's latent as keys of ``kv_lora_rank`` and
 ``rope_dim``. ``tests/models/test_cache_layout.py`` checks both against the cache tensors of tiny random models of
 every causal-LM model type that builds on a CPU (``tests/data/layer_cache.json``).
 
+:func:`gguf_cache_layout` reads the same facts from a GGUF header as llama.cpp's metadata states them (per-layer KV
+heads, key and value lengths, MLA's latent, the sliding pattern, recurrent layers with their ``ssm.*`` sizes),
+without reading tensor data.
+
 The layer types come from :mod:`posenc_cli.models.model_positions` (one reading of ``layer_types``, sliding
 patterns and linear-attention layers), head sizes from :func:`~posenc_cli.models.config_keys.head_dim_of`.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from posenc_cli.errors import PosencError
 from posenc_cli.models.config_keys import declared_dtype, head_dim_of, text_config, with_class_defaults
+from posenc_cli.models.gguf.header import Skipped, read_header
+from posenc_cli.models.gguf.metadata import starts_with_gguf_magic
 from posenc_cli.models.model_positions import _layer_types, _no_rope_flags, gemma4_global_head_dim
 from posenc_cli.models.model_types import generated_layer_types, text_kind
 
@@ -83,6 +94,7 @@ class LayerCache:
     states: tuple[StateTensor, ...] = ()
     indexer_dim: int = 0  # DSA (DeepSeek V3.2, GLM-5): the indexer's key size per token, cached beside the keys
     indexer_dtype: str | None = None  # None: the compute dtype
+    ssm: SsmDims | None = None  # a GGUF's recurrent-layer sizes (engines size the states)
 
     @property
     def k_per_token(self) -> int:
@@ -175,6 +187,8 @@ def layer_types(text: Mapping[str, Any], text_type: str, n: int | None) -> list[
         raise PosencError(f"{text_type or 'the model'}: the config gives no layer count (num_hidden_layers)")
     kind = text_kind(text, text_type)
     found = _layer_types(text, text_type, n)
+    if found is None and text_type in _CLASS_LAYER_RULES:
+        found = _CLASS_LAYER_RULES[text_type](text, n)
     if found is None and text_type in _PURE_STATE_SPACE:
         found = ["linear_attention"] * n
     if found is None and text_type == "jamba":
@@ -203,6 +217,26 @@ def layer_types(text: Mapping[str, Any], text_type: str, n: int | None) -> list[
 #: Model types whose decoder layers each hold several attention blocks, each with its own cache entry (LongCat-Flash:
 #: two MLA blocks per layer)
 _CACHES_PER_LAYER = {"longcat_flash": 2}
+
+def _kimi_linear_types(text: Mapping[str, Any], n: int) -> list[str]:
+    """Kimi Linear: ``linear_attn_config``'s 1-indexed ``full_attn_layers`` and ``kda_layers``, else full attention
+    on every fourth layer after the first."""
+    linear = text.get("linear_attn_config")
+    if isinstance(linear, Mapping) and isinstance(linear.get("full_attn_layers"), list):
+        full = {int(i) - 1 for i in linear["full_attn_layers"]}
+        return ["full_attention" if i in full else "linear_attention" for i in range(n)]
+    return ["full_attention" if i and i % 4 == 0 else "linear_attention" for i in range(n)]
+
+
+#: Layer types a config class derives from the layer count in code no generated rule holds (the last layer forced to
+#: full attention, a dense head), when the file names none
+_CLASS_LAYER_RULES = {
+    "beam": lambda text, n: ["full_attention" if (i + 1) % 6 == 0 or i == n - 1 else "sliding_attention"
+                             for i in range(n)],
+    "flint": lambda text, n: ["full_attention" if i < 2 or i % 4 == 1 or i == n - 1 else "sliding_attention"
+                              for i in range(n)],
+    "kimi_linear": _kimi_linear_types,
+}
 
 #: Model types with no attention at all: every layer a state-space mixer
 _PURE_STATE_SPACE = frozenset({"mamba", "falcon_mamba", "mamba2"})
@@ -239,6 +273,8 @@ def _attention(text: Mapping[str, Any], text_type: str, lt: str, i: int) -> Laye
         kv_heads *= _SLIDING_KV_TIMES.get(text_type, 1)
     if kind.resolver == "gemma4" and lt == "full_attention":
         k_dim = gemma4_global_head_dim(text)
+    elif text_type == "zamba":  # its shared attention block's own head size
+        k_dim = _need(text, text_type, "attention_head_dim")
     else:
         k_dim = head_dim_of(text, kind, text_type) or (_int(text, "hidden_size", "d_model") or 0) // heads
     v_dim = _int(text, "v_head_dim") or k_dim
@@ -254,12 +290,22 @@ def cache_layout(cfg: Mapping[str, Any]) -> CacheLayout:
     types = layer_types(text, text_type, n)
     per_layer = _CACHES_PER_LAYER.get(text_type, 1)
     types = [t for t in types for _ in range(per_layer)]
-    layers = [_layer(text, text_type, lt, i) for i, lt in enumerate(types)]
+    layers = [_layer(_layer_config(text, i), text_type, lt, i) for i, lt in enumerate(types)]
     _share(text, types, layers)
     dtype, source = declared_dtype(cfg)
     if dtype is None:
         source = "the config names no dtype: transformers loads the weights' own"
     return CacheLayout(str(cfg.get("model_type") or "") or None, text_type, dtype, source, layers)
+
+
+def _layer_config(text: Mapping[str, Any], i: int) -> Mapping[str, Any]:
+    """Layer i's config: ``per_layer_config``'s entry for it (keyed by its index, zero-padded or not) over the rest
+    (transformers' heterogeneous configs: dots3's sliding layers have their own ``kv_lora_rank``)."""
+    per_layer = text.get("per_layer_config")
+    if not isinstance(per_layer, Mapping):
+        return text
+    own = next((v for k, v in per_layer.items() if str(k).isdigit() and int(k) == i and isinstance(v, Mapping)), None)
+    return {**text, **own} if own else text
 
 
 _ATTENTION_TYPES = {"full_attention": "full", "indexed_attention": "full", "sliding_attention": "sliding",
@@ -291,7 +337,8 @@ def _layer(text: Mapping[str, Any], text_type: str, lt: str, i: int) -> LayerCac
 
 #: which state-space or linear-attention mixer a model type's state layers run
 _GATED_DELTA_NET = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "lara_mini", "olmo_hybrid"})
-_MAMBA = frozenset({"mamba", "falcon_mamba", "jamba"})
+_MAMBA = frozenset({"mamba", "falcon_mamba", "jamba", "zamba"})
+_KIMI_DELTA = frozenset({"kimi_linear", "bailing_hybrid"})
 _MAMBA2 = frozenset({"mamba2", "nemotron_h", "bamba", "granitemoehybrid", "falcon_h1"})
 _SHORT_CONV = frozenset({"lfm2", "lfm2_moe", "lfm3"})
 _LIGHTNING = frozenset({"minimax"})
@@ -307,12 +354,25 @@ def _states(text: Mapping[str, Any], text_type: str, lt: str) -> tuple[str, tupl
         dk, dv = need("linear_key_head_dim"), need("linear_value_head_dim")
         conv = StateTensor("conv_states.0", (2 * nk * dk + nv * dv, need("linear_conv_kernel_dim")))
         return "gated_delta_net", (conv, StateTensor("recurrent_states.0", (nv, dk, dv), "float32"))
+    if text_type in _KIMI_DELTA:  # Kimi Delta Attention: short convolutions over q, k and v
+        linear = text.get("linear_attn_config")
+        if isinstance(linear, Mapping):  # the checkpoint's sub-dict, which the class reads these from
+            text = {**text, "linear_num_heads": linear.get("num_heads", text.get("linear_num_heads")),
+                    "linear_head_dim": linear.get("head_dim", text.get("linear_head_dim")),
+                    "linear_conv_kernel_dim": linear.get("short_conv_kernel_size",
+                                                         text.get("linear_conv_kernel_dim"))}
+        heads, head_dim = need("linear_num_heads"), need("linear_head_dim")
+        return "kimi_delta", (StateTensor("conv_states.0", (3 * heads * head_dim, need("linear_conv_kernel_dim"))),
+                              StateTensor("recurrent_states.0", (heads, head_dim, head_dim), "float32"))
     if text_type in _MAMBA:
-        inner = (need("mamba_expand") * need("hidden_size") if text_type == "jamba"
+        inner = (need("mamba_expand") * need("hidden_size") if text_type in ("jamba", "zamba")
                  else need("intermediate_size"))
         kernel, state = need("conv_kernel", "mamba_d_conv"), need("state_size", "mamba_d_state")
+        # Zamba splits the Mamba state into n_mamba_heads heads
+        ssm = (inner, state) if text_type != "zamba" else (need("n_mamba_heads"), inner // need("n_mamba_heads"),
+                                                            state)
         return "mamba", (StateTensor("conv_states.0", (inner, kernel)),
-                         StateTensor("recurrent_states.0", (inner, state), "float32"))
+                         StateTensor("recurrent_states.0", ssm, "float32"))
     if text_type in _MAMBA2:
         heads = need("mamba_num_heads", "mamba_n_heads", "num_heads")
         head_dim = need("mamba_head_dim", "mamba_d_head", *(("head_dim",) if text_type == "mamba2" else ()))
@@ -382,3 +442,120 @@ def transformers_cache(layout: CacheLayout, tokens: int, batch: int = 1, dtype: 
 def transformers_cache_bytes(layout: CacheLayout, tokens: int, batch: int = 1, dtype: str | None = None) -> int:
     """Bytes of :func:`transformers_cache`: what ``generate`` holds after ``tokens`` tokens of context."""
     return sum(t.nbytes for t in transformers_cache(layout, tokens, batch, dtype))
+
+
+# --- GGUF ---------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SsmDims:
+    """A state-space or linear-attention layer's sizes as a GGUF gives them (``{arch}.ssm.*``): each engine sizes
+    its own states from these."""
+
+    conv_kernel: int | None
+    inner_size: int | None
+    state_size: int | None
+    group_count: int | None
+    time_step_rank: int | None
+
+
+#: the ``{arch}.`` keys read from a GGUF for its cache facts
+_GGUF_KEYS = ("block_count", "embedding_length", "attention.head_count", "attention.head_count_kv",
+              "attention.key_length", "attention.value_length", "attention.kv_lora_rank", "rope.dimension_count",
+              "attention.sliding_window", "attention.sliding_window_pattern", "full_attention_interval",
+              "attention.shared_kv_layers", "ssm.conv_kernel", "ssm.inner_size", "ssm.state_size",
+              "ssm.group_count", "ssm.time_step_rank")
+_GGUF_SUFFIXES = tuple("." + key for key in _GGUF_KEYS)
+
+#: llama.cpp architectures whose every layer is recurrent (no attention at all)
+_GGUF_RECURRENT = frozenset({"mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"})
+
+#: llama.cpp architectures that set a sliding-window period in code (``hparams.set_swa_pattern(n)`` in their
+#: ``src/models`` loader: layer il slides when ``il % n < n - 1``) when the file names no pattern
+_GGUF_SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "gemma3n": 5, "cohere2": 4, "gpt-oss": 2, "exaone4": 4}
+
+
+def gguf_cache_layout(path: str | os.PathLike[str], label: str | None = None) -> CacheLayout:
+    """The cache facts of every layer of a GGUF model, from its header alone (stdlib: no tensor data is read).
+
+    Per layer llama.cpp's own metadata: ``attention.head_count_kv`` (a per-layer array where layers differ; 0 for a
+    recurrent or convolution layer), ``key_length`` / ``value_length`` (default ``embedding_length / head_count``),
+    MLA's ``kv_lora_rank`` with ``rope.dimension_count`` (one 576-wide latent for DeepSeek-V3, no V), the sliding
+    window with ``sliding_window_pattern`` (bools, or a period) or the architecture's period in llama.cpp's code,
+    ``full_attention_interval`` (Qwen3-Next, Qwen3.5: the other layers recurrent), and ``ssm.*`` sizes on recurrent
+    layers (:class:`SsmDims`; their states are the engine's to size). No dtype: the cache's is the engine's choice.
+    """
+    label = label or str(path)
+    if not starts_with_gguf_magic(Path(path), label):
+        raise PosencError(f"{label}: not a readable GGUF file (it does not start with the GGUF magic bytes)")
+    fields = read_header(path, label, lambda k: k == "general.architecture" or k.endswith(_GGUF_SUFFIXES)).fields
+    arch = fields.get("general.architecture")
+    if not isinstance(arch, str) or not arch:
+        raise PosencError(f"{label}: the GGUF file has no general.architecture, so its keys cannot be found")
+
+    def get(key: str) -> Any:
+        value = fields.get(f"{arch}.{key}")
+        if isinstance(value, Skipped):
+            raise PosencError(f"{label}: GGUF key {arch}.{key} holds {value}")
+        return value
+
+    n = get("block_count")
+    if not isinstance(n, int) or n <= 0:
+        raise PosencError(f"{label}: GGUF key {arch}.block_count is missing or not a positive integer")
+
+    def per_layer(key: str, default: int | None) -> list[int | None]:
+        value = get(key)
+        if isinstance(value, list):
+            if len(value) != n:
+                raise PosencError(f"{label}: GGUF key {arch}.{key} has {len(value)} entries for {n} layers")
+            return [int(v) for v in value]
+        return [int(value) if isinstance(value, int) else default] * n
+
+    heads = per_layer("attention.head_count", None)
+    kv_heads = per_layer("attention.head_count_kv", None)
+    embd = get("embedding_length")
+    window = get("attention.sliding_window")
+    sliding = _gguf_sliding(arch, n, window, get("attention.sliding_window_pattern"))
+    interval = get("full_attention_interval")
+    ssm = SsmDims(*(get(f"ssm.{k}") for k in ("conv_kernel", "inner_size", "state_size", "group_count",
+                                               "time_step_rank")))
+    rank, rope = get("attention.kv_lora_rank"), get("rope.dimension_count")
+    layers: list[LayerCache] = []
+    for il in range(n):
+        h, kv = heads[il], kv_heads[il] if kv_heads[il] is not None else heads[il]
+        recurrent = (arch in _GGUF_RECURRENT or kv == 0
+                     or (isinstance(interval, int) and interval > 0 and (il + 1) % interval != 0))
+        if recurrent:
+            layers.append(LayerCache("state", mixer=arch, ssm=ssm))
+            continue
+        if isinstance(rank, int) and rank > 0 and isinstance(rope, int):
+            layers.append(LayerCache("mla", 1, rank + rope, 0, mla=MlaDims(rank, rope)))
+            continue
+        if not h or not kv:
+            raise PosencError(f"{label}: GGUF layer {il} has no attention.head_count(_kv)")
+        k = get("attention.key_length") or (embd // h if isinstance(embd, int) else None)
+        if not isinstance(k, int):
+            raise PosencError(f"{label}: GGUF gives no attention.key_length nor embedding_length")
+        v = get("attention.value_length") or k
+        layer = LayerCache("full", kv, k, v)
+        if sliding[il] and isinstance(window, int):
+            layer = replace(layer, kind="sliding", window=window)
+        layers.append(layer)
+    shared = get("attention.shared_kv_layers")
+    if isinstance(shared, int) and shared > 0:
+        types = ["sliding" if s else "full" for s in sliding]
+        _share({"num_kv_shared_layers": shared}, types, layers)
+    return CacheLayout(None, arch, None, "a GGUF names no compute dtype: the engine picks its cache types", layers)
+
+
+def _gguf_sliding(arch: str, n: int, window: Any, pattern: Any) -> list[bool]:
+    """Which layers slide: none without a window; else the file's pattern (one bool per layer, or a period), else
+    the architecture's period in llama.cpp's code, else every layer."""
+    if not isinstance(window, int) or window <= 0:
+        return [False] * n
+    if isinstance(pattern, list) and len(pattern) == n:
+        return [bool(p) for p in pattern]
+    period = pattern if isinstance(pattern, int) and not isinstance(pattern, bool) and pattern > 0 else \
+        _GGUF_SWA_PERIOD.get(arch)
+    if period is None:
+        return [True] * n
+    return [il % period < period - 1 for il in range(n)]

@@ -42,6 +42,36 @@ SEQ = 11  # prompt tokens: past the window, and no head count or head size equal
 WINDOW = 5  # every sliding window and attention chunk, so the prompt runs past it
 DTYPE = "bfloat16"
 _WINDOW_KEYS = ("sliding_window", "attention_chunk_size")
+#: settings put into a model type's shrunk config so that it builds and shows its cache: a hybrid whose default layer
+#: pattern has no attention layer (which transformers' mask code refuses), expert counts the tiny config breaks
+OVERRIDES: dict[str, dict[str, Any]] = {
+    "granitemoehybrid": {"layer_types": ["mamba", "attention", "mamba", "attention"], "num_hidden_layers": 4},
+    "bamba": {"attn_layer_indices": [1, 5]},
+    "mamba2": {"hidden_size": 256, "num_heads": 8, "head_dim": 64, "state_size": 16, "time_step_rank": 16},
+    "zamba": {"hidden_size": 256, "attention_hidden_size": 512, "attention_head_dim": 128, "mamba_dt_rank": 16},
+    "kimi_linear": {"num_experts_per_token": 2},
+    "bailing_hybrid": {"num_expert_group": 1, "num_experts_per_token": 2},
+    "lfm2_moe": {"layer_types": ["conv", "full_attention", "conv", "conv", "full_attention", "conv", "conv",
+                                 "full_attention"]},
+}
+DERIVE = "(derived by the class)"
+#: Config settings the class derives its layer types from, as (label, model type, settings put into the shrunk
+#: config; :data:`DERIVE` deletes a key so the class derives it again). Every built text type whose config holds
+#: ``layer_types`` also gets a variant with them deleted (``"<text type> derived"``): the class's own rule.
+VARIANTS: list[tuple[str, str, dict[str, Any]]] = [
+    ("qwen2 sliding from layer 4", "qwen2", {"layer_types": DERIVE, "use_sliding_window": True,
+                                            "max_window_layers": 4}),
+    ("gemma3_text pattern 2", "gemma3_text", {"layer_types": DERIVE, "sliding_window_pattern": 2}),
+    ("qwen3_next interval 2", "qwen3_next", {"layer_types": DERIVE, "full_attention_interval": 2}),
+    ("llama4_text interval 2", "llama4_text", {"layer_types": DERIVE, "no_rope_layers": DERIVE,
+                                              "no_rope_layer_interval": 2}),
+    ("lfm2 conv", "lfm2", {"layer_types": ["conv", "full_attention", "conv", "conv", "full_attention", "conv"],
+                          "num_hidden_layers": 6, "full_attn_idxs": DERIVE}),
+    ("nemotron_h pattern", "nemotron_h", {"layers_block_type": DERIVE, "num_hidden_layers": DERIVE,
+                                          "hybrid_override_pattern": "M-M*-ME"}),
+    ("jamba period 2", "jamba", {"attn_layer_period": 2, "attn_layer_offset": 1}),
+]
+
 #: attributes of a cache layer that are bookkeeping, not cache memory
 _BOOKKEEPING = ("cumulative_length", "_sliding_window_tensor", "cumulative_length_linear", "indexer_position_ids")
 
@@ -148,11 +178,12 @@ def generative(model_type: str) -> str | None:
     return None if text_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES else "not a causal language model"
 
 
-def build(model_type: str, builds: dict[str, Any]) -> dict[str, Any]:
+def build(model_type: str, builds: dict[str, Any], overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """{"build": key} (the measurement stored in ``builds``), or {"skipped" / "failed": reason}."""
     reason = generative(model_type)
     if reason is not None:
         return {"skipped": reason}
+    overrides = {**OVERRIDES.get(model_type, {}), **(overrides or {})}
     try:
         text_cls, saved = _text_dict(model_type)
     except Exception as exc:  # noqa: BLE001 - a class that cannot build its own default config
@@ -160,6 +191,11 @@ def build(model_type: str, builds: dict[str, Any]) -> dict[str, Any]:
     errors: list[str] = []
     for layers in LAYER_COUNTS:
         d = shrink(saved, layers)
+        for key, value in overrides.items():
+            if value == DERIVE:
+                d.pop(key, None)
+            else:
+                d[key] = value
         text_type = str(d.get("model_type") or model_type)
         key = _key(text_type, d)
         if key not in builds:
@@ -170,13 +206,14 @@ def build(model_type: str, builds: dict[str, Any]) -> dict[str, Any]:
         if "failed" not in builds[key]:
             return {"build": key}
         errors.append(builds[key]["failed"])
-        if "parameters after shrinking" in errors[-1]:
+        if "parameters after shrinking" in errors[-1] or "num_hidden_layers" in overrides:
             break
     return {"failed": errors[0]}
 
 
-def generate(model_types: list[str] | None = None) -> dict[str, Any]:
-    """The layer-cache data for the installed transformers; ``model_types`` picks a sample, None all of them."""
+def generate(model_types: list[str] | None = None, variants: list[str] | None = None) -> dict[str, Any]:
+    """The layer-cache data for the installed transformers; ``model_types`` / ``variants`` (labels) pick a sample,
+    None all of them."""
     import torch
     import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
@@ -187,9 +224,18 @@ def generate(model_types: list[str] | None = None) -> dict[str, Any]:
     with quiet():
         for model_type in model_types if model_types is not None else sorted(CONFIG_MAPPING_NAMES):
             types[model_type] = build(model_type, builds)
+        found: dict[str, Any] = {}
+        derived = sorted({(b["text_type"], t) for t, v in types.items() if "build" in v
+                          for b in [builds[v["build"]]] if "layer_types" in b["config"] and b["text_type"] == t})
+        todo = VARIANTS + [(f"{t} derived", t, {"layer_types": DERIVE}) for t, _ in derived]
+        for label, model_type, overrides in todo:
+            if variants is not None and label not in variants:
+                continue
+            found[label] = {"model_type": model_type, "overrides": overrides, **build(model_type, builds, overrides)}
     builds = {k: v for k, v in sorted(builds.items()) if "failed" not in v}
     return {"transformers": transformers.__version__, "torch": torch.__version__.split("+")[0], "seq": SEQ,
-            "window": WINDOW, "types": {t: v for t, v in types.items() if "skipped" not in v}, "builds": builds}
+            "window": WINDOW, "types": {t: v for t, v in types.items() if "skipped" not in v}, "variants": found,
+            "builds": builds}
 
 
 def main() -> int:

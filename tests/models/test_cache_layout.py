@@ -41,25 +41,30 @@ _DECODER_KEYS = ("the decoder of an encoder-decoder model: its text config's sav
                  "(decoder_layers), so posenc refuses it; transformers' decoder caches like a full-attention model")
 _INKLING = ("Inkling's hybrid layers run attention beside four float32 short convolutions, with sliding_window_size "
             "and swa_* head counts of their own: no rule in posenc; refused, not misread")
+_DEEPSEEK_V4 = ("DeepSeek-V4's compressed attention caches (compressor and indexer buffers, compressed keys): no "
+                "rule in posenc; refused, not misread")
+_ZAYA = ("ZAYA's hybrid layers keep a two-tap convolution state and a per-channel recurrent state of their own (CCA): "
+         "no rule in posenc; refused, not misread")
 MISMATCHES: dict[str, str] = {
-    "blenderbot-small": _DECODER_KEYS, "plbart": _DECODER_KEYS, "whisper": _DECODER_KEYS,
-    "cpmant": "CPM-Ant prepends prompt_length (32) learned prompt tokens to every sequence, so its cache holds "
-              "32 more positions than the tokens given",
-    "deepseek_v4": "DeepSeek-V4's compressed attention caches (compressor and indexer buffers, compressed keys): no "
-                   "rule in posenc; refused, not misread",
-    "dots3_note": "dots3's sliding layers cache hidden_size-wide keys and qk_rope_head_dim values with one head "
-                  "beside its MLA layers: no rule in posenc",
-    "dots3_note_text": "dots3's sliding layers cache hidden_size-wide keys and qk_rope_head_dim values with one head "
-                       "beside its MLA layers: no rule in posenc",
-    "inkling2": _INKLING, "inkling2_loop": _INKLING, "inkling2_loop_text": _INKLING, "inkling2_text": _INKLING,
-    "inkling_mm_model": _INKLING, "inkling_text": _INKLING,
-    "zaya": "ZAYA's hybrid layers keep a two-tap convolution state and a per-channel recurrent state of their own "
-            "(CCA): no rule in posenc; refused, not misread",
+    "type:blenderbot-small": _DECODER_KEYS, "type:plbart": _DECODER_KEYS, "type:whisper": _DECODER_KEYS,
+    "type:cpmant": "CPM-Ant prepends prompt_length (32) learned prompt tokens to every sequence, so its cache holds "
+                   "32 more positions than the tokens given",
+    "type:deepseek_v4": _DEEPSEEK_V4, "variant:deepseek_v4 derived": _DEEPSEEK_V4,
+    "variant:dots3_note_text derived": "without layer_types dots3's text class derives its indexed / sliding pattern "
+                                       "in code posenc has no rule for",
+    "type:inkling2": _INKLING, "type:inkling2_loop": _INKLING, "type:inkling2_loop_text": _INKLING,
+    "type:inkling2_text": _INKLING, "type:inkling_mm_model": _INKLING, "type:inkling_text": _INKLING,
+    "variant:inkling_text derived": _INKLING, "variant:inkling2_text derived": _INKLING,
+    "variant:inkling2_loop_text derived": _INKLING,
+    "type:zaya": _ZAYA, "variant:zaya derived": _ZAYA,
 }
 
 
 def cases() -> dict[str, str]:
-    return {t: v["build"] for t, v in DATA["types"].items() if "build" in v}
+    """{case id: build key}: every built model type (``type:``) and variant (``variant:``)."""
+    out = {f"type:{t}": v["build"] for t, v in DATA["types"].items() if "build" in v}
+    out.update({f"variant:{label}": v["build"] for label, v in DATA["variants"].items() if "build" in v})
+    return out
 
 
 CASES = cases()
@@ -97,41 +102,45 @@ def differences(build: dict[str, Any]) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("model_type", sorted(CASES))
-def test_every_layer_caches_what_posenc_says(model_type: str) -> None:
-    build = DATA["builds"][CASES[model_type]]
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_layer_caches_what_posenc_says(case: str) -> None:
+    build = DATA["builds"][CASES[case]]
     found = differences(build)
-    if model_type in MISMATCHES:
-        assert found, f"{model_type} now matches: drop it from MISMATCHES ({MISMATCHES[model_type]})"
+    if case in MISMATCHES:
+        assert found, f"{case} now matches: drop it from MISMATCHES ({MISMATCHES[case]})"
         return
-    assert not found, f"{model_type} ({build['model_class']}, {build['cache_class']}): " + "; ".join(found[:4])
+    assert not found, f"{case} ({build['model_class']}, {build['cache_class']}): " + "; ".join(found[:4])
 
 
-def test_the_mismatch_list_names_built_types() -> None:
+def test_the_mismatch_list_names_built_cases() -> None:
     assert set(MISMATCHES) <= set(CASES), sorted(set(MISMATCHES) - set(CASES))
 
 
 def test_the_sweep_covers_every_kind_of_cache() -> None:
     """Most causal-LM types build, and among them every kind of layer: full, sliding, chunked, MLA, shared, states."""
-    assert len(CASES) >= 150, len(CASES)
+    assert sum(case.startswith("type:") for case in CASES) >= 150, len(CASES)
     kinds: set[str] = set()
-    for model_type in CASES:
+    mixers: set[str] = set()
+    for case in CASES:
         try:
-            layout = cache_layout(DATA["builds"][CASES[model_type]]["config"])
+            layout = cache_layout(DATA["builds"][CASES[case]]["config"])
         except PosencError:
             continue
         kinds |= {layer.kind for layer in layout.layers}
-    assert {"full", "sliding", "chunked", "mla", "shared", "state"} <= kinds, kinds
+        mixers |= {layer.mixer for layer in layout.layers}
+    assert {"full", "sliding", "chunked", "mla", "shared", "state", "none"} <= kinds, kinds
+    assert {"gated_delta_net", "kimi_delta", "mamba", "mamba2", "short_conv", "lightning",
+            "attention+mamba2"} <= mixers, mixers
 
 
 def test_the_comparison_sees_a_wrong_head_count_window_and_state() -> None:
-    build = copy.deepcopy(DATA["builds"][CASES["llama"]])
+    build = copy.deepcopy(DATA["builds"][CASES["type:llama"]])
     build["config"]["num_key_value_heads"] = 1
     assert differences(build)
-    build = copy.deepcopy(DATA["builds"][CASES["gemma3_text"]])
+    build = copy.deepcopy(DATA["builds"][CASES["type:gemma3_text"]])
     build["config"]["sliding_window"] += 1
     assert differences(build)
-    build = copy.deepcopy(DATA["builds"][CASES["qwen3_next"]])
+    build = copy.deepcopy(DATA["builds"][CASES["type:qwen3_next"]])
     build["config"]["linear_conv_kernel_dim"] += 1
     assert differences(build)
 
@@ -144,7 +153,7 @@ def test_the_bytes_extrapolate_past_the_window() -> None:
                                                                                                   dtype="bfloat16")
 
     for model_type in ("gemma3_text", "qwen3_next", "gpt_oss", "nemotron_h"):
-        layout = cache_layout(DATA["builds"][CASES[model_type]]["config"])
+        layout = cache_layout(DATA["builds"][CASES[f"type:{model_type}"]]["config"])
         per_token = sum(2 * (x.k_per_token + x.v_per_token) for x in layout.layers if x.window is None)
         windows = [x.window for x in layout.layers if x.window is not None]
         past = 10 * max(windows, default=1)
@@ -154,8 +163,9 @@ def test_the_bytes_extrapolate_past_the_window() -> None:
         assert per_token > 0
 
 
-#: a sample regenerated in memory: plain, sliding, MLA and linear-attention caches
+#: a sample regenerated in memory: plain, sliding, MLA and linear-attention caches, and a derived layer pattern
 FRESH_TYPES = ["llama", "gemma3_text", "deepseek_v3", "qwen3_next"]
+FRESH_VARIANTS = ["qwen2 sliding from layer 4"]
 
 
 def test_the_data_is_current_for_the_installed_transformers() -> None:
@@ -164,9 +174,11 @@ def test_the_data_is_current_for_the_installed_transformers() -> None:
         pytest.skip(f"layer_cache.json is for transformers {DATA['transformers']}, {transformers.__version__} is "
                     "installed: run tests/harness/generate_layer_cache.py")
     start = time.monotonic()
-    fresh = json.loads(json.dumps(gen.generate(FRESH_TYPES)))
+    fresh = json.loads(json.dumps(gen.generate(FRESH_TYPES, FRESH_VARIANTS)))
     for model_type in FRESH_TYPES:
         assert fresh["types"][model_type] == DATA["types"][model_type], model_type
+    for label in FRESH_VARIANTS:
+        assert fresh["variants"][label] == DATA["variants"][label], label
     for key, build in fresh["builds"].items():
         assert build == DATA["builds"][key], key
     assert time.monotonic() - start < 120
@@ -256,3 +268,73 @@ def test_nemotron_h() -> None:
     want = {"M": "state", "*": "full", "-": "none", "E": "none"}
     assert _kinds(layout) == [want[c] for c in pattern]
     assert {x.mixer for x in layout.layers if x.kind == "state"} == {"mamba2"}
+
+
+# --- GGUF headers -------------------------------------------------------------------------------------------------
+
+def write_gguf(path: Path, arch: str, keys: dict[str, Any]) -> Path:
+    """A GGUF file holding only metadata (no tensors): ints as uint32, lists of ints as int32 arrays, lists of bools
+    as bool arrays, strings as strings (the GGUF spec's layout, written out here)."""
+    import struct
+
+    def string(text: str) -> bytes:
+        raw = text.encode()
+        return struct.pack("<Q", len(raw)) + raw
+
+    def kv(key: str, value: Any) -> bytes:
+        if isinstance(value, str):
+            return string(key) + struct.pack("<I", 8) + string(value)
+        if isinstance(value, list) and value and isinstance(value[0], bool):
+            return string(key) + struct.pack("<IIQ", 9, 7, len(value)) + bytes(int(v) for v in value)
+        if isinstance(value, list):
+            return string(key) + struct.pack(f"<IIQ{len(value)}i", 9, 5, len(value), *value)
+        return string(key) + struct.pack("<II", 4, value)
+
+    fields = {"general.architecture": arch, **{f"{arch}.{k}": v for k, v in keys.items()}}
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, len(fields)) + b"".join(kv(k, v) for k, v in fields.items()))
+    return path
+
+
+def test_a_gguf_reads_per_layer_kv_heads_mla_and_recurrent_layers(tmp_path: Path) -> None:
+    from posenc_cli.models.cache_layout import gguf_cache_layout
+
+    # Granite 4.0-H style: head_count_kv per layer, 0 on the Mamba2 layers
+    hybrid = gguf_cache_layout(write_gguf(tmp_path / "h.gguf", "granitehybrid", {
+        "block_count": 4, "embedding_length": 1536, "attention.head_count": 12,
+        "attention.head_count_kv": [0, 4, 0, 4], "ssm.conv_kernel": 4, "ssm.state_size": 128, "ssm.group_count": 1,
+        "ssm.inner_size": 3072, "ssm.time_step_rank": 48}))
+    assert [x.kind for x in hybrid.layers] == ["state", "full", "state", "full"]
+    assert hybrid.layers[1] == LayerCache("full", 4, 128, 128)
+    assert hybrid.layers[0].ssm is not None and hybrid.layers[0].ssm.inner_size == 3072
+    assert hybrid.dtype is None
+    # DeepSeek-V3 style MLA: one latent of kv_lora_rank + rope dims, no V
+    mla = gguf_cache_layout(write_gguf(tmp_path / "d.gguf", "deepseek2", {
+        "block_count": 3, "attention.head_count": 128, "attention.head_count_kv": 1, "attention.key_length": 576,
+        "attention.value_length": 512, "attention.kv_lora_rank": 512, "rope.dimension_count": 64}))
+    assert {(x.kind, x.kv_heads, x.k_head_dim, x.v_head_dim) for x in mla.layers} == {("mla", 1, 576, 0)}
+    # Gemma 3 style: a window and llama.cpp's period 6 for the architecture; Qwen3-Next's interval
+    gemma = gguf_cache_layout(write_gguf(tmp_path / "g.gguf", "gemma3", {
+        "block_count": 12, "attention.head_count": 8, "attention.head_count_kv": 4, "attention.key_length": 256,
+        "attention.value_length": 256, "attention.sliding_window": 1024}))
+    assert [x.kind for x in gemma.layers] == (["sliding"] * 5 + ["full"]) * 2
+    pattern = gguf_cache_layout(write_gguf(tmp_path / "p.gguf", "gemma3", {
+        "block_count": 3, "attention.head_count": 8, "attention.head_count_kv": 4, "attention.key_length": 256,
+        "attention.sliding_window": 512, "attention.sliding_window_pattern": [True, False, True]}))
+    assert [x.kind for x in pattern.layers] == ["sliding", "full", "sliding"]
+    qwen = gguf_cache_layout(write_gguf(tmp_path / "q.gguf", "qwen3next", {
+        "block_count": 8, "attention.head_count": 16, "attention.head_count_kv": 2, "attention.key_length": 256,
+        "full_attention_interval": 4}))
+    assert [x.kind for x in qwen.layers] == (["state"] * 3 + ["full"]) * 2
+
+
+def test_a_bad_gguf_is_one_error(tmp_path: Path) -> None:
+    from posenc_cli.models.cache_layout import gguf_cache_layout
+
+    with pytest.raises(PosencError, match="block_count"):
+        gguf_cache_layout(write_gguf(tmp_path / "x.gguf", "llama", {"attention.head_count": 8}))
+    with pytest.raises(PosencError, match="3 entries for 4 layers"):
+        gguf_cache_layout(write_gguf(tmp_path / "y.gguf", "llama", {
+            "block_count": 4, "attention.head_count": 8, "attention.head_count_kv": [1, 2, 3]}))
+    (tmp_path / "z.gguf").write_bytes(b"nope")
+    with pytest.raises(PosencError, match="GGUF magic"):
+        gguf_cache_layout(tmp_path / "z.gguf")
