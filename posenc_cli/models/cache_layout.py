@@ -9,12 +9,14 @@ Per layer (:class:`LayerCache`) the facts an engine's memory model needs, none o
   value: ``k_head_dim`` is their sum, 576 = 512 + 64 for DeepSeek-V3, ``v_head_dim`` 0), ``"shared"`` (reads the
   cache of layer ``shares``: Gemma 3n / Gemma 4 ``num_kv_shared_layers``), ``"state"`` (linear attention, state
   space or short convolution: fixed-size ``states`` per sequence, whatever the context) or ``"none"`` (no cache:
-  a removed attention block, an MLP-only layer);
+  a removed attention block, an MLP-only layer). A sliding layer of an MLA model (dots3) is ``"sliding"`` with
+  ``mla`` set;
 * ``kv_heads``, ``k_head_dim``, ``v_head_dim``: per token, the keys take ``kv_heads x k_head_dim`` elements and the
   values ``kv_heads x v_head_dim`` (head sizes as the model has them: an explicit ``head_dim``, Gemma 3's 256,
   Gemma 4's ``global_head_dim`` on full-attention layers);
-* ``states``: per sequence, :class:`StateTensor` shapes (no batch axis) and their dtype when it is not the compute
-  dtype (transformers keeps gated-delta-net and Mamba2 recurrent states in float32);
+* ``states``: per sequence, :class:`StateTensor` shapes (no batch axis, named as transformers' cache names them:
+  ``conv_states.0``, ``recurrent_states.0``, MiniMax's ``linear_cache``) and their dtype when it is not the compute
+  dtype (transformers keeps gated-delta-net and Mamba recurrent states in float32);
 * ``mixer``: what the layer computes with (``"attention"``, ``"gated_delta_net"``, ``"kimi_delta"``, ``"mamba"``,
   ``"mamba2"``, ``"short_conv"``, ``"lightning"``; ``"attention+mamba2"`` for a hybrid layer running both, as
   Falcon-H1's do), ``"none"`` or ``"cross_attention"`` (Mllama: keys of the image tokens only, none for text);
@@ -46,7 +48,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from posenc_cli.errors import PosencError
 from posenc_cli.models.config_keys import declared_dtype, head_dim_of, text_config, with_class_defaults
@@ -58,7 +60,9 @@ from posenc_cli.models.model_types import generated_layer_types, text_kind
 #: bytes per element of the dtypes a config names
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 
-KINDS = ("full", "sliding", "chunked", "mla", "shared", "state", "none")
+#: what a layer caches (see the module docstring)
+CacheKind = Literal["full", "sliding", "chunked", "mla", "shared", "state", "none"]
+KINDS: tuple[CacheKind, ...] = ("full", "sliding", "chunked", "mla", "shared", "state", "none")
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,7 @@ class MlaDims:
 class LayerCache:
     """What one layer caches (see the module docstring for each field)."""
 
-    kind: str
+    kind: CacheKind
     kv_heads: int = 0
     k_head_dim: int = 0
     v_head_dim: int = 0
@@ -262,7 +266,7 @@ def _attention(text: Mapping[str, Any], text_type: str, lt: str, i: int) -> Laye
         return LayerCache("mla", 1, rank + rope, 0, mla=MlaDims(rank, rope), **extra)
     kind = text_kind(text, text_type)
     heads = _need(text, text_type, "num_attention_heads", "n_head", "n_heads", "attention_heads",
-                  "decoder_attention_heads")
+                  "decoder_attention_heads", "num_heads")
     kv = text.get("num_key_value_heads", text.get("n_kv_heads", text.get("num_kv_heads")))
     if isinstance(kv, list):
         kv = kv[i] if i < len(kv) else None
@@ -273,6 +277,9 @@ def _attention(text: Mapping[str, Any], text_type: str, lt: str, i: int) -> Laye
         kv_heads *= _SLIDING_KV_TIMES.get(text_type, 1)
     if kind.resolver == "gemma4" and lt == "full_attention":
         k_dim = gemma4_global_head_dim(text)
+        global_kv = text.get("num_global_key_value_heads")
+        if "per_layer_config" not in text and text.get("attention_k_eq_v") and isinstance(global_kv, int):
+            kv_heads = global_kv  # Gemma 4 26B: its full-attention layers' own KV heads (keys serve as values)
     elif text_type == "zamba":  # its shared attention block's own head size
         k_dim = _need(text, text_type, "attention_head_dim")
     else:
@@ -295,7 +302,11 @@ def cache_layout(cfg: Mapping[str, Any]) -> CacheLayout:
     dtype, source = declared_dtype(cfg)
     if dtype is None:
         source = "the config names no dtype: transformers loads the weights' own"
-    return CacheLayout(str(cfg.get("model_type") or "") or None, text_type, dtype, source, layers)
+    notes = []
+    if any(x.mixer == "cross_attention" for x in layers):
+        notes.append("cross-attention layers cache the keys and values of the image tokens, when given images: none "
+                     "for text alone")
+    return CacheLayout(str(cfg.get("model_type") or "") or None, text_type, dtype, source, layers, notes)
 
 
 def _layer_config(text: Mapping[str, Any], i: int) -> Mapping[str, Any]:
@@ -514,7 +525,7 @@ def gguf_cache_layout(path: str | os.PathLike[str], label: str | None = None) ->
     kv_heads = per_layer("attention.head_count_kv", None)
     embd = get("embedding_length")
     window = get("attention.sliding_window")
-    sliding = _gguf_sliding(arch, n, window, get("attention.sliding_window_pattern"))
+    sliding, note = _gguf_sliding(arch, n, window, get("attention.sliding_window_pattern"))
     interval = get("full_attention_interval")
     ssm = SsmDims(*(get(f"ssm.{k}") for k in ("conv_kernel", "inner_size", "state_size", "group_count",
                                                "time_step_rank")))
@@ -544,18 +555,22 @@ def gguf_cache_layout(path: str | os.PathLike[str], label: str | None = None) ->
     if isinstance(shared, int) and shared > 0:
         types = ["sliding" if s else "full" for s in sliding]
         _share({"num_kv_shared_layers": shared}, types, layers)
-    return CacheLayout(None, arch, None, "a GGUF names no compute dtype: the engine picks its cache types", layers)
+    return CacheLayout(None, arch, None, "a GGUF names no compute dtype: the engine picks its cache types", layers,
+                       [note] if note else [])
 
 
-def _gguf_sliding(arch: str, n: int, window: Any, pattern: Any) -> list[bool]:
-    """Which layers slide: none without a window; else the file's pattern (one bool per layer, or a period), else
-    the architecture's period in llama.cpp's code, else every layer."""
+def _gguf_sliding(arch: str, n: int, window: Any, pattern: Any) -> tuple[list[bool], str | None]:
+    """Which layers slide, and a note when the file does not say: none without a window; else the file's pattern
+    (one bool per layer, or a period), else the architecture's period in llama.cpp's code, else every layer."""
     if not isinstance(window, int) or window <= 0:
-        return [False] * n
+        return [False] * n, None
     if isinstance(pattern, list) and len(pattern) == n:
-        return [bool(p) for p in pattern]
-    period = pattern if isinstance(pattern, int) and not isinstance(pattern, bool) and pattern > 0 else \
-        _GGUF_SWA_PERIOD.get(arch)
+        return [bool(p) for p in pattern], None
+    if isinstance(pattern, int) and not isinstance(pattern, bool) and pattern > 0:
+        return [il % pattern < pattern - 1 for il in range(n)], None
+    period = _GGUF_SWA_PERIOD.get(arch)
     if period is None:
-        return [True] * n
-    return [il % period < period - 1 for il in range(n)]
+        return [True] * n, (f"{arch}: the file names a sliding window but no pattern: read as every layer sliding "
+                            "(llama.cpp's code for the architecture decides)")
+    return [il % period < period - 1 for il in range(n)], (
+        f"{arch}: sliding layers by llama.cpp's period {period} for the architecture (the file names no pattern)")

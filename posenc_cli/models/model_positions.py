@@ -139,7 +139,10 @@ def _layer_types(text: Mapping[str, Any], text_type: str, n: int | None) -> list
     """The per-layer attention types the config class builds (None when the config gives no layer count)."""
     given = text.get("layer_types")
     if isinstance(given, list) and all(isinstance(t, str) for t in given):
-        return [_LEGACY_LAYER_TYPES.get(t) or t for t in given]
+        types = [_LEGACY_LAYER_TYPES.get(t) or t for t in given]
+        if types and kind_of(text_type).resolver == "gemma4":
+            types[-1] = "full_attention"  # Gemma4TextConfig forces its last layer to full attention, given or not
+        return types
     blocks = text.get("block_configs")
     if isinstance(blocks, list) and all(isinstance(b, Mapping) for b in blocks):
         # DeciLM / Nemotron-NAS: a block whose attention is removed (no_op) or replaced by a linear layer

@@ -51,6 +51,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "zamba": {"hidden_size": 256, "attention_hidden_size": 512, "attention_head_dim": 128, "mamba_dt_rank": 16},
     "kimi_linear": {"num_experts_per_token": 2},
     "bailing_hybrid": {"num_expert_group": 1, "num_experts_per_token": 2},
+    "gpt_neo": {"hidden_size": 256, "num_heads": 4, "window_size": WINDOW},  # its local layers: a mask, a full cache
     "lfm2_moe": {"layer_types": ["conv", "full_attention", "conv", "conv", "full_attention", "conv", "conv",
                                  "full_attention"]},
 }
@@ -70,6 +71,11 @@ VARIANTS: list[tuple[str, str, dict[str, Any]]] = [
     ("nemotron_h pattern", "nemotron_h", {"layers_block_type": DERIVE, "num_hidden_layers": DERIVE,
                                           "hybrid_override_pattern": "M-M*-ME"}),
     ("jamba period 2", "jamba", {"attn_layer_period": 2, "attn_layer_offset": 1}),
+    # Gemma 4 26B: full-attention layers with num_global_key_value_heads when attention_k_eq_v (values = keys)
+    ("gemma4_text k_eq_v", "gemma4_text", {"attention_k_eq_v": True, "num_global_key_value_heads": 1,
+                                           "per_layer_config": DERIVE}),
+    ("gemma4_text global heads without k_eq_v", "gemma4_text", {"num_global_key_value_heads": 1,
+                                                                "per_layer_config": DERIVE}),
 ]
 
 #: attributes of a cache layer that are bookkeeping, not cache memory

@@ -317,10 +317,11 @@ def test_a_gguf_reads_per_layer_kv_heads_mla_and_recurrent_layers(tmp_path: Path
         "block_count": 12, "attention.head_count": 8, "attention.head_count_kv": 4, "attention.key_length": 256,
         "attention.value_length": 256, "attention.sliding_window": 1024}))
     assert [x.kind for x in gemma.layers] == (["sliding"] * 5 + ["full"]) * 2
+    assert any("period 6" in note for note in gemma.notes)
     pattern = gguf_cache_layout(write_gguf(tmp_path / "p.gguf", "gemma3", {
         "block_count": 3, "attention.head_count": 8, "attention.head_count_kv": 4, "attention.key_length": 256,
         "attention.sliding_window": 512, "attention.sliding_window_pattern": [True, False, True]}))
-    assert [x.kind for x in pattern.layers] == ["sliding", "full", "sliding"]
+    assert [x.kind for x in pattern.layers] == ["sliding", "full", "sliding"] and not pattern.notes
     qwen = gguf_cache_layout(write_gguf(tmp_path / "q.gguf", "qwen3next", {
         "block_count": 8, "attention.head_count": 16, "attention.head_count_kv": 2, "attention.key_length": 256,
         "full_attention_interval": 4}))
@@ -338,3 +339,34 @@ def test_a_bad_gguf_is_one_error(tmp_path: Path) -> None:
     (tmp_path / "z.gguf").write_bytes(b"nope")
     with pytest.raises(PosencError, match="GGUF magic"):
         gguf_cache_layout(tmp_path / "z.gguf")
+
+
+def test_llama_4_scout() -> None:
+    """text_config: 48 layers, attention_chunk_size 8192, no_rope_layers absent (Llama 4's interval 4: every fourth
+    layer attends globally without RoPE, the others in chunks), num_key_value_heads 8, head_dim 128."""
+    layout = corpus("llama-4-scout-17b-16e-instruct")
+    assert _kinds(layout) == (["chunked"] * 3 + ["full"]) * 12
+    assert {x.window for x in layout.layers if x.kind == "chunked"} == {8192}
+    assert {(x.kv_heads, x.k_head_dim) for x in layout.layers} == {(8, 128)}
+
+
+def test_minicpm3_and_gemma_4() -> None:
+    """MiniCPM3-4B: kv_lora_rank 256 + qk_rope_head_dim 32. Gemma 4 26B-A4B: layer_types, sliding_window 1024 on
+    8 KV heads of head_dim 256; full attention on num_global_key_value_heads 2 of global_head_dim 512
+    (attention_k_eq_v)."""
+    minicpm = corpus("minicpm3-4b")
+    assert {(x.kind, x.kv_heads, x.k_head_dim, x.v_head_dim) for x in minicpm.layers} == {("mla", 1, 288, 0)}
+    gemma = corpus("gemma-4-26b-a4b")
+    cfg = json.loads((CORPUS / "gemma-4-26b-a4b.json").read_text(encoding="utf-8"))["text_config"]
+    assert _kinds(gemma) == [{"sliding_attention": "sliding", "full_attention": "full"}[t]
+                             for t in cfg["layer_types"]]
+    assert {(x.kind, x.kv_heads, x.k_head_dim, x.window) for x in gemma.layers} == {
+        ("sliding", 8, 256, 1024), ("full", 2, 512, None)}
+
+
+def test_groups_collect_equal_layers_in_order() -> None:
+    layout = corpus("gemma-3-27b-it")
+    groups = layout.groups()
+    assert [g.cache.kind for g in groups] == ["sliding", "full"]
+    assert groups[1].layers == tuple(range(5, 62, 6))
+    assert sum(len(g.layers) for g in groups) == 62
