@@ -222,6 +222,7 @@ def layer_types(text: Mapping[str, Any], text_type: str, n: int | None) -> list[
 #: two MLA blocks per layer)
 _CACHES_PER_LAYER = {"longcat_flash": 2}
 
+
 def _kimi_linear_types(text: Mapping[str, Any], n: int) -> list[str]:
     """Kimi Linear: ``linear_attn_config``'s 1-indexed ``full_attn_layers`` and ``kda_layers``, else full attention
     on every fourth layer after the first."""
@@ -435,7 +436,8 @@ def transformers_cache(layout: CacheLayout, tokens: int, batch: int = 1, dtype: 
     out: list[CacheTensor] = []
     for i, layer in enumerate(layout.layers):
         if layer.kind in ("full", "sliding", "chunked", "mla"):
-            kept = tokens if layer.window is None else min(tokens, layer.window - 1)
+            # DynamicSlidingWindowLayer keeps keys[..., -window + 1:, :]: the last window - 1 (all, for a window of 1)
+            kept = tokens if layer.window is None or layer.window <= 1 else min(tokens, layer.window - 1)
             if layer.mla is not None:
                 k, v = layer.mla.kv_lora_rank, layer.mla.rope_dim
             else:
