@@ -139,7 +139,10 @@ def _layer_types(text: Mapping[str, Any], text_type: str, n: int | None) -> list
     """The per-layer attention types the config class builds (None when the config gives no layer count)."""
     given = text.get("layer_types")
     if isinstance(given, list) and all(isinstance(t, str) for t in given):
-        return [_LEGACY_LAYER_TYPES.get(t) or t for t in given]
+        types = [_LEGACY_LAYER_TYPES.get(t) or t for t in given]
+        if types and kind_of(text_type).resolver == "gemma4":
+            types[-1] = "full_attention"  # Gemma4TextConfig forces its last layer to full attention, given or not
+        return types
     blocks = text.get("block_configs")
     if isinstance(blocks, list) and all(isinstance(b, Mapping) for b in blocks):
         # DeciLM / Nemotron-NAS: a block whose attention is removed (no_op) or replaced by a linear layer
@@ -451,16 +454,22 @@ def _mla_softmax_scale(base: ModelPositions, text_type: str) -> None:
                                  f"mscale(factor {flat['factor']:g}, mscale_all_dim {flat['mscale_all_dim']:g})^2")
 
 
-def _gemma4_global_head_dim(base: ModelPositions, text: Mapping[str, Any]) -> None:
-    """Gemma 4's full-attention layers read ``global_head_dim`` (a re-saved config keeps it per layer index)."""
+def gemma4_global_head_dim(text: Mapping[str, Any]) -> int:
+    """The head dim of Gemma 4's full-attention layers: ``global_head_dim`` (a re-saved config keeps it per layer
+    index)."""
     global_dim = text.get("global_head_dim", 512)
     per_layer = text.get("per_layer_config")
     if isinstance(per_layer, Mapping):
         dims = [v.get("head_dim") for v in per_layer.values() if isinstance(v, Mapping) and v.get("head_dim")]
         global_dim = dims[0] if dims else global_dim
+    return int(global_dim)
+
+
+def _gemma4_global_head_dim(base: ModelPositions, text: Mapping[str, Any]) -> None:
+    """Gemma 4's full-attention layers rotate with :func:`gemma4_global_head_dim`."""
     for layer in base.layers:
         if layer.name == "full_attention":
-            layer.head_dim = int(global_dim)
+            layer.head_dim = gemma4_global_head_dim(text)
 
 
 def _query_scaling_notes(base: ModelPositions, text: Mapping[str, Any], text_type: str) -> list[str]:
