@@ -50,7 +50,8 @@ def _render(r: dict[str, Any]) -> None:
 
     # plain text: values come from the config file, and a wrapped slope list would not paste back
     layers = f"   layers: {r['num_layers']}" if r.get("num_layers") else ""
-    out = [f"model_type: {r.get('model_type')}   family: {r['family']}{layers}"]
+    named = r.get("model_type") or "none given"  # the note below says what it was read as
+    out = [f"model_type: {named}   family: {r['family']}{layers}"]
     out += [f"note: {n}" for n in r.get("notes", [])]
     if "engine_reading" in r:
         out += _engine_lines(r["engine_reading"])

@@ -487,3 +487,13 @@ def test_nemotron_nas_blocks_without_attention_have_no_rope() -> None:
     removed = [i for i, b in enumerate(cfg["block_configs"]) if b["attention"]["no_op"]]
     assert [g["layers"] for g in r["no_rope"]] == [removed] and len(removed) == 31
     assert sorted(r["layers"][0]["layers"]) == sorted(set(range(80)) - set(removed))
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "corpus").glob("*.json")),
+                         ids=lambda p: p.stem)
+def test_the_text_report_never_prints_none(path: Path) -> None:
+    """Python's None is not an answer: a value a config does not give is said in words (Phi-3's length-dependent
+    rope without --seq-len printed 'at seq_len None'; MiniCPM3's missing model_type 'model_type: None')."""
+    result = run("inspect", str(path))
+    assert result.exit_code in (0, 2), result.stdout
+    assert "None" not in result.stdout
