@@ -8,7 +8,6 @@ the list of records and their loader are :mod:`posenc_cli.frameworks.registry`, 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
@@ -36,8 +35,7 @@ Runner = Callable[["ModelPositions", "dict[str, Any]", int, "int | None"], "Engi
 Renderer = Callable[[Rendering], "tuple[str, list[str]]"]
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):  # not a frozen dataclass: every command that renders defines it at start-up
     """One engine or training framework, as its module exports it (``TARGET``).
 
     ``version``: the version its numbers are proven against, as reports print it; ``targets``: the docs' "version
