@@ -159,9 +159,23 @@ def _read_model(ask: ScaleAsk) -> _Model:
 
 
 def _patched(model: _Model, req: ScaleRequest, fmt: str) -> str:
-    from posenc_cli.models.sources import written_config  # loaded with the reader (see _read_model)
+    # loaded with the reader (see _read_model)
+    from posenc_cli.models.facts import MARKER
+    from posenc_cli.models.sources import written_config
 
-    return written_config(hf.patch_config(model.source.config, req, fmt, model.facts.group), "the patched config")
+    cfg = hf.patch_config(model.source.config, req, fmt, model.facts.group)
+    cfg[MARKER] = written_marker(req)
+    return written_config(cfg, "the patched config")
+
+
+def written_marker(req: ScaleRequest) -> dict[str, Any]:
+    """The ``posenc`` record of a file written with ``req`` (:func:`posenc_cli.models.facts.marker`): the length the
+    model was trained at and whether the window it now serves is reached training-free (``--fine-tuned``: the model
+    is trained at the target, so the target is its trained length)."""
+    from posenc_cli.models.facts import marker
+
+    trained = req.target if req.fine_tuned else req.trained_length
+    return marker(trained, req.target, trained < req.target)
 
 
 #: the formats that name a GGUF written with ``-o NEW.gguf`` (the others describe a config.json or flags)
