@@ -186,7 +186,7 @@ def _written_gguf(model: _Model, req: ScaleRequest, ask: ScaleAsk, notes: list[s
     """``-o NEW.gguf`` on a GGUF model: the scaling written into a new GGUF (:mod:`posenc_cli.models.gguf.scaled`),
     and the rendering for ``--engine ollama``/``lmstudio`` naming it (else no text). Returns (the name written,
     the text, its caveats); the writer's notes are appended to ``notes``."""
-    from posenc_cli.models.gguf.scaled import scaling_edit
+    from posenc_cli.models.gguf.scaled import marker_keys, scaling_edit
     from posenc_cli.models.gguf.writer import rewrite
 
     assert ask.output is not None and model.source.gguf is not None and model.source.path is not None
@@ -199,6 +199,7 @@ def _written_gguf(model: _Model, req: ScaleRequest, ask: ScaleAsk, notes: list[s
                           "NEW.gguf", "engine")
     edit, written_notes = scaling_edit(model.source.gguf, scaling.rope_parameters(req),
                                        scaling.max_position_embeddings(req), req.rotary_dim)
+    edit.set_keys.update(marker_keys(written_marker(req)))
     written = rewrite(model.source.path, ask.output, edit, label=model.source.label)
     notes += [f"note: {line}" for line in written_notes]
     if ask.engine is None:
