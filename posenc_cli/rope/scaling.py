@@ -312,8 +312,8 @@ def warnings_for(req: ScaleRequest) -> list[str]:
     why = None if req.fine_tuned or req.unchanged else needs_training(req.jump)
     if why is None:
         return []
-    return [f"warning: {format_length(req.trained_length)} -> {format_length(req.target)}: {why} (pass --fine-tuned if the "
-            "model is fine-tuned at this scale)"]
+    return [f"warning: {format_length(req.trained_length)} -> {format_length(req.target)}: {why} (pass --fine-tuned "
+            "if the model is fine-tuned at this scale)"]
 
 
 def rope_parameters(req: ScaleRequest) -> dict[str, Any]:

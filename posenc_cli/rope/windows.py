@@ -71,6 +71,10 @@ TRAINED_SCALING: dict[tuple[str, str, float, int | None, int, float], str] = {
     ("deepseek_v32", "yarn", 40.0, 4096, 163840, 10000.0): _DEEPSEEK_V3,
     ("deepseek_v3", "yarn", 32.0, 4096, 131072, 50000.0): _KIMI,  # Kimi K2 (model_type kimi_k2, DeepSeek-V3 text)
     ("deepseek_v3", "yarn", 64.0, 4096, 262144, 50000.0): _KIMI + "; Kimi K2.5 at 256K",
+    ("deepseek_v4", "yarn", 16.0, 65536, 1048576, 160000.0): (
+        "DeepSeek-V4 technical report ('Towards Highly Efficient Million-Token Context Intelligence', DeepSeek_V4.pdf "
+        "on the deepseek-ai/DeepSeek-V4-Pro Hub page): V4-Flash and V4-Pro support a context length of one million "
+        "tokens, the window this yarn block ships with"),
     ("gpt_oss", "yarn", 32.0, 4096, 131072, 150000.0): (
         "gpt-oss-120b & gpt-oss-20b model card (arXiv 2508.10925): the context length of the dense layers is "
         "extended to 131,072 tokens with YaRN in pre-training"),

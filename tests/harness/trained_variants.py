@@ -69,11 +69,12 @@ def card_patched(name: str, factor: float, folder: Path) -> Path:
     text = cfg.get("text_config") if facts.text_config else cfg
     assert isinstance(text, dict)
     own_max = int(text["max_position_embeddings"])
-    rope = {**facts.extra, "rope_type": "yarn", "factor": float(factor), "original_max_position_embeddings": facts.native,
-            "rope_theta": facts.theta}
+    rope = {**facts.extra, "rope_type": "yarn", "factor": float(factor),
+            "original_max_position_embeddings": facts.native, "rope_theta": facts.theta}
     if facts.partial_rotary_factor is not None:
         rope["partial_rotary_factor"] = facts.partial_rotary_factor
-    patched = with_rope(cfg, "", rope, own_max, "v5" if facts.rope_parameters else "v4", head_dim=facts.head_dim)
+    form = "v5" if facts.rope_parameters else "v4"
+    patched = with_rope(cfg, "", rope, own_max, form, head_dim=facts.head_dim)
     out = folder / f"card-{factor:g}-{name}"
     out.write_text(json.dumps(patched, indent=2))
     return out

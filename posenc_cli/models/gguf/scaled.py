@@ -123,7 +123,8 @@ def marker_keys(record: Mapping[str, Any]) -> dict[str, tuple[int, Any]]:
     """posenc's record of a file it wrote (:func:`posenc_cli.models.facts.marker`) as GGUF metadata: ``posenc.*``
     keys, outside every architecture's namespace, which llama.cpp never reads (:func:`metadata.gguf_config` reads
     them back)."""
-    return {"posenc.trained_ctx": (UINT32, int(record["trained_ctx"])), "posenc.window": (UINT32, int(record["window"])),
+    return {"posenc.trained_ctx": (UINT32, int(record["trained_ctx"])),
+            "posenc.window": (UINT32, int(record["window"])),
             "posenc.training_free": (BOOL, bool(record["training_free"]))}
 
 
