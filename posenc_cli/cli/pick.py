@@ -20,7 +20,7 @@ from posenc_cli.units import MAX_TOKENS, format_length, format_tokens, parse_len
 def pick(
     ctx: Annotated[str, typer.Option(help=f"Target context at inference: 4k, 128k, 1M, 131072; {LENGTHS}.")],
     trained_ctx: Annotated[str | None, typer.Option(
-        help=f"Trained length; {LENGTHS}.", show_default="--ctx, or with --config the model's native window")
+        help=f"Trained length; {LENGTHS}.", show_default="--ctx, or with --config the model's trained length")
     ] = None,
     extrapolation: Annotated[str, typer.Option(
         help="Untrained reach you accept: none (training-free jumps up to x4), moderate or strong (up to x8, "
