@@ -3,6 +3,7 @@ window each rope group serves (:func:`window_of`, with its original and native l
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,22 +23,27 @@ from posenc_cli.units import format_length
 MARKER = "posenc"
 
 
-def marker(trained: int, window: int, training_free: bool) -> dict[str, Any]:
+def marker(trained: int, window: int, training_free: bool, theta: float) -> dict[str, Any]:
     """The ``posenc`` record of a file posenc wrote: the length the model was trained at, the window the file
-    serves as written, and whether the reach from one to the other is training-free."""
-    return {"trained_ctx": int(trained), "window": int(window), "training_free": bool(training_free)}
+    serves as written, whether the reach from one to the other is training-free, and the rope base the scaling
+    starts from (``scale ntk`` writes a raised ``rope_theta``: the next request starts from the trained one)."""
+    return {"trained_ctx": int(trained), "window": int(window), "training_free": bool(training_free),
+            "rope_theta": float(theta)}
 
 
-def read_marker(cfg: Mapping[str, Any] | None) -> tuple[int, int, bool] | None:
-    """(trained length, window, training-free) of a ``posenc`` record, or None without a well-formed one."""
+def read_marker(cfg: Mapping[str, Any] | None) -> tuple[int, int, bool, float | None] | None:
+    """(trained length, window, training-free, trained base or None) of a ``posenc`` record, or None without a
+    well-formed one."""
     record = cfg.get(MARKER) if isinstance(cfg, Mapping) else None
     if not isinstance(record, Mapping):
         return None
     trained, served, free = record.get("trained_ctx"), record.get("window"), record.get("training_free")
+    theta = record.get("rope_theta")
     if not (isinstance(trained, int) and isinstance(served, int) and isinstance(free, bool)) or isinstance(
             trained, bool) or isinstance(served, bool) or min(trained, served) < 1:
         return None
-    return trained, served, free
+    good = isinstance(theta, (int, float)) and not isinstance(theta, bool) and math.isfinite(theta) and theta > 1
+    return trained, served, free, float(theta) if good else None
 
 
 def window_of(model: ModelPositions, layer: LayerRope) -> Window | None:
@@ -161,8 +167,8 @@ def model_facts(model: ModelPositions, label: str, group: str | None = None,
     if names:
         notes += (f"note: {label} has per-layer rope ({', '.join(names)}); extending {layer.name}, the others keep "
                   "their settings",)
-    trained, window_note = _trained(served, cfg, params, label, model.max_position_embeddings)
-    return ModelFacts(float(params["rope_theta"]), layer.head_dim or model.head_dim,
+    trained, window_note, theta = _trained(served, cfg, params, label, model.max_position_embeddings)
+    return ModelFacts(theta or float(params["rope_theta"]), layer.head_dim or model.head_dim,
                       float(prf) if prf is not None else None,
                       (served.original or trained or served.native) if served else None, params, notes,
                       model.text_source, v5, names, layer.name if names else "",
@@ -172,22 +178,26 @@ def model_facts(model: ModelPositions, label: str, group: str | None = None,
 
 
 def _trained(served: Window | None, cfg: Mapping[str, Any] | None, params: Mapping[str, Any], label: str,
-             max_position_embeddings: int | None) -> tuple[int | None, str | None]:
-    """(the length the model was trained at, the note saying why it is not the window): posenc's own record of a
-    file it wrote, while it still describes the file; else what the window's reading says (docs/conventions.md,
-    "The window a config serves")."""
+             max_position_embeddings: int | None) -> tuple[int | None, str | None, float | None]:
+    """(the length the model was trained at, the note saying why it is not the window, the base a request starts
+    from when not the file's): posenc's own record of a file it wrote, while it still describes the file; else what
+    the window's reading says (docs/conventions.md, "The window a config serves")."""
     if served is None or max_position_embeddings is None:
-        return None, None
+        return None, None, None
     notes = [served.note(label, max_position_embeddings) or ""]
     record = read_marker(cfg)
     if record is not None:
-        trained, written_for, free = record
+        trained, written_for, free, theta = record
         if written_for == served.native and trained <= served.native:
             if free and trained < served.native:
                 notes = [f"note: {label} was trained at {format_length(trained)} and reaches "
                          f"{format_length(served.native)} training-free (posenc wrote its scaling and recorded it "
                          f"under {MARKER!r}): jumps are measured from {format_length(trained)}"]
-            return (trained if free else served.native), "\n".join(line for line in notes if line) or None
+                if theta is not None and theta != params.get("rope_theta"):
+                    notes.append(f"note: {label}'s rope_theta {params.get('rope_theta'):g} is posenc's training-free "
+                                 f"ntk; requests start from the trained {theta:g}")
+                return trained, "\n".join(line for line in notes if line), theta
+            return served.native, "\n".join(line for line in notes if line) or None, None
         notes.insert(0, f"note: {label}'s {MARKER!r} record says posenc wrote it to serve "
                         f"{format_length(written_for)}; it now serves {format_length(served.native)}, so the record "
                         "is ignored")
@@ -203,4 +213,4 @@ def _trained(served: Window | None, cfg: Mapping[str, Any] | None, params: Mappi
         notes.append(f"note: {label} was trained at {format_length(trained)} and reaches "
                      f"{format_length(served.native)} training-free ({why}): jumps are measured from "
                      f"{format_length(trained)}")
-    return trained, "\n".join(line for line in notes if line) or None
+    return trained, "\n".join(line for line in notes if line) or None, None

@@ -175,7 +175,7 @@ def written_marker(req: ScaleRequest) -> dict[str, Any]:
     from posenc_cli.models.facts import marker
 
     trained = req.target if req.fine_tuned else req.trained_length
-    return marker(trained, req.target, trained < req.target)
+    return marker(trained, req.target, trained < req.target, req.theta)
 
 
 #: the formats that name a GGUF written with ``-o NEW.gguf`` (the others describe a config.json or flags)

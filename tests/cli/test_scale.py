@@ -413,7 +413,7 @@ def test_config_output_hf(tmp_path: Path) -> None:
     patched = json.loads(dest.read_text())
     # same keys, same order (all rope keys already existed), and posenc's record of what it wrote at the end
     assert list(patched) == [*QWEN_LIKE, "posenc"]
-    assert patched["posenc"] == {"trained_ctx": 32768, "window": 131072, "training_free": True}
+    assert patched["posenc"] == {"trained_ctx": 32768, "window": 131072, "training_free": True, "rope_theta": 1e6}
     _assert_kept(QWEN_LIKE, patched)
     assert patched["rope_scaling"] == {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
     assert patched["rope_theta"] == 1e6
@@ -481,7 +481,7 @@ def test_a_written_config_records_the_trained_length_and_reads_it_back(tmp_path:
     ok(run("scale", "llama3", "--config", str(cfg), "--target", "128k", "-o", str(first)))
     ok(run("scale", "llama3", "--config", str(cfg), "--target", "128k", "--fine-tuned", "-o", str(second)))
     assert json.loads(second.read_text())["posenc"] == {"trained_ctx": 131072, "window": 131072,
-                                                        "training_free": False}
+                                                        "training_free": False, "rope_theta": 1e6}
     direct = ok(run("scale", "llama3", "--config", str(cfg), "--target", "256k"))
     again = ok(run("scale", "llama3", "--config", str(first), "--target", "256k"))
     tuned = ok(run("scale", "llama3", "--config", str(second), "--target", "256k"))

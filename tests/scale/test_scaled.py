@@ -45,8 +45,7 @@ def test_a_bad_ask_fails_before_anything_is_read(ask: ScaleAsk, needle: str) -> 
 
 # --- the jump a warning measures runs from the trained length ------------------------------------------------------
 
-_ON_THE_WAY = ("yarn", "linear", "llama3", "dynamic")  # ntk: the raised theta is the base the written file names
-_FINAL = ("yarn", "linear", "llama3", "dynamic", "ntk")
+_METHODS = ("yarn", "linear", "llama3", "dynamic", "ntk")
 
 
 def _scaled_on(path: Path, method: str, target: int) -> tuple[Any, list[str]] | str:
@@ -61,8 +60,8 @@ def _scaled_on(path: Path, method: str, target: int) -> tuple[Any, list[str]] | 
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.sampled_from(unscaled_models()), st.sampled_from((2, 4)), st.sampled_from(_ON_THE_WAY),
-       st.sampled_from(_FINAL), st.sampled_from((1.5, 2, 4, 8, 16)))
+@given(st.sampled_from(unscaled_models()), st.sampled_from((2, 4)), st.sampled_from(_METHODS),
+       st.sampled_from(_METHODS), st.sampled_from((1.5, 2, 4, 8, 16)))
 def test_a_file_patched_on_the_way_scales_and_warns_as_the_file_it_came_from(
         tmp_path: Path, name: str, reach: int, way: str, method: str, past: float) -> None:
     """The unpatched corpus file, its card-patched twin (a yarn block, max_position_embeddings as shipped) and the

@@ -259,8 +259,9 @@ def gguf_config(facts: GgufFacts) -> dict[str, Any]:
     elif facts.architecture in SCALED_CLASS_DEFAULTS:
         # no scaling key: llama.cpp runs plain RoPE, where the model type's class default is a scaling
         cfg["rope_scaling"] = {"rope_type": "default"}
-    record = {name: facts.keys.get(MARKER_PREFIX + name) for name in ("trained_ctx", "window", "training_free")}
-    if all(value is not None for value in record.values()):
+    record = {name: facts.keys.get(MARKER_PREFIX + name)
+              for name in ("trained_ctx", "window", "training_free", "rope_theta")}
+    if all(record[name] is not None for name in ("trained_ctx", "window", "training_free")):
         cfg["posenc"] = record  # posenc's record of a GGUF it wrote (models.facts.read_marker checks it)
     return cfg
 
