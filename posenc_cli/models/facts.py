@@ -42,8 +42,9 @@ def read_marker(cfg: Mapping[str, Any] | None) -> tuple[int, int, bool, float | 
     if not (isinstance(trained, int) and isinstance(served, int) and isinstance(free, bool)) or isinstance(
             trained, bool) or isinstance(served, bool) or min(trained, served) < 1:
         return None
-    good = isinstance(theta, (int, float)) and not isinstance(theta, bool) and math.isfinite(theta) and theta > 1
-    return trained, served, free, float(theta) if good else None
+    if not isinstance(theta, (int, float)) or isinstance(theta, bool) or not math.isfinite(theta) or theta <= 1:
+        return trained, served, free, None
+    return trained, served, free, float(theta)
 
 
 def window_of(model: ModelPositions, layer: LayerRope) -> Window | None:
