@@ -79,3 +79,20 @@ def test_a_file_patched_on_the_way_scales_and_warns_as_the_file_it_came_from(
         raise
     for variant in (card_patched(name, reach, tmp_path), on_the_way):
         assert _scaled_on(variant, method, target) == direct, variant.name
+
+
+def test_a_gguf_posenc_wrote_carries_its_record_and_warns_from_the_trained_length(tmp_path: Path) -> None:
+    """``-o NEW.gguf`` writes ``posenc.*`` keys (outside llama's namespace); read back, the new GGUF is trained at
+    the twin's 128k (Llama 3.1's llama3 x8 is trained), so a further x2 warns as x8 from 128k would."""
+    from posenc_cli.models.gguf.metadata import read_gguf
+
+    twin = CORPUS.parents[1] / "docs" / "examples" / "llama-3.1-twin.gguf"
+    first = tmp_path / "x4.gguf"
+    scale("yarn", ScaleOptions(target="512k"), ScaleAsk(config=str(twin), output=str(first)))
+    keys = read_gguf(first).keys
+    assert (keys["posenc.trained_ctx"], keys["posenc.window"], keys["posenc.training_free"]) == (131072, 524288, True)
+    again = scale("yarn", ScaleOptions(target="1M"), ScaleAsk(config=str(first)))
+    assert [n for n in again.notes if n.startswith("warning:")] == [
+        "warning: 128k -> 1M: a x8 jump is past the x4 that shipped models serve without training (Qwen2.5/Qwen3 "
+        "YaRN); expect weaker long-range retrieval, or add a fine-tuning stage at the target length (pass "
+        "--fine-tuned if the model is fine-tuned at this scale)"]
