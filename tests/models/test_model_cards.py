@@ -5,8 +5,9 @@ gives a recipe, with the window the card claims and the card's words. posenc mus
 command that reads a window (:mod:`posenc_cli.rope.windows`): ``inspect`` reports the card's window, ``scale`` asked
 for it
 returns the file unchanged, asked for twice as much doubles the card's factor from the same original length, ``pick``
-within it changes nothing in the file (a card-patched one: the unpatched file's yarn x4, which it already has), ``check --engines hf`` at it passes; for an unpatched file whose card gives the recipe,
-``scale`` and ``pick`` write the card's dict.
+within it changes nothing in the file (a card-patched one: the unpatched file's yarn x4, which it already has),
+``check --engines hf`` at it passes; for an unpatched file whose card gives the recipe, ``scale`` and ``pick`` write
+the card's dict.
 """
 
 from __future__ import annotations
