@@ -29,6 +29,12 @@ write their recipes:
   ``max_position_embeddings``.
 * ``default`` and the types posenc reads but does not write: ``max_position_embeddings``, or a family's documented
   trained length where its authors say the two differ (:data:`TRAINED_LENGTHS`).
+
+A third question has its own answer: the length the model was *trained* at (:attr:`Window.trained_length`), where a
+jump is measured from. It is the window, except where the reach past it is training-free: the cards' yarn pattern
+(trained at the original length), dynamic NTK (at ``max_position_embeddings``), and a yarn block with the window
+multiplied out that no shipped config vouches for (:data:`TRAINED_SCALING`); posenc's own record of a file it wrote
+overrides all of them (:mod:`posenc_cli.models.facts`). docs/conventions.md states the rule.
 """
 
 from __future__ import annotations
@@ -65,7 +71,7 @@ _DEEPSEEK_V3 = ("DeepSeek-V3 technical report (arXiv 2412.19437, section 4.3 'Lo
 _KIMI = ("Kimi K2 technical report (arXiv 2507.20534): the context window is extended with YaRN during training "
          "(long-context activation)")
 _DEVSTRAL = ("mistralai/Devstral-2-123B-Instruct-2512 and Devstral-Small-2-24B-Instruct-2512 model cards: a 256K "
-             "context trained with their YaRN rope (Ministral 3, arXiv 2601.08584)")
+             "context, served with the yarn block they ship")
 TRAINED_SCALING: dict[tuple[str, str, float, int | None, int, float], str] = {
     ("deepseek_v3", "yarn", 40.0, 4096, 163840, 10000.0): _DEEPSEEK_V3,
     ("deepseek_v32", "yarn", 40.0, 4096, 163840, 10000.0): _DEEPSEEK_V3,
