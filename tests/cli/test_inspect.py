@@ -487,3 +487,17 @@ def test_nemotron_nas_blocks_without_attention_have_no_rope() -> None:
     removed = [i for i, b in enumerate(cfg["block_configs"]) if b["attention"]["no_op"]]
     assert [g["layers"] for g in r["no_rope"]] == [removed] and len(removed) == 31
     assert sorted(r["layers"][0]["layers"]) == sorted(set(range(80)) - set(removed))
+
+
+def test_inspect_says_the_trained_length_beside_a_training_free_window() -> None:
+    """A card-patched Qwen serves 128k and was trained at 32k: the text says both, the JSON has trained_length; the
+    file as shipped is trained at its window and says nothing more."""
+    examples = Path(__file__).resolve().parents[2] / "docs" / "examples"
+    corpus = Path(__file__).resolve().parents[1] / "corpus"
+    card = str(examples / "qwen2.5-7b-instruct-card-yarn.json")
+    assert "   trained length: 32,768; serves 128k with yarn x4 (training-free)" in ok(run("inspect", card)).stdout
+    patched = json.loads(ok(run("inspect", card, "--json")).stdout)
+    assert (patched["trained_length"], patched["layers"][0]["native_window"]) == (32768, 131072)
+    shipped = json.loads(ok(run("inspect", str(corpus / "qwen2.5-7b-instruct.json"), "--json")).stdout)
+    assert (shipped["trained_length"], shipped["serving"]) == (32768, None)
+    assert "trained length" not in ok(run("inspect", str(corpus / "qwen2.5-7b-instruct.json"))).stdout
