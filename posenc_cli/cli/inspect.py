@@ -93,6 +93,9 @@ def _render(r: dict[str, Any]) -> None:
         out += [f"{key:>17}: {value}" for key, value in lines]
         if layer.get("window_fact"):
             out.append(f"note: window from {layer['window_fact']}")
+    if r.get("serving"):  # the length it was trained at, apart from the window it serves training-free
+        out.append(f"   trained length: {r['trained_length']:,}; {r['serving']}")
+        out += [line for line in (r.get("trained_note") or "").splitlines() if "training-free" in line]
     for group in r.get("no_rope", []):
         n = len(group["layers"]) if group["layers"] is not None else "?"
         out.append(f"[{group['name']}] layers {layer_ranges(group['layers'])} ({n}): no RoPE: {group['reason']}")

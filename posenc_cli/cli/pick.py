@@ -20,7 +20,7 @@ from posenc_cli.units import MAX_TOKENS, format_length, format_tokens, parse_len
 def pick(
     ctx: Annotated[str, typer.Option(help=f"Target context at inference: 4k, 128k, 1M, 131072; {LENGTHS}.")],
     trained_ctx: Annotated[str | None, typer.Option(
-        help=f"Trained length; {LENGTHS}.", show_default="--ctx, or with --config the model's native window")
+        help=f"Trained length; {LENGTHS}.", show_default="--ctx, or with --config the model's trained length")
     ] = None,
     extrapolation: Annotated[str, typer.Option(
         help="Untrained reach you accept: none (training-free jumps up to x4), moderate or strong (up to x8, "
@@ -77,7 +77,7 @@ def pick(
     if as_json:
         print_json(result.answer)
     else:
-        _render_pick(result.answer)
+        _render_pick(result.answer, result.model)
     if plan is not None and not plan["runnable"]:
         refused = [r for r in [plan["pretraining"], *plan["stages"]] if r is not None and r["refusal"] is not None]
         note(f"note: {trainer} cannot train {len(refused)} of the plan's runs as planned (see the refusal and nearest "
@@ -105,12 +105,13 @@ def _render_trace(traces: Any) -> None:
     note("\n".join(lines))
 
 
-def _render_pick(a: dict[str, Any]) -> None:
+def _render_pick(a: dict[str, Any], model: Any = None) -> None:
     i = a["inputs"]
     kind = f"existing {i['model_encoding']} model" if i["existing"] else "new model"
     budget = format_tokens(i["budget"]) if i["budget"] else "none"
-    out = [f"posenc pick: {kind}, target {format_length(i['ctx'])}, trained {format_length(i['trained_ctx'])}, "
-           f"extrapolation {i['extrapolation']}, fine-tuning budget {budget}",
+    serving = f", {model.serving}" if model is not None and model.serving else ""
+    out = [f"posenc pick: {kind}, target {format_length(i['ctx'])}, trained {format_length(i['trained_ctx'])}"
+           f"{serving}, extrapolation {i['extrapolation']}, fine-tuning budget {budget}",
            "", f"1. Encoding: {a['encoding']}", f"   {a['reason']}", "", "2. Hyperparameters:"]
     out += [f"   {k}: {v}" for k, v in a["hyperparameters"].items()] or ["   (none)"]
     out += ["", "3. Extension:"]

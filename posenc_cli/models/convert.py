@@ -193,6 +193,17 @@ def convert_source(source: str, to: str, *, revision: str | None = None, output:
     if src.gguf is not None:
         raise PosencError(f"{src.label} is a GGUF file: its rope settings are llama.cpp metadata, not transformers "
                           "keys")
-    describe_source(src)  # a config posenc cannot read is refused as itself, before any rewriting
-    text = written_config(convert(src.config, to), f"the {to} config")
+    model = describe_source(src)  # a config posenc cannot read is refused as itself, before any rewriting
+    converted = convert(src.config, to)
+    if model.family == "rope" and model.layers and model.max_position_embeddings:
+        # posenc's record of what the file alone cannot say, as scale -o writes it (docs/conventions.md)
+        from posenc_cli.models.facts import MARKER, marker, model_facts
+
+        try:
+            facts = model_facts(model, src.label, cfg=src.config)
+        except PosencError:  # a family posenc does not extend: its window is what the file says
+            facts = None
+        if facts is not None and facts.native is not None and facts.trained is not None:
+            converted[MARKER] = marker(facts.trained, facts.native, facts.training_free, facts.theta)
+    text = written_config(converted, f"the {to} config")
     return Converted(text, src.path if in_place else output)

@@ -100,6 +100,7 @@ def extend(
         inherited = facts.inherited(method)
         params = {k: explicit.get(k, inherited.get(k, _DEFAULTS.get(k))) for k in TUNABLE}
         return make_request(method, factor=factor, original_max=start, target=target, **rope, **params)
+    rope["trained"] = facts.trained if facts.trained is not None and facts.trained < native else None
     target = _target_from(native, factor, target, label)
     own_type = facts.params.get("rope_type", "default")
     if target > native:

@@ -3,6 +3,7 @@ window each rope group serves (:func:`window_of`, with its original and native l
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,37 @@ from posenc_cli.models.config_keys import text_config
 from posenc_cli.models.model_positions import LayerRope, ModelPositions
 from posenc_cli.rope.rope_types import METHODS, MULTIMODAL_KEYS, RECORDS, every_key
 from posenc_cli.rope.windows import Window, window
+from posenc_cli.units import format_length
+
+#: The key posenc writes into a config.json it patched (``scale -o``/``--in-place``): what the file alone cannot
+#: say (docs/conventions.md, "The window a config serves"). transformers keeps it as an unused attribute of the
+#: config and writes it back on ``save_pretrained``; engines ignore it. A GGUF posenc writes carries the same facts
+#: as ``posenc.*`` metadata keys.
+MARKER = "posenc"
+
+
+def marker(trained: int, window: int, training_free: bool, theta: float) -> dict[str, Any]:
+    """The ``posenc`` record of a file posenc wrote: the length the model was trained at, the window the file
+    serves as written, whether the reach from one to the other is training-free, and the rope base the scaling
+    starts from (``scale ntk`` writes a raised ``rope_theta``: the next request starts from the trained one)."""
+    return {"trained_ctx": int(trained), "window": int(window), "training_free": bool(training_free),
+            "rope_theta": float(theta)}
+
+
+def read_marker(cfg: Mapping[str, Any] | None) -> tuple[int, int, bool, float | None] | None:
+    """(trained length, window, training-free, trained base or None) of a ``posenc`` record, or None without a
+    well-formed one."""
+    record = cfg.get(MARKER) if isinstance(cfg, Mapping) else None
+    if not isinstance(record, Mapping):
+        return None
+    trained, served, free = record.get("trained_ctx"), record.get("window"), record.get("training_free")
+    theta = record.get("rope_theta")
+    if not (isinstance(trained, int) and isinstance(served, int) and isinstance(free, bool)) or isinstance(
+            trained, bool) or isinstance(served, bool) or min(trained, served) < 1:
+        return None
+    if not isinstance(theta, (int, float)) or isinstance(theta, bool) or not math.isfinite(theta) or theta <= 1:
+        return trained, served, free, None
+    return trained, served, free, float(theta)
 
 
 def window_of(model: ModelPositions, layer: LayerRope) -> Window | None:
@@ -49,7 +81,29 @@ class ModelFacts:
     model_type: str = ""  # the text model's type (the config class that reads the rope settings)
     default_partial: bool = True  # the class applies partial_rotary_factor to plain RoPE (ModelPositions')
     original: int | None = None  # the length its scaling refers to (posenc_cli.rope.windows.Window.original)
-    window_note: str | None = None  # why the window is not max_position_embeddings, when a documented fact says so
+    window_note: str | None = None  # why the window is not max_position_embeddings, or not the trained length
+    trained: int | None = None  # the length it was trained at (its window, unless the reach past it is training-free)
+
+    @property
+    def training_free(self) -> bool:
+        """The window the model serves reaches past its trained length without training."""
+        return self.trained is not None and self.native is not None and self.trained < self.native
+
+    @property
+    def serving(self) -> str:
+        """How the model serves its window, for a command's text: ``serves 128k with yarn x4 (training-free)``;
+        empty when it serves the length it was trained at."""
+        if not self.training_free or self.native is None:
+            return ""
+        rope_type = str(self.params.get("rope_type", "default"))
+        factor = self.params.get("factor")
+        if rope_type == "default":
+            how = f"rope_theta {self.theta:g}"
+        elif isinstance(factor, (int, float)) and not isinstance(factor, bool):
+            how = f"{rope_type} x{float(factor):g}"
+        else:
+            how = rope_type
+        return f"serves {format_length(self.native)} with {how} (training-free)"
 
     @property
     def text_config(self) -> bool:
@@ -114,11 +168,50 @@ def model_facts(model: ModelPositions, label: str, group: str | None = None,
     if names:
         notes += (f"note: {label} has per-layer rope ({', '.join(names)}); extending {layer.name}, the others keep "
                   "their settings",)
-    return ModelFacts(float(params["rope_theta"]), layer.head_dim or model.head_dim,
-                      float(prf) if prf is not None else None, served.scale_from if served else None, params, notes,
+    trained, window_note, theta = _trained(served, cfg, params, label, model.max_position_embeddings)
+    return ModelFacts(theta or float(params["rope_theta"]), layer.head_dim or model.head_dim,
+                      float(prf) if prf is not None else None,
+                      (served.original or trained or served.native) if served else None, params, notes,
                       model.text_source, v5, names, layer.name if names else "",
                       served.native if served else None, label,
                       model.text_model_type or model.model_type or "", model.default_partial,
-                      served.original if served else None,
-                      served.note(label, model.max_position_embeddings) if served and model.max_position_embeddings
-                      else None)
+                      served.original if served else None, window_note, trained)
+
+
+def _trained(served: Window | None, cfg: Mapping[str, Any] | None, params: Mapping[str, Any], label: str,
+             max_position_embeddings: int | None) -> tuple[int | None, str | None, float | None]:
+    """(the length the model was trained at, the note saying why it is not the window, the base a request starts
+    from when not the file's): posenc's own record of a file it wrote, while it still describes the file; else what
+    the window's reading says (docs/conventions.md, "The window a config serves")."""
+    if served is None or max_position_embeddings is None:
+        return None, None, None
+    notes = [served.note(label, max_position_embeddings) or ""]
+    record = read_marker(cfg)
+    if record is not None:
+        trained, written_for, free, theta = record
+        if written_for == served.native and trained <= served.native:
+            if free and trained < served.native:
+                notes = [f"note: {label} was trained at {format_length(trained)} and reaches "
+                         f"{format_length(served.native)} training-free (posenc wrote its scaling and recorded it "
+                         f"under {MARKER!r}): jumps are measured from {format_length(trained)}"]
+                if theta is not None and theta != params.get("rope_theta"):
+                    notes.append(f"note: {label}'s rope_theta {params.get('rope_theta'):g} is posenc's training-free "
+                                 f"ntk; requests start from the trained {theta:g}")
+                return trained, "\n".join(line for line in notes if line), theta
+            return served.native, "\n".join(line for line in notes if line) or None, None
+        notes.insert(0, f"note: {label}'s {MARKER!r} record says posenc wrote it to serve "
+                        f"{format_length(written_for)}; it now serves {format_length(served.native)}, so the record "
+                        "is ignored")
+    trained = served.trained_length
+    if served.training_free:
+        if served.assumed:
+            why = f"{served.assumed}; pass --fine-tuned if it was trained at {format_length(served.native)}"
+        elif params.get("rope_type") == "dynamic":
+            why = "dynamic NTK grows its base past it per forward"
+        else:
+            why = (f"max_position_embeddings {max_position_embeddings:,} is left as shipped, as the model cards' "
+                   "recipe does")
+        notes.append(f"note: {label} was trained at {format_length(trained)} and reaches "
+                     f"{format_length(served.native)} training-free ({why}): jumps are measured from "
+                     f"{format_length(trained)}")
+    return trained, "\n".join(line for line in notes if line) or None, None

@@ -46,6 +46,8 @@ def inspect_source(source: str, revision: str | None = None, seq_len: str | None
     try:
         model = describe_source(src)
         result = report(model, length)
+        if model.family == "rope" and model.layers:
+            _trained_length(result, model, src)
     except PosencError as exc:
         if not lint:
             raise
@@ -68,6 +70,20 @@ def inspect_source(source: str, revision: str | None = None, seq_len: str | None
     oldest = {"version": found[0], "because": found[1]} if found else None
     result["oldest_transformers"] = oldest
     return Inspected(result, problems, oldest)
+
+
+def _trained_length(result: dict[str, Any], model: Any, src: Any) -> None:
+    """The length the model was trained at beside the window it serves (docs/conventions.md, "The trained length"):
+    ``trained_length`` and, where the reach past it is training-free, ``serving`` and the note saying why."""
+    from posenc_cli.models.facts import model_facts
+
+    try:
+        facts = model_facts(model, src.label, cfg=src.config)
+    except PosencError:  # a family posenc does not extend: its window is all the file says
+        facts = None
+    result["trained_length"] = facts.trained if facts is not None else None
+    result["serving"] = facts.serving if facts is not None and facts.serving else None
+    result["trained_note"] = facts.window_note if facts is not None and facts.training_free else None
 
 
 def gguf_section(facts: GgufFacts) -> dict[str, Any]:

@@ -54,7 +54,7 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
                              "existing": inp.config is not None, "model_encoding": "none",
                              "model_rope_type": "none", "original_ctx": 0, "model_scaled": False,
                              "typical_ctx": inp.typical_ctx or 0, "yarn_remapped": False, "model_keepable": True,
-                             "model_replaceable": True}
+                             "model_replaceable": True, "served_ctx": 0}
     if inp.typical_ctx is not None and not 1 <= inp.typical_ctx <= inp.ctx:
         raise PosencError(f"{{typical_ctx}} must be between 1 and {{ctx}} ({inp.ctx}), got {inp.typical_ctx}",
                           "typical_ctx", "ctx")
@@ -94,10 +94,12 @@ def gather_facts(inp: PickInputs) -> tuple[dict[str, Any], float | None, Any]:
             theta = model_facts.theta
             prf = params.get("partial_rotary_factor")
             if model.max_position_embeddings:
-                # an extended checkpoint was trained to serve its window: extensions start there
+                # the length it was trained at (its window, unless the reach past it is training-free): the rules'
+                # caps measure the jump from there, as scale's warnings do
                 if trained is None:
-                    trained = model_facts.native or model.max_position_embeddings
+                    trained = model_facts.trained or model_facts.native or model.max_position_embeddings
                 facts["original_ctx"] = model_facts.original or 0
+                facts["served_ctx"] = model_facts.native or 0
         elif trained is None:
             trained = model.max_position_embeddings
         if trained is None:
@@ -304,9 +306,11 @@ def _scaled(method: str, facts: dict[str, Any], target: int, theta: float, prf: 
                       flags, None)
     # --trained-ctx other than the model's window: the user says the checkpoint was trained elsewhere (and the
     # "same numbers" command must say so too)
-    req = extend(method, model, target=target, fine_tuned=fine_tune,
-                 original_max=trained if trained != model.native else None)
-    if trained != model.native:
+    # a target short of a training-free window (a card-patched file asked for less): the scaling for it, from the
+    # trained length, as on the file it was patched from
+    explicit = trained != (model.trained or model.native) or target < (model.native or 0)
+    req = extend(method, model, target=target, fine_tuned=fine_tune, original_max=trained if explicit else None)
+    if explicit:
         flags += ["--original-max", format_length(trained)]
     return _Built(req, flags, None)
 
@@ -405,7 +409,8 @@ def pick(inp: PickInputs) -> PickResult:
             extension["note"] = f"{extension['note']} {DYNAMIC_CAVEAT}" if extension["note"] else DYNAMIC_CAVEAT
         else:
             reason = f"{reason} {DYNAMIC_CAVEAT}"
-    inputs = {k: facts[k] for k in ("ctx", "trained_ctx", "original_ctx", "typical_ctx", "extrapolation", "budget",
+    inputs = {k: facts[k] for k in ("ctx", "trained_ctx", "served_ctx", "original_ctx", "typical_ctx", "extrapolation",
+                                    "budget",
                                     "existing", "model_encoding", "model_rope_type", "head_dim", "heads", "theta")}
     plan_facts = {k: facts[k] for k in ("theta_new", "theta_stage", "free_cap", "train_to", "stages", "stage_lengths",
                                         "stage_tokens", "plan_tokens_min", "plan_tokens_full", "plan_tokens",

@@ -18,7 +18,8 @@ from posenc_cli.errors import PosencError
 #: Facts the picker supplies, with their types. Rules may only refer to these and to derived facts.
 INPUT_FACTS: dict[str, type] = {
     "ctx": int,  # target context at inference
-    "trained_ctx": int,  # pre-trained (or to-be-trained) length
+    "trained_ctx": int,  # pre-trained (or to-be-trained) length: where a jump is measured from
+    "served_ctx": int,  # the window the existing model's file serves as it is (past trained_ctx: training-free); 0: new
     "budget": int,  # fine-tuning tokens available for a long-context stage
     "extrapolation": str,  # none | moderate | strong
     "existing": bool,  # a model config was given

@@ -105,8 +105,11 @@ class ScaleRequest:
     notes: list[str] = field(default_factory=list, compare=False)
     # keys of the model's own rope dict that no method sets (mrope_section, llama_4_scaling_beta): carried over
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
-    # the window the model serves before this request (its native window); the jump is target / native
+    # the window the model serves before this request (its native window); its own factor multiplies target / native
     native: int | None = None
+    # the length the model was trained at, when shorter than ``native`` (a training-free reach): the jump a warning
+    # measures runs from here, so a file patched on the way warns as the file it was patched from
+    trained: int | None = None
     # the model's own rope dict when the request asks for nothing new (its native window): returned verbatim
     own: dict[str, Any] | None = field(default=None, compare=False)
     # the model's class applies partial_rotary_factor to plain RoPE too (Llama's does not: ntk then rotates all)
@@ -122,9 +125,14 @@ class ScaleRequest:
         return self.own is not None
 
     @property
+    def trained_length(self) -> int:
+        """The length the model was trained at: ``trained``, else its window, else the original length."""
+        return self.trained or self.native or self.original_max
+
+    @property
     def jump(self) -> float:
-        """How far past the window the model already serves this request reaches (1.0: not at all)."""
-        return self.target / (self.native or self.original_max)
+        """How far past the length the model was trained at this request reaches (1.0: not at all)."""
+        return self.target / self.trained_length
 
     @property
     def rotary_dim(self) -> int:
@@ -284,7 +292,7 @@ def validate(req: ScaleRequest) -> None:
 
 
 def needs_training(jump: float) -> str | None:
-    """Why a training-free jump of ``jump`` (target / the window the model serves) is not advised, or None.
+    """Why a training-free jump of ``jump`` (target / the length the model was trained at) is not advised, or None.
 
     The same thresholds as the default rules of ``posenc pick`` (training_free_cap, training_free_cap_asked), so
     the two commands never disagree on one jump.
@@ -304,9 +312,8 @@ def warnings_for(req: ScaleRequest) -> list[str]:
     why = None if req.fine_tuned or req.unchanged else needs_training(req.jump)
     if why is None:
         return []
-    window = req.native or req.original_max
-    return [f"warning: {format_length(window)} -> {format_length(req.target)}: {why} (pass --fine-tuned if the "
-            "model is fine-tuned at this scale)"]
+    return [f"warning: {format_length(req.trained_length)} -> {format_length(req.target)}: {why} (pass --fine-tuned "
+            "if the model is fine-tuned at this scale)"]
 
 
 def rope_parameters(req: ScaleRequest) -> dict[str, Any]:

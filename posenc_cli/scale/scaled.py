@@ -159,9 +159,23 @@ def _read_model(ask: ScaleAsk) -> _Model:
 
 
 def _patched(model: _Model, req: ScaleRequest, fmt: str) -> str:
-    from posenc_cli.models.sources import written_config  # loaded with the reader (see _read_model)
+    # loaded with the reader (see _read_model)
+    from posenc_cli.models.facts import MARKER
+    from posenc_cli.models.sources import written_config
 
-    return written_config(hf.patch_config(model.source.config, req, fmt, model.facts.group), "the patched config")
+    cfg = hf.patch_config(model.source.config, req, fmt, model.facts.group)
+    cfg[MARKER] = written_marker(req)
+    return written_config(cfg, "the patched config")
+
+
+def written_marker(req: ScaleRequest) -> dict[str, Any]:
+    """The ``posenc`` record of a file written with ``req`` (:func:`posenc_cli.models.facts.marker`): the length the
+    model was trained at and whether the window it now serves is reached training-free (``--fine-tuned``: the model
+    is trained at the target, so the target is its trained length)."""
+    from posenc_cli.models.facts import marker
+
+    trained = req.target if req.fine_tuned else req.trained_length
+    return marker(trained, req.target, trained < req.target, req.theta)
 
 
 #: the formats that name a GGUF written with ``-o NEW.gguf`` (the others describe a config.json or flags)
@@ -172,7 +186,7 @@ def _written_gguf(model: _Model, req: ScaleRequest, ask: ScaleAsk, notes: list[s
     """``-o NEW.gguf`` on a GGUF model: the scaling written into a new GGUF (:mod:`posenc_cli.models.gguf.scaled`),
     and the rendering for ``--engine ollama``/``lmstudio`` naming it (else no text). Returns (the name written,
     the text, its caveats); the writer's notes are appended to ``notes``."""
-    from posenc_cli.models.gguf.scaled import scaling_edit
+    from posenc_cli.models.gguf.scaled import marker_keys, scaling_edit
     from posenc_cli.models.gguf.writer import rewrite
 
     assert ask.output is not None and model.source.gguf is not None and model.source.path is not None
@@ -185,6 +199,7 @@ def _written_gguf(model: _Model, req: ScaleRequest, ask: ScaleAsk, notes: list[s
                           "NEW.gguf", "engine")
     edit, written_notes = scaling_edit(model.source.gguf, scaling.rope_parameters(req),
                                        scaling.max_position_embeddings(req), req.rotary_dim)
+    edit.set_keys.update(marker_keys(written_marker(req)))
     written = rewrite(model.source.path, ask.output, edit, label=model.source.label)
     notes += [f"note: {line}" for line in written_notes]
     if ask.engine is None:

@@ -497,3 +497,17 @@ def test_the_text_report_never_prints_none(path: Path) -> None:
     result = run("inspect", str(path))
     assert result.exit_code in (0, 2), result.stdout
     assert "None" not in result.stdout
+
+
+def test_inspect_says_the_trained_length_beside_a_training_free_window() -> None:
+    """A card-patched Qwen serves 128k and was trained at 32k: the text says both, the JSON has trained_length; the
+    file as shipped is trained at its window and says nothing more."""
+    examples = Path(__file__).resolve().parents[2] / "docs" / "examples"
+    corpus = Path(__file__).resolve().parents[1] / "corpus"
+    card = str(examples / "qwen2.5-7b-instruct-card-yarn.json")
+    assert "   trained length: 32,768; serves 128k with yarn x4 (training-free)" in ok(run("inspect", card)).stdout
+    patched = json.loads(ok(run("inspect", card, "--json")).stdout)
+    assert (patched["trained_length"], patched["layers"][0]["native_window"]) == (32768, 131072)
+    shipped = json.loads(ok(run("inspect", str(corpus / "qwen2.5-7b-instruct.json"), "--json")).stdout)
+    assert (shipped["trained_length"], shipped["serving"]) == (32768, None)
+    assert "trained length" not in ok(run("inspect", str(corpus / "qwen2.5-7b-instruct.json"))).stdout

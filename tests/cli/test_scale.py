@@ -411,7 +411,9 @@ def test_config_output_hf(tmp_path: Path) -> None:
     assert result.stdout == ""
     assert cfg.read_bytes() == raw
     patched = json.loads(dest.read_text())
-    assert list(patched) == list(QWEN_LIKE)  # same keys, same order (all rope keys already existed)
+    # same keys, same order (all rope keys already existed), and posenc's record of what it wrote at the end
+    assert list(patched) == [*QWEN_LIKE, "posenc"]
+    assert patched["posenc"] == {"trained_ctx": 32768, "window": 131072, "training_free": True, "rope_theta": 1e6}
     _assert_kept(QWEN_LIKE, patched)
     assert patched["rope_scaling"] == {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
     assert patched["rope_theta"] == 1e6
@@ -449,7 +451,7 @@ def test_in_place(tmp_path: Path) -> None:
     assert result.stdout == ""
     patched = json.loads(cfg.read_text())
     _assert_kept(QWEN_LIKE, patched)
-    assert list(patched) == list(QWEN_LIKE)
+    assert list(patched) == [*QWEN_LIKE, "posenc"]
     assert patched["rope_scaling"]["rope_type"] == "llama3"
     assert patched["rope_scaling"]["original_max_position_embeddings"] == 32768
     assert patched["max_position_embeddings"] == 131072
@@ -468,7 +470,29 @@ def test_phi3_top_level_original_is_updated(tmp_path: Path) -> None:
     patched = json.loads(cfg.read_text())
     assert patched["original_max_position_embeddings"] == 4096
     assert patched["max_position_embeddings"] == 16384
-    assert list(patched) == list(phi)
+    assert list(patched) == [*phi, "posenc"]
+
+
+def test_a_written_config_records_the_trained_length_and_reads_it_back(tmp_path: Path) -> None:
+    """``-o`` records what the file alone cannot say (a llama3 block looks trained at its window): asked for more,
+    the written file warns as the file it came from; ``--fine-tuned`` records the target as trained."""
+    cfg = Path(write_json(tmp_path, QWEN_LIKE))
+    first, second = tmp_path / "x4.json", tmp_path / "x4-tuned.json"
+    ok(run("scale", "llama3", "--config", str(cfg), "--target", "128k", "-o", str(first)))
+    ok(run("scale", "llama3", "--config", str(cfg), "--target", "128k", "--fine-tuned", "-o", str(second)))
+    assert json.loads(second.read_text())["posenc"] == {"trained_ctx": 131072, "window": 131072,
+                                                        "training_free": False, "rope_theta": 1e6}
+    direct = ok(run("scale", "llama3", "--config", str(cfg), "--target", "256k"))
+    again = ok(run("scale", "llama3", "--config", str(first), "--target", "256k"))
+    tuned = ok(run("scale", "llama3", "--config", str(second), "--target", "256k"))
+    warning = "warning: 32k -> 256k: a x8 jump"
+    assert warning in direct.stderr and warning in again.stderr and "warning" not in tuned.stderr
+    assert json.loads(again.stdout) == json.loads(direct.stdout)
+    assert "trained at 32k and reaches 128k training-free (posenc wrote its scaling" in again.stderr
+    # a record that no longer describes the file (its window edited by hand) is ignored, and said so
+    edited = json.loads(first.read_text()) | {"max_position_embeddings": 65536}
+    stale = ok(run("scale", "llama3", "--config", write_json(tmp_path, edited, "edited.json"), "--target", "256k"))
+    assert "record says posenc wrote it to serve 128k; it now serves 64k, so the record is ignored" in stale.stderr
 
 
 def test_output_into_missing_folder_fails_cleanly(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ model (model_facts, extended_group, ModelFacts)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -174,3 +175,55 @@ def test_extra_keys_are_the_ones_no_rope_type_owns() -> None:
                                                 ({"rope_type": "linear"}, True), ({"rope_type": "proportional"}, True)])
 def test_scaled_is_any_rope_type_but_default(params: dict[str, Any], scaled: bool) -> None:
     assert facts_of(params).scaled is scaled
+
+
+# --- the trained length and posenc's record -------------------------------------------------------------------------
+
+QWEN_CARD = {"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28, "num_key_value_heads": 4,
+             "num_hidden_layers": 2, "max_position_embeddings": 32768, "rope_theta": 1e6, "vocab_size": 1024,
+             "intermediate_size": 64,
+             "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}
+
+
+def _facts_of(cfg: dict[str, Any]) -> ModelFacts:
+    return model_facts(describe(cfg), "m", cfg=cfg)
+
+
+def test_the_card_pattern_is_trained_at_the_original_length_and_says_so() -> None:
+    facts = _facts_of(QWEN_CARD)
+    assert (facts.native, facts.trained, facts.training_free) == (131072, 32768, True)
+    assert facts.serving == "serves 128k with yarn x4 (training-free)"
+    assert facts.window_note is not None and "was trained at 32k and reaches 128k training-free" in facts.window_note
+
+
+def test_posenc_record_sets_the_trained_length_only_while_it_describes_the_file() -> None:
+    multiplied = QWEN_CARD | {"max_position_embeddings": 131072,
+                              "rope_scaling": {"rope_type": "linear", "factor": 4.0}}
+    assert _facts_of(multiplied).training_free is False  # a linear block alone reads as trained at its window
+    record = {"trained_ctx": 32768, "window": 131072, "training_free": True, "rope_theta": 1e6}
+    marked = _facts_of(multiplied | {"posenc": record})
+    assert (marked.trained, marked.scale_from) == (32768, 32768)
+    tuned = _facts_of(multiplied | {"posenc": record | {"training_free": False}})
+    assert tuned.trained == 131072
+    stale = _facts_of(multiplied | {"posenc": record | {"window": 65536}})
+    assert stale.trained == 131072 and stale.window_note is not None and "is ignored" in stale.window_note
+    for bad in ({"trained_ctx": "32k", "window": 131072, "training_free": True}, {"trained_ctx": 32768}, [], 7):
+        assert _facts_of(multiplied | {"posenc": bad}).trained == 131072
+
+
+def test_transformers_loads_and_saves_posencs_record() -> None:
+    """transformers keeps the ``posenc`` key as an unused attribute and writes it back (the record survives a
+    save_pretrained; the model's numbers are read as without it)."""
+    import tempfile
+
+    transformers = pytest.importorskip("transformers")
+    record = {"trained_ctx": 32768, "window": 131072, "training_free": True, "rope_theta": 1e6}
+    with tempfile.TemporaryDirectory() as folder:
+        with open(f"{folder}/config.json", "w") as f:
+            json.dump(QWEN_CARD | {"max_position_embeddings": 131072, "posenc": record}, f)
+        config = transformers.AutoConfig.from_pretrained(folder)
+        assert config.posenc == record
+        assert config.rope_parameters["factor"] == 4.0 and config.max_position_embeddings == 131072
+        config.save_pretrained(f"{folder}/again")
+        with open(f"{folder}/again/config.json") as f:
+            assert json.load(f)["posenc"] == record

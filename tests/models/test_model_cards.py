@@ -5,8 +5,9 @@ gives a recipe, with the window the card claims and the card's words. posenc mus
 command that reads a window (:mod:`posenc_cli.rope.windows`): ``inspect`` reports the card's window, ``scale`` asked
 for it
 returns the file unchanged, asked for twice as much doubles the card's factor from the same original length, ``pick``
-within it extends nothing, ``check --engines hf`` at it passes; for an unpatched file whose card gives the recipe,
-``scale`` and ``pick`` write the card's dict.
+within it changes nothing in the file (a card-patched one: the unpatched file's yarn x4, which it already has),
+``check --engines hf`` at it passes; for an unpatched file whose card gives the recipe, ``scale`` and ``pick`` write
+the card's dict.
 """
 
 from __future__ import annotations
@@ -127,9 +128,24 @@ def _rope_dicts(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 @pytest.mark.parametrize("card", CARDS, ids=IDS)
-def test_pick_within_the_cards_window_extends_nothing(card: Card, tmp_path: Path) -> None:
-    answer = _json("pick", "--ctx", str(card.window), "--config", write_json(tmp_path, card.config()))
-    assert answer["extension"] is None and answer["encoding"] == "keep the model's rope", answer["extension"]
+def test_pick_within_the_cards_window_changes_nothing_in_the_file(card: Card, tmp_path: Path) -> None:
+    """A shipped window is kept as it is. A card-patched one is trained at 32k and reaches the card's window
+    training-free (docs/conventions.md): pick answers as for the unpatched file, a yarn x4 from 32k with no warning,
+    and that config is the file's own rope."""
+    path = write_json(tmp_path, card.config())
+    answer = _json("pick", "--ctx", str(card.window), "--config", path)
+    if not card.patch:
+        assert answer["extension"] is None and answer["encoding"] == "keep the model's rope", answer["extension"]
+        return
+    ext = answer["extension"]
+    assert (answer["inputs"]["trained_ctx"], answer["inputs"]["served_ctx"]) == (32768, card.window)
+    assert (ext["method"], ext["factor"], ext["from"], ext["to"], ext["warnings"]) == ("yarn", 4.0, 32768,
+                                                                                         card.window, [])
+    written = json.loads(ok(run("scale", "yarn", "--config", path, "--target", str(card.window), "-o", "-")).stdout)
+    assert written.pop("posenc") == {"trained_ctx": 32768, "window": card.window, "training_free": True,
+                                     "rope_theta": written.get("rope_theta", written.get("text_config", {}).get(
+                                         "rope_theta"))}
+    assert written == card.config()  # the file as it is, with posenc's record of it
 
 
 @pytest.mark.parametrize("card", CARDS, ids=IDS)

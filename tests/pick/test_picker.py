@@ -23,9 +23,14 @@ from typing import Any
 
 import pytest
 from clihelpers import ok, run, write_json
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from trained_variants import card_patched, trained_length, unscaled_models, written_on_the_way
 
+from posenc_cli.errors import PosencError
 from posenc_cli.pick.picker import PickInputs, pick
 from posenc_cli.pick.rules import load_rules, render
+from posenc_cli.rope import scaling
 from posenc_cli.units import format_length, format_tokens
 
 K = 1024
@@ -181,7 +186,8 @@ def test_the_caveat_is_in_the_text_output_too(tmp_path: Path) -> None:
     out = ok(run("pick", "--ctx", "32k", "--trained-ctx", "16k", "--extrapolation", "moderate")).stdout
     ext = out[out.index("3. Extension"):out.index("4. Test plan")]
     assert "dynamic x2" in ext and "llama.cpp has no dynamic NTK" in ext
-    kept = ok(run("pick", "--ctx", "16k", "--config", write_json(tmp_path, DYNAMIC_4K))).stdout  # its window: 8k
+    # 2x its trained 4k (the window its factor 2 serves): the rules keep dynamic up to 2x from the trained length
+    kept = ok(run("pick", "--ctx", "8k", "--config", write_json(tmp_path, DYNAMIC_4K))).stdout
     assert "keep dynamic NTK" in kept
     assert "vLLM and SGLang compute one static base" in kept[:kept.index("2. Hyperparameters")]
 
@@ -425,3 +431,45 @@ def test_the_plan_names_ruler_tasks_with_the_rules_thresholds(tmp_path: Path) ->
     path.write_text(text[:value] + "value: 90\n" + text[value + len("value: 85.6\n"):], encoding="utf-8")
     strict = pick_json(*args, "--rules", str(path))
     assert [t["threshold"] for t in strict["tests"] if t["kind"] == "ruler"] == [0.9]
+
+
+# --- the trained length, not the served window, is where pick's caps start ------------------------------------------
+
+
+def _picked(path: Path, ctx: int, budget: int) -> dict[str, Any]:
+    """What ``pick --ctx CTX --config PATH`` decides, without what names the file or the window it serves as is."""
+    result = pick(PickInputs(ctx=ctx, config=str(path), budget=budget))
+    a = json.loads(json.dumps(result.answer).replace(str(path), "FILE"))
+    ext = a["extension"]
+    if ext is not None:
+        for key in ("config", "config_v4", "config_v5", "command"):  # the file's own keys and its "same numbers"
+            del ext[key]
+    served = result.requests.served if result.requests is not None else None
+    # what describes the file as it is (its rope type, original length, window) may differ, and the reason names
+    # the model's own rope type
+    a["inputs"] = {"trained_ctx": a["inputs"]["trained_ctx"]}
+    del a["reason"]
+    return {**a, "rope": None if served is None else (scaling.rope_parameters(served),
+                                                       scaling.max_position_embeddings(served))}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(unscaled_models()), st.sampled_from((2, 4)), st.sampled_from((1, 1.5, 2, 4, 8, 16)),
+       st.sampled_from((0, 10**9, 10**10)))
+def test_pick_answers_a_file_patched_on_the_way_as_the_file_it_came_from(
+        tmp_path: Path, name: str, reach: int, past: float, budget: int) -> None:
+    """The unpatched corpus file, its card-patched twin and the file ``posenc scale yarn --target W -o`` wrote
+    (W = reach x the trained length) get the same answer for one target: trained_ctx is the trained length, the
+    rule, the extension with its final rope, its warnings and the test plan the same."""
+    trained = trained_length(name)
+    ctx = int(trained * reach * past)
+    assume(ctx <= 1 << 24)
+    try:
+        direct = _picked(CORPUS / name, ctx, budget)
+        on_the_way = written_on_the_way(name, "yarn", trained * reach, tmp_path)
+    except PosencError:
+        assume(False)  # the model's class takes no yarn
+        raise
+    assert direct["inputs"]["trained_ctx"] == trained
+    for variant in (card_patched(name, reach, tmp_path), on_the_way):
+        assert _picked(variant, ctx, budget) == direct, variant.name

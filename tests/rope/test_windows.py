@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from clihelpers import ok, run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posenc_cli.rope.windows import TRAINED_LENGTHS, window
+from posenc_cli.rope.windows import TRAINED_LENGTHS, TRAINED_SCALING, Window, window
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 MODELS = ["qwen2.5-7b-instruct.json", "qwen3-8b.json", "llama-3.1-8b-instruct.json", "gpt-oss-20b.json",
@@ -87,3 +88,65 @@ def test_what_scale_writes_serves_the_target_and_asking_again_changes_nothing(na
             assert served == target, (name, method, jump, scaled[0]["parameters"])
         again = ok(run("scale", method, "--config", path, "--target", str(target)))
         assert "already serves" in again.stderr or scaled[0]["rope_type"] == "dynamic", again.stderr
+
+
+# --- the trained length ----------------------------------------------------------------------------------------------
+
+
+def _corpus_windows() -> dict[str, tuple[Window, dict[str, Any]]]:
+    """The window of every corpus model's extended rope group, with its rope dict."""
+    from posenc_cli.models.facts import extended_group, window_of
+    from posenc_cli.models.sources import describe_source, read_source
+
+    out = {}
+    for path in sorted(CORPUS.glob("*.json")):
+        if path.name == "SOURCES.json":
+            continue
+        model = describe_source(read_source(str(path)))
+        if model.family != "rope" or not model.layers:
+            continue
+        layer = extended_group(model)
+        served = window_of(model, layer)
+        if served is not None:
+            out[path.name] = (served, dict(layer.params))
+    return out
+
+
+def test_every_trained_scaling_entry_is_a_shipped_corpus_config_and_each_is_read_as_trained() -> None:
+    """Each TRAINED_SCALING row matches a verbatim corpus config (tests/corpus/SOURCES.json names its origin), and a
+    matched config is trained at its window."""
+    windows = _corpus_windows()
+    matched = {name: w for name, (w, _) in windows.items() if w.source}
+    sources = json.loads((CORPUS / "SOURCES.json").read_text())
+    assert all(name in sources for name in matched)
+    assert {w.source for w in matched.values()} == set(TRAINED_SCALING.values())
+    for name, w in matched.items():
+        assert (w.trained_length, w.training_free) == (w.native, False), name
+
+
+def test_a_multiplied_out_yarn_block_nobody_vouches_for_is_training_free_from_its_original_length() -> None:
+    """Every corpus yarn block with the window multiplied out is in TRAINED_SCALING; the same block on another model
+    type (a community copy, or posenc's own output without its record) is read as trained at the original length."""
+    for name, (w, params) in _corpus_windows().items():
+        if params.get("rope_type") == "yarn" and w.original is not None and w.native > w.original:
+            assert w.source, f"{name}: a shipped yarn config missing from TRAINED_SCALING"
+    rope = {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096, "rope_theta": 150000.0}
+    assert window(rope, 131072, "gpt_oss").training_free is False
+    other = window(rope, 131072, "llama")
+    assert (other.native, other.trained_length, other.training_free) == (131072, 4096, True)
+    assert "no shipped config known to be trained at 128k" in other.assumed
+
+
+@given(original=lengths, factor=factors)
+def test_the_cards_pattern_is_trained_at_the_original_length(original: int, factor: float) -> None:
+    rope = {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": original}
+    w = window(rope, original)
+    assert w.trained_length == original
+    assert w.training_free == (w.native > original)
+
+
+@given(max_pos=lengths, factor=st.floats(min_value=1.01, max_value=64.0))
+def test_dynamic_is_trained_at_max_position_embeddings(max_pos: int, factor: float) -> None:
+    w = window({"rope_type": "dynamic", "factor": factor}, max_pos)
+    assert w.trained_length == max_pos
+    assert w.training_free == (w.native > max_pos)

@@ -95,7 +95,12 @@ _REPORTED_SUFFIXES = tuple("." + key for key in _REPORTED)
 def _maybe_reported(key: str) -> bool:
     """Whether ``key`` can be one :func:`_metadata` keeps, whatever the architecture (it may come later in the
     file): ``general.architecture``, ``{arch}.rope.*`` or ``{arch}.`` + a key in ``_REPORTED``."""
-    return key == "general.architecture" or ".rope." in key or key.endswith(_REPORTED_SUFFIXES)
+    return (key == "general.architecture" or ".rope." in key or key.endswith(_REPORTED_SUFFIXES)
+            or key.startswith(MARKER_PREFIX))
+
+
+#: posenc's record of a GGUF it wrote (``posenc.trained_ctx``, ``posenc.window``, ``posenc.training_free``)
+MARKER_PREFIX = "posenc."
 
 
 def read_gguf(path: str | os.PathLike[str], label: str | None = None) -> GgufFacts:
@@ -138,7 +143,7 @@ def _metadata(candidates: dict[str, Any], label: str) -> dict[str, Any]:
     arch = candidates.get("general.architecture")
     fields: dict[str, Any] = {}
     for name, value in candidates.items():
-        if name == "general.architecture":
+        if name == "general.architecture" or name.startswith(MARKER_PREFIX):
             fields[name] = value
         elif isinstance(arch, str) and name.startswith(arch + "."):
             rest = name[len(arch) + 1:]
@@ -255,6 +260,10 @@ def gguf_config(facts: GgufFacts) -> dict[str, Any]:
     elif facts.architecture in SCALED_CLASS_DEFAULTS:
         # no scaling key: llama.cpp runs plain RoPE, where the model type's class default is a scaling
         cfg["rope_scaling"] = {"rope_type": "default"}
+    record = {name: facts.keys.get(MARKER_PREFIX + name)
+              for name in ("trained_ctx", "window", "training_free", "rope_theta")}
+    if all(record[name] is not None for name in ("trained_ctx", "window", "training_free")):
+        cfg["posenc"] = record  # posenc's record of a GGUF it wrote (models.facts.read_marker checks it)
     return cfg
 
 

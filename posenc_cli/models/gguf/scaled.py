@@ -55,7 +55,7 @@ from typing import Any
 
 from posenc_cli.errors import PosencError
 from posenc_cli.models.gguf.deepseek2 import deepseek2_keys
-from posenc_cli.models.gguf.header import FLOAT32, STRING, UINT32, shortest_float32
+from posenc_cli.models.gguf.header import BOOL, FLOAT32, FLOAT64, STRING, UINT32, shortest_float32
 from posenc_cli.models.gguf.metadata import DEEPSEEK_ARCHS, GEMMA3_ARCHS, LOG_MULTIPLIER_ARCHS, GgufFacts
 from posenc_cli.models.gguf.writer import Edit
 from posenc_cli.rope.attention_factors import longrope_attention_factor, yarn_attention_factor, yarn_mscale
@@ -117,6 +117,16 @@ def _refuse(facts: GgufFacts, rope_type: str) -> None:
         raise PosencError(f"{name} cannot be written into a {arch} GGUF: llama.cpp's converter writes "
                           f"{' / '.join(allowed)} for {arch} (llama3 is a rope_freqs tensor of llama and llama4 "
                           "GGUFs only; LongRoPE the rope_factors tensors of phi3 ones)")
+
+
+def marker_keys(record: Mapping[str, Any]) -> dict[str, tuple[int, Any]]:
+    """posenc's record of a file it wrote (:func:`posenc_cli.models.facts.marker`) as GGUF metadata: ``posenc.*``
+    keys, outside every architecture's namespace, which llama.cpp never reads (:func:`metadata.gguf_config` reads
+    them back)."""
+    return {"posenc.trained_ctx": (UINT32, int(record["trained_ctx"])),
+            "posenc.window": (UINT32, int(record["window"])),
+            "posenc.training_free": (BOOL, bool(record["training_free"])),
+            "posenc.rope_theta": (FLOAT64, float(record["rope_theta"]))}
 
 
 def scaling_edit(facts: GgufFacts, params: Mapping[str, Any], max_position_embeddings: int,
