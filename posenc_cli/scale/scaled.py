@@ -8,6 +8,7 @@ this module's deliberate function-level imports.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from posenc_cli.engines import hf
@@ -17,7 +18,7 @@ from posenc_cli.frameworks.registry import formats, render, render_request, trai
 from posenc_cli.rope import scaling
 from posenc_cli.rope.scaling import ScaleRequest
 from posenc_cli.scale.options import ScaleOptions, scale_request
-from posenc_cli.units import parse_length
+from posenc_cli.units import format_length, parse_length
 
 if TYPE_CHECKING:
     from posenc_cli.models.facts import ModelFacts
@@ -68,8 +69,11 @@ def scale(method: str, options: ScaleOptions, ask: ScaleAsk, *, theta: float | N
     facts = model.facts if model else None
     fmt = ask.engine or hf.own_format(facts)
     notes: list[str] = []
-    req = scale_request(method, options, theta=theta, head_dim=head_dim, fine_tuned=fine_tuned, model=facts,
-                        notes=notes)
+    inside = _inside_window(options, model, ask)
+    req = scale_request(method, options if inside is None else replace(options, target=str(inside[1])), theta=theta,
+                        head_dim=head_dim, fine_tuned=fine_tuned, model=facts, notes=notes)
+    if model is not None and inside is not None and req.unchanged:
+        return _served_as_is(req, fmt, model, inside[0], ask, notes)
     if ask.seq_len is not None:
         if fmt not in training_formats():
             raise PosencError(f"{{seq_len}} sets the length a training run trains at; {{engine}} {fmt} serves the "
@@ -90,6 +94,49 @@ def scale(method: str, options: ScaleOptions, ask: ScaleAsk, *, theta: float | N
     given = {"theta": theta, "head_dim": head_dim}
     verdict = _verdict(req, fmt, model) if ask.engine is not None and destination is None else None
     return Scaled(req, text, _notes(req, fmt, facts, notes, given), caveats, destination, verdict, written)
+
+
+def _inside_window(options: ScaleOptions, model: _Model | None, ask: ScaleAsk) -> tuple[int, int] | None:
+    """(the length asked, the model's window) when ``--engine`` asks a model to serve a target inside its window
+    (the rope stays as it is: only the serving length is set); None otherwise (a request, or a refusal)."""
+    if (model is None or ask.engine is None or ask.engine in hf.FORMATS or ask.engine in training_formats()
+            or ask.output or ask.in_place or ask.seq_len is not None or options.factor is not None
+            or options.target is None):
+        return None
+    window = model.facts.native
+    asked = parse_length(options.target, name="--target")
+    return (asked, window) if window is not None and asked <= window else None
+
+
+def _served_as_is(req: ScaleRequest, fmt: str, model: _Model, length: int, ask: ScaleAsk,
+                  notes: list[str]) -> Scaled:
+    """A target inside the model's window, for an engine: the model as it is (``req``, its own rope) served at
+    ``length``, printed as the engine's run of it (:attr:`~posenc_cli.engines.target.Target.serve`, else the run's
+    command line), with that run's verdict: what is printed is what was judged."""
+    import shlex
+
+    from posenc_cli.frameworks.check import judge
+    from posenc_cli.frameworks.registry import for_format, format_owner
+    from posenc_cli.models.sources import describe_source, served_name
+
+    src = model.source
+    name = served_name(src) if ask.model == "MODEL" else ask.model
+    judged = judge(describe_source(src), src.config, format_owner(fmt), length, model_name=name)
+    assert judged.verdict is not None  # the model was scaled, so it has rope
+    run = judged.verdict.run
+    window = model.facts.native or length
+    said = [n for n in notes if "its rope settings are returned unchanged" not in n]
+    said.append(f"note: {src.label} serves {format_length(window)}; {format_length(length)} is inside that window, "
+                "so its rope stays as it is: this only sets the serving length")
+    if run.refusal:
+        text = ""
+    else:
+        target = for_format(fmt)
+        rendering = Rendering(replace(req, target=length), fmt, name, gguf=src.kind == "gguf",
+                              named=ask.model != "MODEL")
+        text = target.serve(rendering, run) if target.serve else shlex.join(run.invocation)
+    verdict = f"on the model as it is, {judged.line()}"
+    return Scaled(req, text, said, run.warnings, None, verdict)
 
 
 def _verdict(req: ScaleRequest, fmt: str, model: _Model | None) -> str:

@@ -12,7 +12,7 @@ from clihelpers import assert_usage_error, ok, run
 from gguf_files import make_gguf
 
 from posenc_cli.engines import llamacpp, lmstudio, ollama
-from posenc_cli.engines.runs import WILL_NOT_START
+from posenc_cli.engines.runs import SERVES_LESS
 from posenc_cli.models.sources import describe_source, read_source
 
 
@@ -58,6 +58,6 @@ def test_runs_are_llama_cpp_on_the_ggufs_own_rope_and_ollama_caps_at_context_len
         assert [g.inv_freq.tolist() for g in got.groups] == [g.inv_freq.tolist() for g in base.groups]
     # past the GGUF's context_length Ollama serves fewer tokens than asked: not the run asked for
     capped = ollama.run(model, src.config, 65536)
-    assert capped.accepts == 8192 and capped.refusal is not None and capped.refusal.startswith(WILL_NOT_START)
+    assert capped.accepts == 8192 and capped.refusal is not None and capped.refusal.startswith(SERVES_LESS)
     assert ollama.CAPPED in capped.refusal and not capped.groups
     assert lmstudio.run(model, src.config, 65536).accepts is None
