@@ -62,3 +62,4 @@ class Target:
     prints: str = ""
     reads_back: Any = None  # a posenc_cli.trainers.settings.Reader (a stage above: not typed here)
     serve: Server | None = None
+    prints_config: bool = False
