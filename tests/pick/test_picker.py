@@ -425,3 +425,14 @@ def test_the_plan_names_ruler_tasks_with_the_rules_thresholds(tmp_path: Path) ->
     path.write_text(text[:value] + "value: 90\n" + text[value + len("value: 85.6\n"):], encoding="utf-8")
     strict = pick_json(*args, "--rules", str(path))
     assert [t["threshold"] for t in strict["tests"] if t["kind"] == "ruler"] == [0.9]
+
+
+def test_pick_on_a_gguf_ends_in_the_command_that_writes_the_new_gguf() -> None:
+    gguf = Path(__file__).parents[2] / "docs" / "examples" / "llama-3.1-twin.gguf"
+    ext = pick(PickInputs(ctx=262144, config=str(gguf))).answer["extension"]
+    assert ext["output"] == "NEW.gguf" and shlex.split(ext["command"])[-2:] == ["-o", "NEW.gguf"]
+    out = ok(run("pick", "--ctx", "256k", "--config", str(gguf))).stdout
+    assert "merge into config.json" not in out and f"next: posenc scale llama3 --config {gguf} --target 256k -o " \
+        "NEW.gguf" in out
+    assert pick(PickInputs(ctx=262144, config=str(CORPUS / "llama-3.1-8b-instruct.json"))).answer["extension"][
+        "output"] is None

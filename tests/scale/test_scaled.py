@@ -190,3 +190,26 @@ def test_llama_cpp_flags_printed_are_the_flags_the_verdict_ran() -> None:
     ran = judged.verdict.run.invocation[3:]
     assert dict(zip(pairs[::2], pairs[1::2], strict=True)) == dict(zip(ran[::2], ran[1::2], strict=True))
     assert judged.line() == _printed_verdict(scaled.verdict)
+
+
+def test_mlx_lm_writes_the_config_it_reads_keeping_its_own_keys(tmp_path: Path) -> None:
+    """-o and --in-place with --engine mlx-lm: the v4 config mlx-lm reads, quantization (an mlx-lm folder's own key)
+    kept, and the verdict on what was written."""
+    cfg = convert(json.loads((CORPUS / "qwen2.5-7b-instruct.json").read_text()), "v5")
+    cfg["quantization"] = {"group_size": 64, "bits": 4}
+    folder = tmp_path / "mlx"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "new.json"
+    scaled = scale("yarn", ScaleOptions(target="128k"), ScaleAsk(config=str(folder), engine="mlx-lm",
+                                                               output=str(out)))
+    assert scaled.destination == str(out)
+    written = json.loads(scaled.text)
+    assert written["quantization"] == {"group_size": 64, "bits": 4}
+    assert written["rope_scaling"]["factor"] == 4.0 and "rope_parameters" not in written
+    assert scaled.verdict is not None and scaled.verdict.startswith("on the config written, mlx-lm")
+    assert _verdict_of(written, "mlx-lm", 131072) == _printed_verdict(scaled.verdict)
+    assert "same as transformers" in scaled.verdict
+    in_place = scale("yarn", ScaleOptions(target="128k"), ScaleAsk(config=str(folder), engine="mlx-lm",
+                                                                  in_place=True))
+    assert in_place.destination == str(folder / "config.json") and in_place.text == scaled.text
