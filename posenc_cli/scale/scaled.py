@@ -134,8 +134,9 @@ def _served_as_is(req: ScaleRequest, fmt: str, model: _Model, length: int, ask: 
     run = judged.verdict.run if judged.verdict is not None else None
     window = model.facts.native or length
     said = [n for n in notes if "its rope settings are returned unchanged" not in n]
-    said.append(f"note: {src.label} serves {format_length(window)}; {format_length(length)} is inside that window, "
-                "so its rope stays as it is: this only sets the serving length")
+    where = (f"already serves {format_length(window)}" if length == window else
+             f"serves {format_length(window)}, and {format_length(length)} is inside that window")
+    said.append(f"note: {src.label} {where}: its rope stays as it is, only the serving length is set")
     rendering = Rendering(replace(req, target=length), fmt, name, gguf=src.kind == "gguf", named=ask.model != "MODEL")
     text = _serving_text(rendering, run)
     return Scaled(req, text, said, run.warnings if run else [], None, f"on the model as it is, {judged.line()}")

@@ -140,7 +140,7 @@ def test_a_target_inside_the_window_is_served_as_the_verdict_judged(fmt: str) ->
     path = CORPUS / "llama-3.1-8b-instruct.json"
     scaled = scale("yarn", ScaleOptions(target="64k"), ScaleAsk(config=str(path), engine=fmt))
     assert scaled.request.unchanged and scaled.destination is None
-    assert any("64k is inside that window, so its rope stays as it is" in n for n in scaled.notes)
+    assert any("64k is inside that window: its rope stays as it is" in n for n in scaled.notes)
     cfg = json.loads(path.read_text())
     assert _printed_verdict(scaled.verdict) == _verdict_of(cfg, fmt, 65536)
     if fmt in ("vllm", "sglang", "lmdeploy"):
