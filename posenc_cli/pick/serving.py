@@ -53,6 +53,9 @@ def serving_argv(result: PickResult) -> list[str]:
 def engine_answers(result: PickResult, engines: list[str]) -> list[dict[str, Any]]:
     """Each engine's serving answer for the plan: ``engine``, ``command`` (``posenc scale ... --engine E``),
     ``text``, ``caveats``, ``verdict`` and ``refusal`` (the command's one-line error; None when it answers)."""
+    if result.source is not None and result.source.kind == "stdin":
+        raise PosencError("{engine} runs the plan's posenc scale command, which reads the model again: give the "
+                          "config as a file, not - (stdin)", "engine")
     argv = serving_argv(result)
     out = []
     for engine in check_engines(engines):
@@ -73,12 +76,8 @@ def engine_answers(result: PickResult, engines: list[str]) -> list[dict[str, Any
 
 def _scale(argv: list[str], engine: str) -> Any:
     """``posenc scale``'s core on a plan's command (``posenc scale METHOD FLAGS``) with ``--engine engine``."""
-    method, flags = argv[2], argv[3:]
-    options, given = ScaleOptions(), dict(zip(flags[::2], flags[1::2], strict=False))
-    fine_tuned = "--fine-tuned" in flags
-    if fine_tuned:
-        flags = [f for f in flags if f != "--fine-tuned"]
-        given = dict(zip(flags[::2], flags[1::2], strict=False))
+    method, flags = argv[2], [f for f in argv[3:] if f != "--fine-tuned"]
+    options, given = ScaleOptions(), dict(zip(flags[::2], flags[1::2], strict=True))
     for flag, value in given.items():
         if flag in _OPTIONS:
             field = _OPTIONS[flag]
@@ -86,4 +85,4 @@ def _scale(argv: list[str], engine: str) -> Any:
     theta = float(given["--theta"]) if "--theta" in given else None
     head_dim = int(given["--head-dim"]) if "--head-dim" in given else None
     return scale(method, options, ScaleAsk(config=given.get("--config"), engine=engine), theta=theta,
-                 head_dim=head_dim, fine_tuned=fine_tuned)
+                 head_dim=head_dim, fine_tuned="--fine-tuned" in argv)

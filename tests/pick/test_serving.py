@@ -64,3 +64,9 @@ def test_on_a_gguf_only_engines_serving_a_gguf_keep_o_and_nothing_is_written(tmp
 
 def test_an_unknown_engine_is_one_usage_error() -> None:
     assert_usage_error(run("pick", "--ctx", "64k", "--engine", "nope"), "--engine 'nope' is not known")
+
+
+def test_a_config_on_stdin_is_refused_with_engine() -> None:
+    """The engine answers run scale's command, which reads the model again: stdin is read once."""
+    result = run("pick", "--ctx", "64k", "--config", "-", "--engine", "vllm", input=LLAMA.read_text())
+    assert_usage_error(result, "give the config as a file, not - (stdin)")
