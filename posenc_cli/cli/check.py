@@ -20,6 +20,7 @@ from posenc_cli.cli.options import (
     split_names,
 )
 from posenc_cli.cli.output import note, print_json
+from posenc_cli.engines.ollama import command_line as ollama_command
 from posenc_cli.engines.runs import NOT_MODELLED, SAME_RTOL
 from posenc_cli.errors import PosencError
 from posenc_cli.frameworks.check import check_source, verdict_line
@@ -141,7 +142,7 @@ def _runs(verdicts: list[Any], trainer: bool, lengths: tuple[int, int | None], i
         else:
             accepts = f"; accepts {r.accepts:,} without flags" if r.accepts else ""
             out.append(f"{verdict_line(v, lengths)}{accepts}")
-            out.append(f"  run: {shlex.join(r.invocation)}")
+            out.append(f"  run: {ollama_command(r.modelfile) if r.modelfile else shlex.join(r.invocation)}")
         out += [f"  note: {w}" for w in r.warnings]
     return out
 

@@ -7,11 +7,11 @@ from typing import Annotated, Any
 
 import typer
 
-from posenc_cli.cli.options import LENGTHS, THETA_RANGE, context_length, or_list
+from posenc_cli.cli.options import LENGTHS, THETA_RANGE, context_length, engine_option, or_list, split_names
 from posenc_cli.cli.output import note, print_json
 from posenc_cli.errors import ExitCode
 from posenc_cli.files import dumps_json
-from posenc_cli.frameworks.registry import TRAINER, formats
+from posenc_cli.frameworks.registry import ENGINE, TRAINER, formats
 from posenc_cli.rope.scaling import MAX_HEAD_DIM
 from posenc_cli.rope.slopes import MAX_HEADS
 from posenc_cli.units import MAX_TOKENS, format_length, format_tokens, parse_length, parse_tokens
@@ -47,6 +47,9 @@ def pick(
              f"the serving config of the same numbers: {or_list(formats(TRAINER))}. Exit 1 when the trainer cannot "
              "express a run.",
         show_default="none")] = None,
+    engine: Annotated[list[str] | None, engine_option(
+        f"Also give the command that serves the plan with this engine, and what it prints: "
+        f"{or_list(formats(ENGINE)[2:])}.", show_default="none")] = None,
     explain: Annotated[bool, typer.Option(help="Show every rule in order and which conditions held (stderr).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -67,6 +70,11 @@ def pick(
         from posenc_cli.pick.trainer_plan import pick_with_trainer
 
         result = pick_with_trainer(inputs, trainer)
+    engines = split_names(engine)
+    if engines:  # scale's core loads only for --engine
+        from posenc_cli.pick.serving import engine_answers
+
+        result.answer["engines"] = engine_answers(result, engines)
     if result.model is not None and result.model.window_note:
         note(result.model.window_note)
     for name, value in result.answer["inputs"]["assumed"].items():
@@ -126,16 +134,32 @@ def _render_pick(a: dict[str, Any], model: Any = None) -> None:
             out.append(f"   {ext['note']}")
         form = ("transformers 5 rope_parameters" if ext["config_format"] == "hf-v5"
                 else "transformers rope_scaling, read by 4.x and 5.x")
-        out.append(f"   merge into config.json ({form}; other engines via the command below):")
+        if ext.get("output"):  # a GGUF: the scaling is written into a new one
+            out.append(f"   written into {ext['output']} by the command below (these keys, as {form}):")
+        else:
+            out.append(f"   merge into config.json ({form}; other engines via the command below):")
         out += ["   " + line for line in dumps_json(ext["config"]).splitlines()]
-        out.append(f"   same numbers: {ext['command']}")
+        out.append(f"   {'next' if ext.get('output') else 'same numbers'}: {ext['command']}")
     out += ["", "4. Test plan:"] + [f"   - {t}" for t in a["test_plan"]]
     out += ["", f"5. Fallback: {a['fallback']}", "", f"rule: {a['rule']}: {a['why']}"]
     for v in a["vetoed"]:
         out.append(f"vetoed: {v['rule']} (guard {v['guard']})")
     if "trainer" in a:
         out += ["", *_render_trainer(a["trainer"])]
+    for e in a.get("engines", []):
+        out += ["", *_render_engine(e)]
     sys.stdout.write("\n".join(out) + "\n")
+
+
+def _render_engine(e: dict[str, Any]) -> list[str]:
+    out = [f"Serving with {e['engine']}:", f"   $ {e['command']}"]
+    if e["refusal"] is not None:
+        return out + [f"   REFUSED: {e['refusal']}"]
+    if e["text"] is None:
+        return out + ["   (writes the GGUF, then prints the command that serves it)"]
+    out += [f"   caveat: {c}" for c in e["caveats"]]
+    out += [f"   verdict: {e['verdict']}"] if e["verdict"] else []
+    return out + ["   " + line for line in e["text"].splitlines()]
 
 
 def _render_run(run: dict[str, Any]) -> list[str]:

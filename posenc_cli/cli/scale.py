@@ -70,6 +70,8 @@ def _render(scaled: Scaled, explain: bool) -> None:
             return
     if scaled.destination is not None:
         note(f"wrote {write_output_text(scaled.destination, scaled.text)}")
+        if scaled.verdict is not None:
+            note(f"verdict: {scaled.verdict}")
         return
     for line in scaled.caveats:
         note(f"caveat: {line}")

@@ -232,7 +232,7 @@ def render(r: Rendering) -> tuple[str, list[str]]:
 
 
 TARGET = Target(
-    NAME, "ExLlamaV3", "exllamav3", VERSION, render, run,
+    NAME, "ExLlamaV3", "exllamav3", VERSION, render, run, prints_config=True,
     proven_by="its RoPE class and config reader run on CPU (the CUDA extension not loaded)",
     cannot_express="dynamic NTK (will not start); YaRN factor = `max_position_embeddings / original` (posenc's keys "
                    "agree); LongRoPE (long factors for every sequence once the window passes the original length); "

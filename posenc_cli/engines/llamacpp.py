@@ -407,8 +407,17 @@ def render(r: Rendering) -> tuple[str, list[str]]:
     return shlex.join(argv), caveats
 
 
+def serve(r: Rendering, run_: EngineRun) -> str:
+    """The model as it is served by ``run_`` (llama-server's command line): as that line (``--engine llama.cpp``) or
+    as llama-cpp-python's server (``--engine llama-cpp-python``)."""
+    if r.fmt == NAME:
+        return shlex.join(run_.invocation)
+    model, server_flags = run_.invocation[2], run_.invocation[3:]
+    return shlex.join(python_server_argv(server_flags, model))
+
+
 TARGET = Target(
-    NAME, "llama.cpp", "llama-cpp-python", VERSION, render, run,
+    NAME, "llama.cpp", "llama-cpp-python", VERSION, render, run, serve=serve,
     targets="the llama.cpp in {version} (commit 0c1e570)",
     proven_by="logits of tiny GGUFs, and GGUFs converted by its own `convert_hf_to_gguf.py`",
     cannot_express="dynamic NTK (none); YaRN with `truncate: false` (the correction range is always rounded); llama3 "

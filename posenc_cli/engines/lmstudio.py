@@ -29,9 +29,20 @@ def render(r: Rendering) -> tuple[str, list[str]]:
     """``--engine lmstudio``: the GGUF to import and the context length to load it with."""
     gguf, steps = gguf_steps(r, "LM Studio")
     lines = [f"# {line}" for line in steps]
-    lines += [f"lms import {gguf}", f"# load it with context length {r.req.target} (the load dialog's context length, "
-              "or the context-length option `lms load --help` lists)"]
+    lines += [f"lms import {gguf}", _load_with(r.req.target)]
     return "\n".join(lines), []
+
+
+def serve(r: Rendering, run_: EngineRun) -> str:
+    """The model as it is (its rope unchanged) loaded with context length ``run_.max_model_len``: its GGUF imported
+    first (``r.gguf``), else the model as LM Studio lists it (``r.model``)."""
+    lines = [f"lms import {r.model}"] if r.gguf else []
+    return "\n".join([*lines, f"lms load {'MODEL' if r.gguf else r.model}", _load_with(run_.max_model_len)])
+
+
+def _load_with(length: int) -> str:
+    return (f"# load it with context length {length} (the load dialog's context length, or the context-length "
+            "option `lms load --help` lists)")
 
 
 def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len: int | None = None) -> EngineRun:
@@ -43,7 +54,7 @@ def run(model: ModelPositions, cfg: dict[str, Any], max_model_len: int, seq_len:
 
 
 TARGET = Target(
-    NAME, "LM Studio", "lmstudio", VERSION, render, run,
+    NAME, "LM Studio", "lmstudio", VERSION, render, run, serve=serve,
     targets="LM Studio's llama.cpp runtime (numbers: llama.cpp {version})",
     proven_by="llama.cpp (llama-cpp-python) with no rope flag on GGUFs posenc writes from converter-made GGUFs",
     cannot_express="any rope flag (the scaling must be in the GGUF: `scale --config MODEL.gguf -o NEW.gguf`); what "

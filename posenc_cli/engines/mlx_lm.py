@@ -384,6 +384,8 @@ def frequencies(rope: MlxRope, seq_len: int) -> tuple[npt.NDArray[np.float32], f
 
 #: ``mlx_lm.server`` serves the model directory as its config.json says: no rope flag, no context-length check
 INVOCATION = ["mlx_lm.server", "--model", "MODEL"]
+#: the fix for a transformers 5 file mlx-lm misreads: its rope as the legacy keys (transformers 5 still reads them)
+V4_FIX = "posenc convert MODEL/config.json --to v4 --in-place (or posenc scale ... --engine mlx-lm --in-place)"
 #: transformers model types whose attention pairs features 2i, 2i+1 on the checkpoint's weights
 #: (DeepSeek V3's ``rope_interleave``, default true; Cohere's ``rotate_half`` of even and odd features; Llama 4's
 #: complex rotation of consecutive pairs)
@@ -406,7 +408,8 @@ def divergences(name: str, cfg: dict[str, Any], rope: MlxRope | None, seq_len: i
     if isinstance(text.get("rope_parameters"), dict) and not reader.v5 and "rope_scaling" not in text:
         theta = text.get("rope_theta", reader.theta)
         out.append(f"mlx-lm's {name} model file reads rope_theta and rope_scaling only: this transformers 5 file "
-                   f"keeps its rope in rope_parameters, so mlx-lm runs theta {theta:g} with no scaling, silently")
+                   f"keeps its rope in rope_parameters, so mlx-lm runs theta {theta:g} with no scaling, silently; "
+                   f"write the keys it reads: {V4_FIX}")
     if not reader.scaling and text.get("rope_scaling"):
         out.append(f"mlx-lm's {name} model file never reads rope_scaling: it runs plain RoPE")
     s = rope.scaling if rope is not None else {}
@@ -563,7 +566,7 @@ def render(r: Rendering) -> tuple[str, list[str]]:
 
 
 TARGET = Target(
-    NAME, "MLX-LM", "mlx-lm", VERSION, render, run,
+    NAME, "MLX-LM", "mlx-lm", VERSION, render, run, prints_config=True,
     targets="{version} (mlx " + MLX_VERSION + ")",
     proven_by="its model classes and rope_utils on mlx's CPU backend",
     cannot_express="YaRN with `truncate: false` (always rounded); LongRoPE below the original length (the long "

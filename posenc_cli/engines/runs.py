@@ -29,8 +29,11 @@ NOT_MODELLED = "not modelled"
 CANNOT_EXPRESS = "cannot express"
 #: How a refusal starts when the engine or framework stops before serving or training.
 WILL_NOT_START = "will not start"
+#: How a refusal starts when the engine starts but serves fewer tokens than asked, silently (Ollama lowers num_ctx to
+#: the GGUF's context_length and truncates a longer prompt): a failed check, like a run that will not start.
+SERVES_LESS = "serves less"
 #: Every verdict an engine can get, in report order.
-VERDICTS = ("same", "differs", WILL_NOT_START, NOT_MODELLED)
+VERDICTS = ("same", "differs", WILL_NOT_START, SERVES_LESS, NOT_MODELLED)
 #: Every verdict a trainer can get, in report order.
 TRAINER_VERDICTS = ("same", "differs", WILL_NOT_START, CANNOT_EXPRESS, NOT_MODELLED)
 
@@ -63,6 +66,8 @@ class EngineRun:
     # how these numbers were obtained: "modelled (proven against PACKAGE VERSION)" or "run (installed PACKAGE
     # VERSION)" (posenc check --installed); None: not said (a run outside posenc check)
     source: str | None = None
+    # Ollama: the Modelfile that serves ``max_model_len`` (``FROM`` the model, ``PARAMETER num_ctx``); None: none
+    modelfile: str | None = None
 
 
 @dataclass
@@ -95,6 +100,8 @@ class EngineVerdict:
             return "not modelled"
         if self.run.refusal and self.run.refusal.startswith(CANNOT_EXPRESS):
             return CANNOT_EXPRESS
+        if self.run.refusal and self.run.refusal.startswith(SERVES_LESS):
+            return SERVES_LESS
         if self.run.refusal:
             return "will not start"
         if all(g.same for g in self.groups):
@@ -107,7 +114,8 @@ class EngineVerdict:
                 "accepts": r.accepts, "needs": r.needs, "refusal": r.refusal, "warnings": r.warnings,
                 "invocation": r.invocation, "groups": [g.as_dict() for g in self.groups],
                 **({"layout": r.layout} if r.layout is not None else {}),
-                **({"source": r.source} if r.source is not None else {})}
+                **({"source": r.source} if r.source is not None else {}),
+                **({"modelfile": r.modelfile} if r.modelfile is not None else {})}
 
 
 def relative_difference(reference: npt.NDArray[Any], other: npt.NDArray[Any]) -> npt.NDArray[np.float64]:

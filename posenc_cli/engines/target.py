@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 class Rendering(NamedTuple):  # a named tuple, not a dataclass: `posenc scale` builds the class at start-up
     """What ``posenc scale --engine`` renders: the request, the format, the model's name (or GGUF path) for command
-    lines, and with ``--config`` the model's config dict and facts (``gguf``: the model was given as its GGUF)."""
+    lines, and with ``--config`` the model's config dict and facts (``gguf``: the model was given as its GGUF;
+    ``named``: ``model`` is the name the user gave, ``--model``, not one posenc derived from the source)."""
 
     req: ScaleRequest
     fmt: str
@@ -27,12 +28,16 @@ class Rendering(NamedTuple):  # a named tuple, not a dataclass: `posenc scale` b
     config: dict[str, Any] | None = None
     facts: ModelFacts | None = None
     gguf: bool = False
+    named: bool = False
 
 
 #: ``(model, config, max_model_len, seq_len) -> EngineRun``: what the target computes serving (or training at)
 #: ``max_model_len`` for a sequence of ``seq_len`` tokens (None: ``max_model_len``).
 Runner = Callable[["ModelPositions", "dict[str, Any]", int, "int | None"], "EngineRun"]
 Renderer = Callable[[Rendering], "tuple[str, list[str]]"]
+#: ``(rendering, run) -> text``: the model as it is (its rope unchanged) served as ``run`` serves it, at
+#: ``run.max_model_len``: what ``posenc scale --engine`` prints for a target inside the model's window
+Server = Callable[[Rendering, "EngineRun"], str]
 
 
 class Target(NamedTuple):  # not a frozen dataclass: every command that renders defines it at start-up
@@ -54,3 +59,5 @@ class Target(NamedTuple):  # not a frozen dataclass: every command that renders 
     proven_by: str = ""
     prints: str = ""
     reads_back: Any = None  # a posenc_cli.trainers.settings.Reader (a stage above: not typed here)
+    serve: Server | None = None
+    prints_config: bool = False

@@ -16,6 +16,7 @@ from typing import Any
 from posenc_cli.engines import hf
 from posenc_cli.engines.runs import (
     SAME_RTOL,
+    SERVES_LESS,
     TRAINER_VERDICTS,
     VERDICTS,
     EngineRun,
@@ -90,14 +91,15 @@ class CheckReport:
                 and all(p.same for p in self.pairs))
 
     def exit_code(self) -> ExitCode:
-        """0 all same; 1 an engine or trainer differs from transformers, will not start or (a trainer) cannot
-        express the model's rope, or a trained-with/served-with pair differs (a check ran and failed); 3 otherwise
+        """0 all same; 1 an engine or trainer differs from transformers, will not start, serves less than asked
+        (Ollama past the GGUF's window) or (a trainer) cannot express the model's rope, or a trained-with/served-with
+        pair differs (a check ran and failed); 3 otherwise
         when one was not compared (posenc has no model of that engine or trainer for this case: nothing was
         judged)."""
         groups = self.by_verdict()
         trained = self.by_trainer_verdict()
-        if (groups["differs"] or groups["will not start"] or trained["differs"] or trained["will not start"]
-                or trained["cannot express"] or not all(p.same for p in self.pairs)):
+        if (groups["differs"] or groups["will not start"] or groups[SERVES_LESS] or trained["differs"]
+                or trained["will not start"] or trained["cannot express"] or not all(p.same for p in self.pairs)):
             return ExitCode.CHECK_FAILED
         if groups["not modelled"] or trained["not modelled"] or self.no_reference or self.nothing_installed_ran:
             return ExitCode.COULD_NOT_RUN
@@ -328,6 +330,10 @@ class _Judge:
         if self.model_name.endswith(".gguf"):  # llama.cpp's command names the GGUF itself
             named["MODEL.gguf"] = self.model_name
         run.invocation = [named.get(arg, arg) for arg in run.invocation]
+        if run.modelfile is not None and self.model_name.endswith(".gguf"):  # FROM the checked GGUF
+            from posenc_cli.engines.ollama import modelfile
+
+            run.modelfile = modelfile(self.model_name, run.max_model_len, gguf=True)
         verdict = compare(self.reference, run)
         if self.short_reference is None or run.refusal:
             return verdict, None

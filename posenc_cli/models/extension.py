@@ -14,7 +14,7 @@ What a target length means for a model that already has a window ``W`` (its nati
   ``original_max_position_embeddings`` (Llama 3.1 8k x8 serves 128k; 512k is x32 from the same 8k).
 * another method, or an unscaled model: the method scales from the length the model's scaling refers to (its
   original length, else ``W``), replacing any scaling the model had; a note says so.
-* ``target < W``: refused (the model already serves it: pass a shorter ``--max-model-len`` to the engine).
+* ``target < W``: refused (the model already serves it; ``posenc scale --engine`` answers it with the serving command).
 """
 
 from __future__ import annotations
@@ -146,7 +146,8 @@ def _target_from(native: int, factor: float | None, target: int | None, label: s
                           "target", "factor")
     if target < native:
         raise PosencError(f"{{target}} {format_length(target)} is shorter than the {format_length(native)} {label} "
-                          "already serves; nothing to extend (serve it with a shorter --max-model-len)", "target")
+                          "already serves; nothing to extend (--engine ENGINE gives the command serving it at that "
+                          "length)", "target")
     return target
 
 

@@ -266,9 +266,11 @@ def _model_problems(text: Mapping[str, Any], text_type: str, model: ModelPositio
             f"{prefix}rope_scaling and rope_parameters are both set",
             "transformers uses rope_scaling and drops rope_parameters; other readers may pick the other one",
             "keep one: rope_parameters for transformers 5, rope_scaling for 4"))
+    # Ollama's converter reads a safetensors folder's config.json; a GGUF is what Ollama serves as it is
+    drops = [] if model.from_gguf else ollama_converter_drops(text, text_type)
     out += [Problem("ollama-converter-drops", f"{prefix}{drop}", "`ollama create` from this model folder converts "
                     "with Ollama's own converter, whose GGUF then computes other positions than this file means",
-                    FIX, "warning") for drop in ollama_converter_drops(text, text_type)]
+                    FIX, "warning") for drop in drops]
     return out
 
 

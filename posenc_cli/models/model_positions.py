@@ -133,6 +133,7 @@ class ModelPositions:
     softmax_scale: float = 1.0  # attention-module multiplier of the usual 1/sqrt(d) scale
     softmax_scale_reason: str = ""
     engine: remote_code.EngineReading | None = None  # a remote-code family / engine-only mechanism, engine-read
+    from_gguf: bool = False  # read from a GGUF's header (the file engines serve), not from a config.json
 
 
 def _layer_types(text: Mapping[str, Any], text_type: str, n: int | None) -> list[str] | None:

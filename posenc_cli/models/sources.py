@@ -167,5 +167,6 @@ def describe_source(src: Source) -> ModelPositions:
     model = describe(src.config)
     if src.gguf is not None:
         model.default_partial = True  # llama.cpp rotates rope.dimension_count features, whatever the architecture
+        model.from_gguf = True
         model.notes += reading_notes(src.gguf, src.config)
     return model

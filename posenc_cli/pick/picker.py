@@ -257,6 +257,7 @@ def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: fl
         req, built.trained_req, scale_argv(built.trained_req.method, built.trained_flags, given, req.head_dim, prf))
     trained = int(facts["trained_ctx"])
     abf = ext["method"] == "abf"
+    written = given is not None and given.kind == "gguf"
     return {
         "method": ext["method"] if abf else req.method,
         "factor": target / trained if abf else req.factor,
@@ -269,7 +270,9 @@ def _extension(rule: Rule, facts: dict[str, Any], hyper: dict[str, Any], prf: fl
         "config_format": config_format,
         "config_v4": v4,
         "config_v5": v5,
-        "command": shlex.join(argv),
+        # a GGUF carries its rope in its header: the command writes a new GGUF (a trainer's runs read the config keys)
+        "command": shlex.join([*argv, "-o", NEW_GGUF] if written else argv),
+        "output": NEW_GGUF if written else None,
         "warnings": scaling.warnings_for(req),
     }, requests
 
@@ -343,6 +346,10 @@ def _abf(ext: dict[str, Any], facts: dict[str, Any], target: int, old_theta: flo
     if target <= window:
         return _Built(req, flags, note)
     return _Built(req, flags, note, *plain_request(facts, window, new_theta, prf, model))
+
+
+#: the GGUF an extension of a GGUF writes (``posenc scale ... --config MODEL.gguf -o NEW.gguf``)
+NEW_GGUF = "NEW.gguf"
 
 
 def inputs_config(source: Any) -> str:

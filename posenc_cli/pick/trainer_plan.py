@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 from posenc_cli.engines import hf
 from posenc_cli.errors import PosencError
 from posenc_cli.frameworks.registry import ENGINE, TRAINER, entries, formats, render_request
-from posenc_cli.pick.picker import PickInputs, PickResult, pick, plain_request, scale_argv
+from posenc_cli.pick.picker import NEW_GGUF, PickInputs, PickResult, pick, plain_request, scale_argv
 from posenc_cli.rope.scaling import at_length, max_position_embeddings, rope_parameters
-from posenc_cli.scale.scaled import render_on_model
+from posenc_cli.scale.scaled import GGUF_FORMATS, render_on_model
 from posenc_cli.units import format_length
 
 if TYPE_CHECKING:
@@ -83,13 +83,19 @@ def _serving(config: dict[str, Any], config_format: str, argv: list[str], req: S
     """The serving part: the config keys, their ``posenc scale`` command, and each engine's command with the
     refusal that command gives (an engine that cannot express the rope: llama.cpp has no llama3 flag)."""
     refusals: dict[str, str] = {}
+    writes = argv[-2:] == ["-o", NEW_GGUF]  # a GGUF model: the engines that serve a GGUF get it written
+    commands: dict[str, str] = {}
     for engine in ENGINES:
+        served = writes and engine in GGUF_FORMATS
+        commands[engine] = shlex.join([*(argv if served or not writes else argv[:-2]), "--engine", engine])
+        if served:  # the written GGUF carries the rope: nothing to refuse
+            continue
         try:
             _render(req, engine, result)
         except PosencError as exc:
             refusals[engine] = str(exc)
-    return {"config": config, "config_format": config_format, "command": shlex.join(argv),
-            "engines": {e: shlex.join([*argv, "--engine", e]) for e in ENGINES}, "engine_refusals": refusals}
+    return {"config": config, "config_format": config_format, "command": shlex.join(argv), "engines": commands,
+            "engine_refusals": refusals}
 
 
 def _run(req: ScaleRequest, argv: list[str], length: int, fmt: str, result: PickResult) -> dict[str, Any]:

@@ -8,6 +8,8 @@ this module's deliberate function-level imports.
 
 from __future__ import annotations
 
+import copy
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from posenc_cli.engines import hf
@@ -17,9 +19,11 @@ from posenc_cli.frameworks.registry import formats, render, render_request, trai
 from posenc_cli.rope import scaling
 from posenc_cli.rope.scaling import ScaleRequest
 from posenc_cli.scale.options import ScaleOptions, scale_request
-from posenc_cli.units import parse_length
+from posenc_cli.units import format_length, parse_length
 
 if TYPE_CHECKING:
+    from posenc_cli.engines.runs import EngineRun
+    from posenc_cli.frameworks.check import Judgement
     from posenc_cli.models.facts import ModelFacts
     from posenc_cli.models.sources import Source
 
@@ -68,8 +72,11 @@ def scale(method: str, options: ScaleOptions, ask: ScaleAsk, *, theta: float | N
     facts = model.facts if model else None
     fmt = ask.engine or hf.own_format(facts)
     notes: list[str] = []
-    req = scale_request(method, options, theta=theta, head_dim=head_dim, fine_tuned=fine_tuned, model=facts,
-                        notes=notes)
+    inside = _inside_window(options, model, ask)
+    req = scale_request(method, options if inside is None else replace(options, target=str(inside[1])), theta=theta,
+                        head_dim=head_dim, fine_tuned=fine_tuned, model=facts, notes=notes)
+    if model is not None and inside is not None and req.unchanged:
+        return _served_as_is(req, fmt, model, inside[0], ask, notes)
     if ask.seq_len is not None:
         if fmt not in training_formats():
             raise PosencError(f"{{seq_len}} sets the length a training run trains at; {{engine}} {fmt} serves the "
@@ -80,40 +87,145 @@ def scale(method: str, options: ScaleOptions, ask: ScaleAsk, *, theta: float | N
     caveats: list[str] = []
     if model is not None and model.source.kind == "gguf" and ask.output:
         written, text, caveats = _written_gguf(model, req, ask, notes)
-    elif model is not None and (ask.output or ask.in_place):
+    elif model is not None and (ask.output or ask.in_place) and not _prints_config(fmt):
         text = _patched(model, req, fmt)
         destination = model.path if ask.in_place else ask.output
     elif model is not None:
         text, caveats = render_on_model(req, fmt, model.source, model.facts, ask.model)
     else:
         text, caveats = render_request(req, fmt, model=ask.model)
+    printed = _printed_config(text, req, model) if ask.engine is not None and _prints_config(fmt) else None
+    if printed is not None and model is not None and (ask.output or ask.in_place):
+        from posenc_cli.models.sources import written_config  # loaded with the reader (see _read_model)
+
+        text = written_config(printed, f"the config {fmt} reads")
+        destination = model.path if ask.in_place else ask.output
     given = {"theta": theta, "head_dim": head_dim}
-    verdict = _verdict(req, fmt, model) if ask.engine is not None and destination is None else None
+    verdict = None
+    if ask.engine is not None and (destination is None or printed is not None):
+        verdict = _verdict(req, fmt, model, printed)
+        if destination is not None:
+            verdict = verdict.replace("on the config printed", "on the config written", 1)
     return Scaled(req, text, _notes(req, fmt, facts, notes, given), caveats, destination, verdict, written)
 
 
-def _verdict(req: ScaleRequest, fmt: str, model: _Model | None) -> str:
+def _inside_window(options: ScaleOptions, model: _Model | None, ask: ScaleAsk) -> tuple[int, int] | None:
+    """(the length asked, the model's window) when ``--engine`` asks a model to serve a target inside its window
+    (the rope stays as it is: only the serving length is set); None otherwise (a request, or a refusal)."""
+    if (model is None or ask.engine is None or ask.engine in hf.FORMATS or ask.engine in training_formats()
+            or ask.output or ask.in_place or ask.seq_len is not None or options.factor is not None
+            or options.target is None):
+        return None
+    window = model.facts.native
+    asked = parse_length(options.target, name="--target")
+    return (asked, window) if window is not None and asked <= window else None
+
+
+def _served_as_is(req: ScaleRequest, fmt: str, model: _Model, length: int, ask: ScaleAsk,
+                  notes: list[str]) -> Scaled:
+    """A target inside the model's window, for an engine: the model as it is (``req``, its own rope) served at
+    ``length``, printed as the engine's run of it (:attr:`~posenc_cli.engines.target.Target.serve`, else the run's
+    command line), with that run's verdict: what is printed is what was judged."""
+    from posenc_cli.models.sources import served_name
+
+    src = model.source
+    name = served_name(src) if ask.model == "MODEL" else ask.model
+    judged = _judge_source(src, fmt, length, name)
+    run = judged.verdict.run if judged.verdict is not None else None
+    window = model.facts.native or length
+    said = [n for n in notes if "its rope settings are returned unchanged" not in n]
+    where = (f"already serves {format_length(window)}" if length == window else
+             f"serves {format_length(window)}, and {format_length(length)} is inside that window")
+    said.append(f"note: {src.label} {where}: its rope stays as it is, only the serving length is set")
+    rendering = Rendering(replace(req, target=length), fmt, name, gguf=src.kind == "gguf", named=ask.model != "MODEL")
+    text = _serving_text(rendering, run)
+    return Scaled(req, text, said, run.warnings if run else [], None, f"on the model as it is, {judged.line()}")
+
+
+def _judge_source(src: Source, fmt: str, length: int, name: str) -> Judgement:
+    """The verdict of the engine that owns ``fmt`` on the model of ``src`` as it is, served at ``length`` under
+    ``name`` (the name its command lines give it)."""
+    from posenc_cli.frameworks.check import judge
+    from posenc_cli.frameworks.registry import format_owner
+    from posenc_cli.models.sources import describe_source
+
+    return judge(describe_source(src), src.config, format_owner(fmt), length, model_name=name)
+
+
+def _serving_text(r: Rendering, run: EngineRun | None) -> str:
+    """The engine's text for a run of a model as it is (:attr:`~posenc_cli.engines.target.Target.serve`, else the
+    run's command line); nothing when the engine will not run it (the verdict says why)."""
+    import shlex
+
+    from posenc_cli.frameworks.registry import for_format
+
+    if run is None or run.refusal:
+        return ""
+    target = for_format(r.fmt)
+    return target.serve(r, run) if target.serve else shlex.join(run.invocation)
+
+
+def _prints_config(fmt: str) -> bool:
+    from posenc_cli.frameworks.registry import for_format
+
+    return fmt not in hf.FORMATS and for_format(fmt).prints_config
+
+
+def _printed_config(text: str, req: ScaleRequest, model: _Model | None) -> dict[str, Any]:
+    """The config.json an engine that prints config keys (mlx-lm, ExLlamaV3) reads from what it printed: a whole
+    config as printed, else the keys set in the model's config (the request's own config without ``--config``), its
+    rope keys replaced whole (``rope_scaling`` is read before ``rope_parameters``: both go)."""
+    import json
+
+    from posenc_cli.models.config_keys import text_config
+
+    keys: dict[str, Any] = json.loads(text)
+    if "model_type" in keys or "architectures" in keys:
+        return keys
+    base = copy.deepcopy(model.source.config) if model is not None else request_config(req)
+    _, _, where = text_config(base)
+    inner = base[where] if where == "text_config" else base
+    for key in ("rope_scaling", "rope_parameters", "rope_theta"):
+        inner.pop(key, None)
+    inner.update(keys)
+    return base
+
+
+def _verdict(req: ScaleRequest, fmt: str, model: _Model | None, printed: dict[str, Any] | None = None) -> str:
     """What ``posenc check`` says of the engine (or trainer) that owns ``fmt`` for this request: its line from
     :func:`posenc_cli.frameworks.check.judge`, on the model's config patched with the request (``--config``) or on a
-    config of the request alone (theta, head dim, lengths and the rope dict), at the target length. For
-    transformers' formats the config is the reference itself."""
+    config of the request alone (theta, head dim, lengths and the rope dict), at the target length; for an engine that
+    prints config keys, on the config ``printed`` (what it reads: the verdict judges what was printed or written).
+    For transformers' formats the config is the reference itself."""
     if fmt in hf.FORMATS:
         return "this is transformers' config: the reference every engine is compared with"
+    try:
+        on, judged = _judgement(req, fmt, model, printed=printed)
+    except PosencError as exc:  # the rendering stands; what could not be compared is said
+        on = "on the patched config" if model is not None else "on this request's config"
+        return f"{on}, not compared: {exc}"
+    return f"{on}, {judged.line()}"
+
+
+def _judgement(req: ScaleRequest, fmt: str, model: _Model | None, name: str = "MODEL",
+               printed: dict[str, Any] | None = None) -> tuple[str, Judgement]:
+    """(what was judged, the verdict of the engine owning ``fmt``) on the config ``printed``, else on the model's
+    config patched with ``req`` or the request's own config, at the target; ``name``: what its command lines call
+    the model."""
     # the engine comparison computes frequencies: numpy and the config reader load only for it
     from posenc_cli.frameworks.check import judge
     from posenc_cli.frameworks.registry import format_owner
     from posenc_cli.models.model_positions import describe
 
-    if model is not None:
+    if printed is not None:
+        cfg, on = printed, "on the config printed"
+    elif model is not None:
         cfg = hf.patch_config(model.source.config, req, hf.own_format(model.facts), model.facts.group)
         on = "on the patched config"
     else:
         cfg = request_config(req)
         on = "on this request's config"
-    try:
-        return f"{on}, {judge(describe(cfg), cfg, format_owner(fmt), req.target).line()}"
-    except PosencError as exc:  # the rendering stands; what could not be compared is said
-        return f"{on}, not compared: {exc}"
+    return on, judge(describe(cfg), cfg, format_owner(fmt), req.target, model_name=name)
 
 
 def request_config(req: ScaleRequest) -> dict[str, Any]:
@@ -178,8 +290,10 @@ def written_marker(req: ScaleRequest) -> dict[str, Any]:
     return marker(trained, req.target, trained < req.target, req.theta)
 
 
-#: the formats that name a GGUF written with ``-o NEW.gguf`` (the others describe a config.json or flags)
-GGUF_FORMATS = ("ollama", "lmstudio")
+#: the formats that serve a GGUF written with ``-o NEW.gguf`` (the others describe a config.json or flags)
+GGUF_FORMATS = ("ollama", "lmstudio", "llama.cpp", "llama-cpp-python")
+#: of these, the ones whose command serves the written file as it is (its run), not a rendering naming it
+_SERVED_AS_WRITTEN = ("llama.cpp", "llama-cpp-python")
 
 
 def _written_gguf(model: _Model, req: ScaleRequest, ask: ScaleAsk, notes: list[str]) -> tuple[str, str, list[str]]:
@@ -204,6 +318,12 @@ def _written_gguf(model: _Model, req: ScaleRequest, ask: ScaleAsk, notes: list[s
     notes += [f"note: {line}" for line in written_notes]
     if ask.engine is None:
         return written, "", []
+    if ask.engine in _SERVED_AS_WRITTEN:
+        # the file carries the rope: the command is the engine's run of the patched config (what the file holds,
+        # tests/models/test_gguf_scaled.py), naming the file, so the verdict printed beside it judges this command
+        judged = _judgement(req, ask.engine, model, written)[1].verdict
+        run = judged.run if judged is not None else None
+        return written, _serving_text(Rendering(req, ask.engine, written, gguf=True), run), run.warnings if run else []
     # no config or facts: the rendering names the new file (engines.ollama.gguf_steps), not the old one
     text, caveats = render(Rendering(req, ask.engine, written, None, None, True))
     return written, text, caveats

@@ -473,3 +473,14 @@ def test_pick_answers_a_file_patched_on_the_way_as_the_file_it_came_from(
     assert direct["inputs"]["trained_ctx"] == trained
     for variant in (card_patched(name, reach, tmp_path), on_the_way):
         assert _picked(variant, ctx, budget) == direct, variant.name
+
+
+def test_pick_on_a_gguf_ends_in_the_command_that_writes_the_new_gguf() -> None:
+    gguf = Path(__file__).parents[2] / "docs" / "examples" / "llama-3.1-twin.gguf"
+    ext = pick(PickInputs(ctx=262144, config=str(gguf))).answer["extension"]
+    assert ext["output"] == "NEW.gguf" and shlex.split(ext["command"])[-2:] == ["-o", "NEW.gguf"]
+    out = ok(run("pick", "--ctx", "256k", "--config", str(gguf))).stdout
+    assert "merge into config.json" not in out and f"next: posenc scale llama3 --config {gguf} --target 256k -o " \
+        "NEW.gguf" in out
+    assert pick(PickInputs(ctx=262144, config=str(CORPUS / "llama-3.1-8b-instruct.json"))).answer["extension"][
+        "output"] is None
