@@ -153,7 +153,7 @@ def test_readme_setup_block_is_what_ci_runs() -> None:
     first = text[text.index("```bash\n") + len("```bash\n"):].split("```", 1)[0].splitlines()
     assert first[0].endswith("pip install . && posenc pick --ctx 128k"), first[0]
     assert "pip install -e '.[test,parity]'" in first[1] and first[1].endswith("python -m pytest -q"), first[1]
-    assert len(text.splitlines()) < 285, "the README is the short way in: the reference goes to docs/"
+    assert len(text.splitlines()) <= 250, "the README is the short way in: the reference goes to docs/"
 
 
 def test_committed_example_config_is_what_scale_writes(tmp_path: Path) -> None:
