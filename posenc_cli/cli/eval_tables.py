@@ -63,10 +63,10 @@ def render_summary(summary: dict[str, Any]) -> None:
         interval = "-" if stats["interval"] is None else "{:.2f} .. {:.2f}".format(*stats["interval"])
         table.add_row(format_length(n), *cells, rate, interval)
     out.print(title, soft_wrap=True, markup=False)  # above the table, not its title (as probe's)
+    if "needle" in summary.get("kinds", ["task"] if "tasks" in summary else ["needle"]):
+        out.print(table)
     if "tasks" in summary:
         render_tasks(summary["tasks"])
-    else:
-        out.print(table)
     loss = summary["loss"]
     if loss["curve"]:
         at = ", ".join(format_length(n) for n in loss["lengths"])

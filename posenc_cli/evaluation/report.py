@@ -178,6 +178,8 @@ def summarise(folder: str | Path, baseline: str | Path | None = None) -> dict[st
         "run": str(folder), "label": manifest.get("label"), "model": manifest.get("model"),
         "engine": manifest["server"].get("engine"), "plan": plan["source"], "fingerprint": manifest["fingerprint"],
         "lengths": lengths, "depths": depths, "trials": trials,
+        # the retrieval cells the plan sends, each kind summarised apart: needle (pass_rate) and task (tasks)
+        "kinds": [k for k, sent in (("needle", "tasks" not in plan["template"]), ("task", tasks is not None)) if sent],
         "pass_rate": grid, "by_length": {str(k): v for k, v in by_length.items()},
         **({} if tasks is None else {"tasks": tasks}),
         "loss": _loss_summary(manifest, records, has_logprobs, curve),
@@ -192,10 +194,11 @@ def summarise(folder: str | Path, baseline: str | Path | None = None) -> dict[st
 
 def task_scores(plan: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any] | None:
     """A task-set run's scores, x100 as RULER reports them: per task and length (the mean over trials, ``None``
-    while cells are missing), their average per length, and both effective lengths. ``None`` for a needle run."""
+    while cells are missing), their average per length, and both effective lengths; the tasks are the template's
+    or those sent beside a needle template (the plan's ``tasks``). ``None`` for a needle run."""
     from posenc_cli.evaluation.plan import NOLIMA_RATIO, RULER_THRESHOLD
 
-    names = [t["name"] for t in plan["template"].get("tasks", [])]
+    names = [t["name"] for t in plan.get("tasks", plan["template"]).get("tasks", [])]
     if not names:
         return None
     lengths, trials = plan["lengths"], plan["trials"]

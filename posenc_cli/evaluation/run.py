@@ -134,18 +134,16 @@ class Runner:
 
     def prepare(self) -> tuple[list[Cell], int]:
         """Write or check the manifest; the cells still to run and how many are already done."""
-        template = self.plan.template
+        template, shortest = self.plan.template, min(self.plan.lengths)
         if isinstance(template, Template):
             fixed = template.fixed_tokens(self.ask_count) - template.max_tokens
-            shortest = min(self.plan.lengths)
             if shortest - template.max_tokens < fixed:
                 raise PosencError(f"length {shortest} is too short for template {template.name!r}: its fixed text "
                                   f"is {fixed} tokens and the answer needs {template.max_tokens} (lengths from "
                                   f"{fixed + template.max_tokens})")
-        else:  # each task's prompt at the shortest length, before any request (TaskError says what is too short)
-            shortest = min(self.plan.lengths)
-            for task in template.tasks:
-                task.build(length=shortest - task.max_tokens, seed=0, count=self.ask_count)
+        # each task's prompt at the shortest length, before any request (TaskError says what is too short)
+        for task in self.plan.task_set.tasks if self.plan.task_set is not None else ():
+            task.build(length=shortest - task.max_tokens, seed=0, count=self.ask_count)
         manifest = {"format": FORMAT, "fingerprint": self.plan.fingerprint(), "plan": self.plan.as_dict(),
                     "model": self.caps.model, "server": self.caps.as_dict(), "counter": self.counter,
                     "loss": self.loss.as_dict(), "label": self.label, "api": self.caps.api,
@@ -203,7 +201,9 @@ class Runner:
                               "the lines written so far are kept") from None
 
     def run_cell(self, cell: Cell) -> dict[str, Any]:
-        template = self.plan.template
+        # a task cell's prompt comes from the plan's tasks; a needle or loss cell's from its template
+        template = self.plan.task_set if cell.kind == "task" and self.plan.task_set is not None else \
+            self.plan.template
         started = time.perf_counter()
         sent = self.client.thread_requests
         prompt = cell_prompt(template, cell, self._count_for(cell.kind))

@@ -220,7 +220,8 @@ def write_figures(summaries: list[dict[str, Any]], png: Path | None, loss_png: P
     from posenc_cli.plots.figures import LossCurve, figure_bytes, loss_figure, pass_rate_figure
 
     if png is not None:
-        note(f"wrote {write_output(png, figure_bytes(pass_rate_figure([_grid(s) for s in summaries]), 'png'))}")
+        grids = [g for s in summaries for g in _grids(s)]
+        note(f"wrote {write_output(png, figure_bytes(pass_rate_figure(grids), 'png'))}")
     if loss_png is not None:
         curves = [LossCurve(s["label"] or s["run"], [b["from"] for b in s["loss"]["curve"]],
                             [b["to"] for b in s["loss"]["curve"]], [b["loss"] for b in s["loss"]["curve"]])
@@ -234,14 +235,20 @@ def write_figures(summaries: list[dict[str, Any]], png: Path | None, loss_png: P
         note(f"wrote {write_output(loss_png, figure_bytes(loss_figure(curves, marks=marks), 'png'))}")
 
 
-def _grid(summary: dict[str, Any]) -> Any:
-    """A run's heatmap: needle pass rates by depth, or for a task run each task's score (x100 -> 0 .. 1)."""
+def _grids(summary: dict[str, Any]) -> list[Any]:
+    """A run's heatmaps: needle pass rates by depth, and for the tasks it sent each task's score (x100 -> 0 .. 1)."""
     from posenc_cli.plots.figures import PassGrid
 
     title = summary["label"] or summary["run"]
     tasks = summary.get("tasks")
-    if tasks is None:
-        return PassGrid(title, summary["lengths"], summary["depths"], summary["pass_rate"])
-    rates = [[None if tasks["scores"][t][str(n)] is None else tasks["scores"][t][str(n)] / 100 for t in tasks["names"]]
-             for n in summary["lengths"]]
-    return PassGrid(title, summary["lengths"], [], rates, rows=tasks["names"])
+    kinds = summary.get("kinds", ["task"] if tasks is not None else ["needle"])
+    out = []
+    if "needle" in kinds:
+        out.append(PassGrid(f"{title} (needle)" if tasks is not None else title, summary["lengths"],
+                            summary["depths"], summary["pass_rate"]))
+    if tasks is not None:
+        rates = [[None if tasks["scores"][t][str(n)] is None else tasks["scores"][t][str(n)] / 100
+                  for t in tasks["names"]] for n in summary["lengths"]]
+        out.append(PassGrid(f"{title} (tasks)" if "needle" in kinds else title, summary["lengths"], [], rates,
+                            rows=tasks["names"]))
+    return out
