@@ -256,7 +256,7 @@ def _for_template(tests: list[PlanTest], template: Template | TaskSet,
                   tasks: TaskSet | None = None) -> tuple[list[PlanTest], tuple[str, ...]]:
     """The tests a run with ``template`` (and ``tasks``) measures: a needle template the ``niah`` ones, a task set
     the effective lengths (``ruler``, ``nolima``); the others are noted, not run."""
-    measured = ("ruler", "nolima") if isinstance(template, TaskSet) else ("niah",)
+    measured: tuple[str, ...] = ("ruler", "nolima") if isinstance(template, TaskSet) else ("niah",)
     if tasks is not None:
         measured += ("ruler", "nolima")
     keep = [t for t in tests if t.kind in measured or t.kind in ("regression", "perplexity")]
