@@ -17,7 +17,7 @@ import typer
 from posenc_cli.cli import eval_tables
 from posenc_cli.cli.output import console, note, print_json
 from posenc_cli.errors import ExitCode
-from posenc_cli.evaluation import MAX_TRIALS
+from posenc_cli.evaluation import MAX_TRIALS, TASKS
 from posenc_cli.evaluation.workflows import (
     EVAL_LENGTHS,
     MAX_CONCURRENCY,
@@ -33,7 +33,7 @@ from posenc_cli.evaluation.workflows import (
 
 eval_app = typer.Typer(
     add_completion=False, no_args_is_help=True,
-    help="Run needle/passkey retrieval and per-position loss against an OpenAI-compatible server (vLLM, SGLang, "
+    help="Run needle/passkey retrieval, RULER's tasks and per-position loss against an OpenAI-compatible server (vLLM, SGLang, "
     "llama.cpp), and judge the results against pick's test plan.")
 
 UrlArg = Annotated[str, typer.Argument(help="The server's base URL, e.g. http://127.0.0.1:8000/v1.")]
@@ -117,8 +117,9 @@ def run_command(
         "--pass-rate", help="With --lengths: pass rate required at the longest length; 0 to 1.",
         show_default="no needle test")] = None,
     template: Annotated[str | None, typer.Option(
-        "--template", help="passkey (the tiny model's), needle (pretrained models) or a template YAML file.",
-        show_default="passkey with --lengths, else needle")] = None,
+        "--template", help="passkey (the tiny model's), needle (pretrained models), ruler (RULER's 11 no-download "
+        f"tasks: {', '.join(TASKS)}; or one of them alone) or a template or task set YAML file.",
+        show_default="passkey with --lengths; a plan naming tasks runs needle and those tasks; else needle")] = None,
     model: ModelOpt = None,
     tokenizer: TokenizerOpt = None,
     loss: LossOpt = None,
