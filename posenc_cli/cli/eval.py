@@ -16,7 +16,7 @@ import typer
 
 from posenc_cli.cli import eval_tables
 from posenc_cli.cli.output import console, note, print_json
-from posenc_cli.errors import ExitCode
+from posenc_cli.errors import ExitCode, PosencError
 from posenc_cli.evaluation import MAX_TRIALS, TASKS
 from posenc_cli.evaluation.workflows import (
     EVAL_LENGTHS,
@@ -26,6 +26,7 @@ from posenc_cli.evaluation.workflows import (
     Judged,
     Server,
     compare_runs,
+    dry_run_plan,
     probe_server,
     report_run,
     run_plan,
@@ -33,8 +34,8 @@ from posenc_cli.evaluation.workflows import (
 
 eval_app = typer.Typer(
     add_completion=False, no_args_is_help=True,
-    help="Run needle/passkey retrieval, RULER's tasks and per-position loss against an OpenAI-compatible server (vLLM, SGLang, "
-    "llama.cpp), and judge the results against pick's test plan.")
+    help="Run needle/passkey retrieval, RULER's tasks and per-position loss against an OpenAI-compatible server "
+    "(vLLM, SGLang, llama.cpp), and judge the results against pick's test plan.")
 
 UrlArg = Annotated[str, typer.Argument(help="The server's base URL, e.g. http://127.0.0.1:8000/v1.")]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="Model id to request.",
@@ -97,9 +98,14 @@ def probe_command(
 
 @eval_app.command("run")
 def run_command(
-    url: UrlArg,
-    out: Annotated[Path, typer.Option("--out", help="Run folder: manifest.json + results.jsonl (resumed if "
-                                      "it exists).")],
+    url: Annotated[str | None, typer.Argument(
+        help="The server's base URL, e.g. http://127.0.0.1:8000/v1 (optional with --dry-run).",
+        show_default=False)] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Run folder: manifest.json + results.jsonl (resumed if "
+                                             "it exists); not needed with --dry-run.", show_default=False)] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the grid, the requests, the prompt tokens and the window the server serves "
+        "(unknown without a URL); write and send nothing but the probe.")] = False,
     plan_file: Annotated[Path | None, typer.Option(
         "--plan", help="A `posenc pick --json` answer (file, or - for stdin): its tests and lengths.",
         show_default="none")] = None,
@@ -136,8 +142,22 @@ def run_command(
     retries: RetriesOpt = 3,
     as_json: JsonOpt = False,
 ) -> None:
-    """Send every cell of the plan (skipping finished ones), then report: exit 0 pass, 1 fail, 3 could not run."""
-    server = Server(url, model, tokenizer, api, api_key_env, timeout, retries)
+    """Send every cell of the plan (skipping finished ones), then report: exit 0 pass, 1 fail, 3 could not run
+    (also: a length past the window the server reports, refused before sending)."""
+    server = Server(url, model, tokenizer, api, api_key_env, timeout, retries) if url is not None else None
+    if dry_run:
+        planned = dry_run_plan(server, plan_file=str(plan_file) if plan_file is not None else None, config=config,
+                               lengths=lengths, depths=depths, trials=trials, pass_rate=pass_rate, template=template,
+                               loss=loss, loss_max_length=loss_max_length, concurrency=concurrency, note=note)
+        if as_json:
+            print_json(planned.result)
+        else:
+            eval_tables.render_dry_run(planned.result)
+        if planned.code != ExitCode.OK:
+            raise typer.Exit(planned.code)
+        return
+    if server is None or out is None:
+        raise PosencError("eval run needs the server's URL and --out (or --dry-run to see the plan)")
     judged = run_plan(server, out, plan_file=str(plan_file) if plan_file is not None else None, config=config,
                       lengths=lengths, depths=depths, trials=trials, pass_rate=pass_rate, template=template, loss=loss,
                       loss_max_length=loss_max_length, concurrency=concurrency, label=label, note=note,

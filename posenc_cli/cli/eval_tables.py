@@ -45,6 +45,30 @@ def render_probe(caps: Capabilities, loss: str) -> None:
     console().print(table)
 
 
+def render_dry_run(result: dict[str, Any]) -> None:
+    """What ``eval run --dry-run`` found: requests and prompt tokens per length, the totals and the window."""
+    from rich.table import Table
+
+    out = console()
+    out.print(f"dry run of {result['plan']}: nothing written, nothing sent"
+              f"{' but the probe' if result['probe_requests'] else ''}", soft_wrap=True, markup=False)
+    table = Table()
+    for name in ("length", "needle", "task", "loss", "requests", "prompt tokens"):
+        table.add_column(name, justify="right")
+    for row in result["grid"]:
+        table.add_row(format_length(row["length"]), str(row["needle"]), str(row["task"]), str(row["loss"]),
+                      str(row["requests"]), f"{row['prompt_tokens']:,}")
+    table.add_row("total", "", "", "", str(result["requests"]), f"{result['prompt_tokens']:,}")
+    out.print(table)
+    window = result["served_context"]
+    out.print(f"served window: {'unknown' if window is None else window} ({result['context_source']})",
+              soft_wrap=True, markup=False)
+    flight = result["concurrency"] or "the server's default (the probe reads it)"
+    out.print(f"loss: {result['loss']}; requests in flight: {flight}", soft_wrap=True, markup=False)
+    if "why" in result:
+        out.print(f"a run would refuse: {result['why']}", soft_wrap=True, markup=False)
+
+
 def render_summary(summary: dict[str, Any]) -> None:
     from rich.table import Table
 

@@ -72,6 +72,8 @@ class Capabilities:
     chat_offset: int | None = None  # with api "chat": tokens the chat template adds to a prompt (usage, measured)
     concurrency: int = 1  # requests a run keeps in flight unless --concurrency says otherwise
     concurrency_source: str = "not reported"
+    context_slots: int | None = None  # llama-server: the slots its -c is split across (/props total_slots)
+    trained_context: int | None = None  # llama-server: the GGUF's context_length, which caps every slot
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -110,7 +112,7 @@ def probe(client: Client, model: str | None = None, api: str = "completions") ->
     # every later completion, the run's included, decodes greedily without the engine's own penalties
     client.sampling = dict(ENGINE_SAMPLING.get(engine, {}))
     optional.sampling = client.sampling
-    served, source = _served_length(entry, props)
+    served, source, slots, trained = _served_length(entry, props)
     reference = client.complete(model_id, PROBE_TEXT, max_tokens=1)
     params = _sampling_params(client, model_id, reference)
     style, offset = _tokenize_style(optional, model_id, engine, reference)
@@ -119,7 +121,7 @@ def probe(client: Client, model: str | None = None, api: str = "completions") ->
     concurrency, why = default_concurrency(engine, props)
     return Capabilities(client.base_url, model_id, engine, served, source, style, offset, logprobs, detail, params,
                         None, client.requests + optional.requests, reference.prompt_tokens, dict(client.sampling),
-                        api, chat_offset, concurrency, why)
+                        api, chat_offset, concurrency, why, slots, trained)
 
 
 def default_concurrency(engine: str, props: dict[str, Any] | None) -> tuple[int, str]:
@@ -173,16 +175,62 @@ def _props(optional: Client) -> dict[str, Any] | None:
     return answer if isinstance(settings, dict) else None
 
 
-def _served_length(entry: dict[str, Any] | None, props: dict[str, Any] | None) -> tuple[int | None, str]:
-    """The context length the server reports, and where it said so."""
+def _served_length(entry: dict[str, Any] | None,
+                   props: dict[str, Any] | None) -> tuple[int | None, str, int | None, int | None]:
+    """The context one request may use as the server reports it, where it said so, and for llama-server its slots
+    and the model's trained context.
+
+    llama-server's ``/props`` ``n_ctx`` is one slot's: ``-c`` divided across the ``-np`` slots (unless
+    ``--kv-unified``), then capped at the GGUF's ``context_length`` (its ``n_ctx_slot()``, llama.cpp #11681,
+    #22140); ``/v1/models`` ``meta.n_ctx_train`` is that cap."""
     if entry and isinstance(entry.get("max_model_len"), int):
-        return int(entry["max_model_len"]), "/v1/models max_model_len"
+        return int(entry["max_model_len"]), "/v1/models max_model_len", None, None
     if props is not None:
         n_ctx = props["default_generation_settings"].get("n_ctx")
         if isinstance(n_ctx, int) and not isinstance(n_ctx, bool):
             slots = props.get("total_slots")
-            return n_ctx, f"/props n_ctx per slot ({slots} slots)" if slots else "/props n_ctx"
-    return None, "not reported"
+            slots = slots if isinstance(slots, int) and not isinstance(slots, bool) and slots >= 1 else None
+            meta = (entry or {}).get("meta")
+            trained = meta.get("n_ctx_train") if isinstance(meta, dict) else None
+            trained = trained if isinstance(trained, int) and not isinstance(trained, bool) else None
+            return (n_ctx, f"/props n_ctx per slot ({slots} slots)" if slots else "/props n_ctx", slots, trained)
+    return None, "not reported", None, None
+
+
+#: How each engine is told to serve ``{n}`` tokens per request.
+WINDOW_FIX = {
+    "vllm": "start vLLM with --max-model-len {n}",
+    "sglang": "start SGLang with --context-length {n}",
+    "llama-cpp-python": "start llama-cpp-python's server with --n_ctx {n}",
+}
+
+
+def window_refusal(caps: Capabilities, lengths: list[int]) -> str | None:
+    """Why the lengths past the window ``caps`` reports cannot be sent, with the fix; None when every length fits
+    or the server reports no window (nothing to enforce: ``eval probe --expect-ctx`` tests one).
+
+    A cell of length L holds L tokens of context (prompt and answer), so L up to the window is served."""
+    window = caps.served_context
+    past = sorted(n for n in lengths if window is not None and n > window)
+    if window is None or not past:
+        return None
+    need = past[-1]
+    shown = ", ".join(str(n) for n in past)
+    head = f"{shown} tokens: past the {window} the server serves per request ({caps.context_source})"
+    if caps.engine == "llama-server":
+        fixes = []
+        if caps.trained_context is not None and need > caps.trained_context:
+            fixes.append(f"llama-server caps a slot at the GGUF's trained context ({caps.trained_context}): serve a "
+                         f"GGUF scaled to {need} (posenc scale ... --target {need} -o NEW.gguf)")
+        slots = caps.context_slots or 1
+        if slots > 1:
+            fixes.append(f"start llama-server with -c {need * slots} (-c is split across the -np {slots} slots), "
+                         "or with --kv-unified, or -np 1")
+        else:
+            fixes.append(f"start llama-server with -c {need}")
+        return f"{head}; {'; and '.join(fixes)}"
+    fix = WINDOW_FIX.get(caps.engine, "serve the model with a context of at least {n}")
+    return f"{head}; {fix.format(n=need)}"
 
 
 def _sampling_params(client: Client, model_id: str | None, reference: Completion) -> dict[str, str]:

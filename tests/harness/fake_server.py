@@ -53,6 +53,7 @@ class Script:
     chat: bool = True  # serve /v1/chat/completions (else 404)
     fail_text: str | None = None  # a completion whose prompt holds this text gets HTTP 500, every time
     slots: int = 1  # llama-server style: total_slots in /props
+    n_ctx_train: int | None = None  # llama-server style: /v1/models meta.n_ctx_train (the GGUF's context_length)
     in_flight: int = 0  # completions being answered right now, and the most seen at once
     most_in_flight: int = 0
     authorization: list[str | None] = field(default_factory=list)  # each request's Authorization header
@@ -116,6 +117,8 @@ class Handler(BaseHTTPRequestHandler):
                                                   "sglang": "sglang"}.get(s.style, "me")}
             if s.style in ("vllm", "sglang") and s.max_model_len:
                 entry["max_model_len"] = s.max_model_len
+            if s.style == "llama-server" and s.n_ctx_train is not None:
+                entry["meta"] = {"n_ctx": s.max_model_len or 256, "n_ctx_train": s.n_ctx_train}
             self._send(200, {"object": "list", "data": [entry]})
         elif self.path == "/props" and s.style == "llama-server":
             self._send(200, {"default_generation_settings": {"n_ctx": s.max_model_len or 256},
