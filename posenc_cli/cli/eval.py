@@ -99,7 +99,7 @@ def probe_command(
 @eval_app.command("run")
 def run_command(
     url: Annotated[str | None, typer.Argument(
-        help="The server's base URL, e.g. http://127.0.0.1:8000/v1 (optional with --dry-run).",
+        help="The server's base URL, e.g. http://127.0.0.1:8000/v1 (optional with --dry-run).", metavar="URL",
         show_default=False)] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Run folder: manifest.json + results.jsonl (resumed if "
                                              "it exists); not needed with --dry-run.", show_default=False)] = None,
