@@ -101,6 +101,15 @@ def render_summary(summary: dict[str, Any]) -> None:
         out.print(f"per-position loss: unavailable ({loss['why']})")
     else:
         out.print(f"per-position loss: not measured ({loss.get('why') or 'no loss request finished'})")
+    first = summary.get("first_token")
+    if first is not None and first["measured"]:
+        flight = "/".join(str(n) for n in first["in_flight"])
+        times = ", ".join(f"{format_length(int(n))} {v['median']:.3f} s (max {v['max']:.3f})"
+                          for n, v in first["by_length"].items())
+        out.print(f"time to first token by length, median ({flight} in flight): {times}", soft_wrap=True,
+                  markup=False)
+    elif first is not None and first["why"] is not None:
+        out.print(f"time to first token: {first['why']}", soft_wrap=True, markup=False)
     if summary["refused"]:
         out.print(f"{summary['refused']} prompts refused by the server (counted as failures; a rerun sends them again)")
     if summary["mismatched_lengths"]:

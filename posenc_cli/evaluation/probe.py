@@ -74,6 +74,10 @@ class Capabilities:
     concurrency_source: str = "not reported"
     context_slots: int | None = None  # llama-server: the slots its -c is split across (/props total_slots)
     trained_context: int | None = None  # llama-server: the GGUF's context_length, which caps every slot
+    #: "streamed": retrieval requests are streamed and their time to first token recorded (the server reports the
+    #: usage when streaming, so lengths stay checked); None: sent whole, and ``first_token_detail`` says why
+    first_token: str | None = None
+    first_token_detail: str = "not probed"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -118,10 +122,26 @@ def probe(client: Client, model: str | None = None, api: str = "completions") ->
     style, offset = _tokenize_style(optional, model_id, engine, reference)
     logprobs, detail = _prompt_logprobs(optional, model_id, engine, reference, params)
     chat_offset = _chat_offset(client, model_id, reference, params) if api == "chat" else None
+    first_token, first_detail = (_streaming(optional, model_id, reference) if api == "completions" else
+                                 (None, "not measured: chat requests are sent whole"))
     concurrency, why = default_concurrency(engine, props)
     return Capabilities(client.base_url, model_id, engine, served, source, style, offset, logprobs, detail, params,
                         None, client.requests + optional.requests, reference.prompt_tokens, dict(client.sampling),
-                        api, chat_offset, concurrency, why, slots, trained)
+                        api, chat_offset, concurrency, why, slots, trained, first_token, first_detail)
+
+
+def _streaming(optional: Client, model_id: str | None, reference: Completion) -> tuple[str | None, str]:
+    """Whether retrieval requests can be streamed (and their time to first token measured) without losing the
+    length check: a streamed probe whose last chunk reports ``usage.prompt_tokens`` equal to the whole answer's."""
+    try:
+        streamed = optional.complete(model_id, PROBE_TEXT, max_tokens=4, stream=True)
+    except (Refused, ServerError) as exc:
+        return None, f"not measured: streaming failed ({exc})"
+    if reference.prompt_tokens is None or streamed.prompt_tokens != reference.prompt_tokens:
+        return None, "not measured: the server reports no usage when streaming (prompt lengths would go unchecked)"
+    if streamed.first_token_seconds is None:
+        return None, "not measured: the streamed answer carried no text"
+    return "streamed", "streamed, usage in the last chunk (stream_options.include_usage)"
 
 
 def default_concurrency(engine: str, props: dict[str, Any] | None) -> tuple[int, str]:

@@ -127,10 +127,12 @@ class Runner:
         return self.count if kind == "loss" else self.ask_count
 
     def _ask(self, text: str, max_tokens: int) -> Completion:
-        """One retrieval request, greedy, through the run's API."""
+        """One retrieval request, greedy, through the run's API; streamed where the probe found the usage reported
+        when streaming (its time to first token recorded)."""
         if self.caps.api == "chat":
             return self.client.chat(self.caps.model, text, max_tokens=max_tokens)
-        return self.client.complete(self.caps.model, text, max_tokens=max_tokens)
+        return self.client.complete(self.caps.model, text, max_tokens=max_tokens,
+                                    stream=self.caps.first_token == "streamed")
 
     def prepare(self) -> tuple[list[Cell], int]:
         """Write or check the manifest; the cells still to run and how many are already done."""
@@ -240,6 +242,11 @@ class Runner:
                 record |= {"task": cell.task, "score": 0.0}
         if answer is not None:
             record["served_tokens"] = answer.prompt_tokens
+            if answer.first_token_seconds is not None:
+                # with the requests in flight beside it: one queued behind others waits longer (a resumed run may
+                # use another --concurrency, hence per line)
+                record |= {"first_token_seconds": round(answer.first_token_seconds, 4),
+                           "in_flight": self.concurrency}
         served = record.get("served_tokens")
         record["length_ok"] = served is None or served == prompt.tokens
         record |= {"seconds": round(time.perf_counter() - started, 4), "requests": self.client.thread_requests - sent}

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clihelpers import ok, run
 from fake_server import FakeServer, Script
 
 from posenc_cli.errors import CouldNotRun, ExitCode, PosencError
@@ -144,3 +145,30 @@ def test_a_length_at_the_served_window_is_sent(tmp_path: Path) -> None:
                           template="passkey", pass_rate=0.5, note=_quiet,
                           progress=lambda total: counting([], total))
     assert judged.code == ExitCode.OK and judged.result["by_length"]["128"]["refused"] == 0
+
+
+@pytest.mark.parametrize("usage", [True, False])
+def test_time_to_first_token_is_recorded_where_streaming_keeps_the_length_check(tmp_path: Path, usage: bool) -> None:
+    """Streamed retrieval requests when the server reports the usage while streaming: each line's
+    first_token_seconds (at least the server's delay before its first chunk) with the requests in flight beside it,
+    and its prompt length still checked; else sent whole, and the report says why."""
+    with FakeServer(Script(style="vllm", stream_usage=usage, delay=0.05)) as fake:
+        judged = run_plan(Server(fake.url, retries=0), tmp_path / "run", lengths="64,128", trials=1, depths="0,1",
+                          template="passkey", pass_rate=0.5, concurrency=2, loss=False, note=_quiet,
+                          progress=lambda total: counting([], total))
+    records = list(read_results(tmp_path / "run"))
+    assert len(records) == 4 and all(r["length_ok"] and r["served_tokens"] == r["tokens"] for r in records)
+    first = judged.result["first_token"]
+    if usage:
+        assert all(r["first_token_seconds"] >= 0.05 and r["in_flight"] == 2 for r in records)
+        assert first["measured"] and first["in_flight"] == [2]
+        assert {n: v["requests"] for n, v in first["by_length"].items()} == {"64": 2, "128": 2}
+        for n, v in first["by_length"].items():
+            mine = sorted(r["first_token_seconds"] for r in records if r["length"] == int(n))
+            assert v["median"] == round(sum(mine) / 2, 4) and v["max"] == mine[-1]
+    else:
+        assert not any("first_token_seconds" in r for r in records)
+        assert not first["measured"] and "no usage when streaming" in first["why"]
+    shown = ok(run("eval", "report", str(tmp_path / "run"))).stdout
+    assert ("time to first token by length, median (2 in flight): 64 " if usage else
+            "time to first token: not measured: the server reports no usage when streaming") in shown, shown

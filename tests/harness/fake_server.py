@@ -53,6 +53,7 @@ class Script:
     chat: bool = True  # serve /v1/chat/completions (else 404)
     fail_text: str | None = None  # a completion whose prompt holds this text gets HTTP 500, every time
     slots: int = 1  # llama-server style: total_slots in /props
+    stream_usage: bool = True  # a streamed completion's last chunk carries the usage (include_usage honoured)
     n_ctx_train: int | None = None  # llama-server style: /v1/models meta.n_ctx_train (the GGUF's context_length)
     in_flight: int = 0  # completions being answered right now, and the most seen at once
     most_in_flight: int = 0
@@ -238,6 +239,19 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"\xff\xfe{}")
             return
         text = answer
+        if body.get("stream"):  # server-sent events: the answer in two chunks, then the usage when asked for
+            self._leave_flight()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            chunks: list[dict[str, Any]] = [{"choices": [{"index": 0, "text": part}]}
+                                            for part in (text[:1], text[1:]) if part]
+            if s.stream_usage and (body.get("stream_options") or {}).get("include_usage"):
+                chunks.append({"choices": [], "usage": {"prompt_tokens": len(ids), "completion_tokens": len(text)}})
+            for chunk in chunks:
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.write(b"data: [DONE]\n\n")
+            return
         choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": "length"}
         if echo and s.echo in ("honour", "no-bos"):
             choice["text"] = prompt + text
