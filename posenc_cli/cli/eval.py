@@ -59,7 +59,11 @@ LossMaxOpt = Annotated[str | None, typer.Option(
     show_default="none; 2k on llama-cpp-python")]
 ApiOpt = Annotated[str, typer.Option(
     "--api", help="completions: the raw prompt on /v1/completions; chat: the prompt as one user message on "
-    "/v1/chat/completions, its length counting the chat template's tokens (measured by the probe).")]
+    "/v1/chat/completions, its length counting the chat template's tokens (measured by the probe); ollama: "
+    "Ollama's /api/generate with num_ctx (URL http://127.0.0.1:11434; needs --tokenizer).")]
+NumCtxOpt = Annotated[int | None, typer.Option(
+    "--num-ctx", help="With --api ollama: the num_ctx sent with every request.",
+    show_default="the plan's longest length (run), --expect-ctx (probe)")]
 LossPngOpt = Annotated[Path | None, typer.Option("--loss-png", help="Write the per-position loss curve(s) here.",
                                                  show_default="none")]
 
@@ -78,6 +82,7 @@ def probe_command(
     loss: LossOpt = None,
     loss_max_length: LossMaxOpt = None,
     api: ApiOpt = "completions",
+    num_ctx: NumCtxOpt = None,
     api_key_env: KeyEnvOpt = "OPENAI_API_KEY",
     timeout: TimeoutOpt = 600.0,
     retries: RetriesOpt = 1,
@@ -85,7 +90,7 @@ def probe_command(
 ) -> None:
     """What the server supports (tokenize, prompt logprobs, context per slot), whether it serves a context, and
     what a run with the same loss flags would send for the loss."""
-    server = Server(url, model, tokenizer, api, api_key_env, timeout, retries)
+    server = Server(url, model, tokenizer, api, api_key_env, timeout, retries, num_ctx)
     probed = probe_server(server, expect_ctx=expect_ctx, template=template, loss=loss,
                           loss_max_length=loss_max_length, note=note)
     if as_json:
@@ -135,6 +140,7 @@ def run_command(
         "order at any value.",
         show_default="llama-server's slots; 4 on vLLM and SGLang; else 1 (what probe shows)")] = None,
     api: ApiOpt = "completions",
+    num_ctx: NumCtxOpt = None,
     label: Annotated[str | None, typer.Option("--label", help="A name for this run in reports.",
                                               show_default="the run folder")] = None,
     api_key_env: KeyEnvOpt = "OPENAI_API_KEY",
@@ -144,7 +150,7 @@ def run_command(
 ) -> None:
     """Send every cell of the plan (skipping finished ones), then report: exit 0 pass, 1 fail, 3 could not run
     (also: a length past the window the server reports, refused before sending)."""
-    server = Server(url, model, tokenizer, api, api_key_env, timeout, retries) if url is not None else None
+    server = Server(url, model, tokenizer, api, api_key_env, timeout, retries, num_ctx) if url is not None else None
     if dry_run:
         planned = dry_run_plan(server, plan_file=str(plan_file) if plan_file is not None else None, config=config,
                                lengths=lengths, depths=depths, trials=trials, pass_rate=pass_rate, template=template,

@@ -10,6 +10,9 @@ engine answers:
 * chat (``eval run --api chat``): ``POST /v1/chat/completions`` with the prompt as the one user message, the same
   ``temperature`` 0 and ``max_tokens``; the server applies its chat template, whose tokens ``usage.prompt_tokens``
   counts (:func:`~posenc_cli.evaluation.probe.probe` measures them once). The reply is ``choices[0].message.content``.
+* Ollama (``eval run --api ollama``): ``POST /api/generate`` with ``raw``, ``options.num_ctx`` and ``num_predict``;
+  ``prompt_eval_count`` is the served prompt length; ``GET /api/tags`` lists the models, ``POST /api/show`` gives a
+  model's trained ``context_length``. Ollama has no tokenize endpoint: a run counts locally (``--tokenizer``).
 * tokenizing: vLLM and SGLang ``POST /tokenize {"model", "prompt"}``; llama-server ``POST /tokenize {"content"}``;
   llama-cpp-python ``POST /extras/tokenize {"input"}``. Whether the count includes a BOS token differs, so
   :func:`probe` calibrates it against ``usage.prompt_tokens`` of the same text.
@@ -237,6 +240,18 @@ class Client:
         if model:
             body["model"] = model
         return Completion.parse_chat(self.call("POST", "/v1/chat/completions", body))
+
+    def generate(self, model: str | None, prompt: str, *, max_tokens: int, num_ctx: int) -> Completion:
+        """Ollama's native ``POST /api/generate``: the raw prompt (no template), greedy, in a window of ``num_ctx``
+        tokens (``options.num_ctx``, which its OpenAI endpoint cannot set); ``prompt_eval_count`` is the prompt's
+        length as Ollama served it (after any truncation to the window)."""
+        data = self.call("POST", "/api/generate", {
+            "model": model, "prompt": prompt, "raw": True, "stream": False,
+            "options": {"num_ctx": num_ctx, "num_predict": max_tokens, "temperature": 0.0, **self.sampling}})
+        if not isinstance(data, dict) or not isinstance(data.get("response"), str):
+            raise ServerError(f"{self.base_url}/api/generate: the answer has no response text")
+        return Completion(text=data["response"], prompt_tokens=_int(data.get("prompt_eval_count")),
+                          completion_tokens=_int(data.get("eval_count")), prompt_logprobs=None)
 
     def sglang_prompt_logprobs(self, prompt: str) -> list[float | None]:
         data = self.call("POST", "/generate", {

@@ -49,7 +49,7 @@ ECHO_NEEDS_BOS = {
 #: sequences in flight than the cache holds only wait in the server's queue, and that wait counts against
 #: ``--timeout``; four full-length prompts still fit beside a 7B model on one 80 GB GPU. ``--concurrency`` overrides.
 BATCHING_DEFAULT = 4
-APIS = ("completions", "chat")
+APIS = ("completions", "chat", "ollama")
 
 
 @dataclass
@@ -68,7 +68,7 @@ class Capabilities:
     requests: int = 0
     probe_tokens: int | None = None  # usage.prompt_tokens of PROBE_TEXT (calibrates a local tokenizer)
     sampling: dict[str, Any] = field(default_factory=dict)  # sent with every completion (serving.ENGINE_SAMPLING)
-    api: str = "completions"  # an APIS entry: the endpoint the run's retrieval prompts go to
+    api: str = "completions"  # an APIS entry: the endpoint the run's retrieval prompts go to (ollama: native)
     chat_offset: int | None = None  # with api "chat": tokens the chat template adds to a prompt (usage, measured)
     concurrency: int = 1  # requests a run keeps in flight unless --concurrency says otherwise
     concurrency_source: str = "not reported"
@@ -98,7 +98,8 @@ def _engine(model_entry: dict[str, Any] | None, props: dict[str, Any] | None) ->
     return "unknown"
 
 
-def probe(client: Client, model: str | None = None, api: str = "completions") -> Capabilities:
+def probe(client: Client, model: str | None = None, api: str = "completions",
+          num_ctx: int | None = None) -> Capabilities:
     """Ask the server what it supports (about ten small requests; two more with ``api="chat"``).
 
     Requests for optional features (``/props``, tokenize styles, echo, ``/generate``) go without retries, and any
@@ -109,6 +110,8 @@ def probe(client: Client, model: str | None = None, api: str = "completions") ->
     """
     if api not in APIS:
         raise PosencError(f"--api {api!r}: one of {', '.join(APIS)}")
+    if api == "ollama":
+        return probe_ollama(client, model, num_ctx)
     entry, model_id = _model_entry(client, model)
     optional = replace(client, retries=0)
     props = _props(optional)
@@ -142,6 +145,40 @@ def _streaming(optional: Client, model_id: str | None, reference: Completion) ->
     if streamed.first_token_seconds is None:
         return None, "not measured: the streamed answer carried no text"
     return "streamed", "streamed, usage in the last chunk (stream_options.include_usage)"
+
+
+def probe_ollama(client: Client, model: str | None, num_ctx: int | None) -> Capabilities:
+    """Ollama through its native API: the models (``/api/tags``), the model's trained window (``/api/show``
+    ``model_info`` ``<arch>.context_length``: Ollama serves no more of it) and one raw generation of the probe text.
+
+    The window a request may use is ``num_ctx`` (sent with every request) capped at the trained window; without
+    ``num_ctx`` it is unknown (Ollama's default, or ``OLLAMA_CONTEXT_LENGTH``, is not reported), and a prompt past
+    it is truncated silently, which the served length (``prompt_eval_count``) shows."""
+    tags = client.call("GET", "/api/tags")
+    names = [str(m.get("name")) for m in tags.get("models", []) if isinstance(m, dict)] if isinstance(tags, dict) \
+        else []
+    if model is not None and names and model not in names:
+        raise PosencError(f"--model {model!r}: Ollama serves {', '.join(names)}")
+    model_id = model or (names[0] if names else None)
+    if model_id is None:
+        raise PosencError(f"{client.base_url}: Ollama serves no model (ollama pull NAME)")
+    shown = client.call("POST", "/api/show", {"model": model_id})
+    info = shown.get("model_info") if isinstance(shown, dict) else None
+    trained = next((int(v) for k, v in (info or {}).items() if k.endswith(".context_length")
+                    and isinstance(v, int) and not isinstance(v, bool)), None)
+    window = min(num_ctx, trained) if num_ctx is not None and trained is not None else num_ctx
+    source = ("num_ctx sent with every request" + (f", within the GGUF's context_length {trained}" if trained else "")
+              if num_ctx is not None else "not reported (Ollama's default num_ctx)")
+    reference = client.generate(model_id, PROBE_TEXT, max_tokens=1, num_ctx=num_ctx or 2048)
+    again = client.generate(model_id, PROBE_TEXT, max_tokens=4, num_ctx=num_ctx or 2048)
+    twice = client.generate(model_id, PROBE_TEXT, max_tokens=4, num_ctx=num_ctx or 2048)
+    params = {"temperature=0": "honoured" if again.text == twice.text else "ignored (two answers to one prompt)"}
+    if reference.prompt_tokens is None:
+        params["prompt_eval_count"] = "missing: prompt lengths cannot be verified"
+    return Capabilities(client.base_url, model_id, "ollama", window, source, None, None, None,
+                        "Ollama's /api/generate gives no prompt log-probabilities", params, None, client.requests,
+                        reference.prompt_tokens, {}, "ollama", None, 1, "Ollama reports no parallel limit",
+                        None, trained, None, "not measured: Ollama requests are sent whole")
 
 
 def default_concurrency(engine: str, props: dict[str, Any] | None) -> tuple[int, str]:
@@ -237,6 +274,13 @@ def window_refusal(caps: Capabilities, lengths: list[int]) -> str | None:
     need = past[-1]
     shown = ", ".join(str(n) for n in past)
     head = f"{shown} tokens: past the {window} the server serves per request ({caps.context_source})"
+    if caps.engine == "ollama":
+        fixes = [f"send num_ctx {need} (--num-ctx {need}; for other clients a Modelfile's PARAMETER num_ctx {need})"
+                 ] if caps.trained_context is None or caps.served_context != caps.trained_context else []
+        if caps.trained_context is not None and need > caps.trained_context:
+            fixes.append(f"Ollama serves only the GGUF's window ({caps.trained_context}): serve a GGUF scaled to "
+                         f"{need} (posenc scale ... --target {need} --engine ollama -o NEW.gguf)")
+        return f"{head}; {'; and '.join(fixes)}"
     if caps.engine == "llama-server":
         fixes = []
         if caps.trained_context is not None and need > caps.trained_context:

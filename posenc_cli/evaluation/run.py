@@ -131,6 +131,9 @@ class Runner:
         when streaming (its time to first token recorded)."""
         if self.caps.api == "chat":
             return self.client.chat(self.caps.model, text, max_tokens=max_tokens)
+        if self.caps.api == "ollama":  # the window the probe found: num_ctx, within the GGUF's
+            return self.client.generate(self.caps.model, text, max_tokens=max_tokens,
+                                        num_ctx=self.caps.served_context or max(self.plan.lengths))
         return self.client.complete(self.caps.model, text, max_tokens=max_tokens,
                                     stream=self.caps.first_token == "streamed")
 

@@ -49,6 +49,7 @@ class Server(NamedTuple):
     api_key_env: str = "OPENAI_API_KEY"
     timeout: float = 600.0
     retries: int = 1
+    num_ctx: int | None = None  # api "ollama": the window sent with every request (None: the plan's longest length)
 
 
 def connect(server: Server) -> Client:
@@ -99,7 +100,7 @@ def probe_server(server: Server, *, expect_ctx: str | None = None, template: str
     if length is not None and not MIN_EVAL_LENGTH <= length <= MAX_EVAL_LENGTH:
         raise PosencError(f"{{expect_ctx}} {expect_ctx}: allowed {EVAL_LENGTHS}", "expect_ctx")
     chosen = load_template(template)
-    caps = probe(client, server.model, server.api)
+    caps = probe(client, server.model, server.api, server.num_ctx or length)
     if length is not None:
         try:
             count = counter(client, caps, server.tokenizer, note)
@@ -144,7 +145,7 @@ def run_plan(server: Server, out: Path, *, plan_file: str | None = None, config:
         note(f"note: {line}")
 
     client = connect(server)
-    caps = probe(client, server.model, server.api)
+    caps = probe(client, server.model, server.api, server.num_ctx or max(plan.lengths))
     refusal = window_refusal(caps, list(plan.lengths))
     if refusal is not None:  # before any cell: a server truncates or refuses past its window, silently or not
         raise CouldNotRun(f"{refusal}; nothing was sent")
@@ -186,7 +187,8 @@ def dry_run_plan(server: Server | None, *, plan_file: str | None = None, config:
                     trials=trials, pass_rate=pass_rate)
     for line in plan.notes:
         note(f"note: {line}")
-    caps = probe(connect(server), server.model, server.api) if server is not None else None
+    caps = (probe(connect(server), server.model, server.api, server.num_ctx or max(plan.lengths))
+            if server is not None else None)
     if caps is not None:
         choice = choose(plan, caps, loss, cap)
         loss_lengths, loss_text = (choice.lengths if choice.measured else ()), choice.describe()
@@ -269,7 +271,8 @@ def _api_of(run: Path) -> dict[str, Any]:
 
     manifest = read_manifest(run)
     name = manifest.get("api", "completions")
-    out: dict[str, Any] = {"name": name, "endpoint": "/v1/chat/completions" if name == "chat" else "/v1/completions"}
+    endpoint = {"chat": "/v1/chat/completions", "ollama": "/api/generate"}.get(name, "/v1/completions")
+    out: dict[str, Any] = {"name": name, "endpoint": endpoint}
     if name == "chat":
         out["template_tokens"] = manifest["server"].get("chat_offset")
     return out

@@ -172,3 +172,34 @@ def test_time_to_first_token_is_recorded_where_streaming_keeps_the_length_check(
     shown = ok(run("eval", "report", str(tmp_path / "run"))).stdout
     assert ("time to first token by length, median (2 in flight): 64 " if usage else
             "time to first token: not measured: the server reports no usage when streaming") in shown, shown
+
+
+def test_ollama_runs_through_its_native_api_with_num_ctx(tmp_path: Path) -> None:
+    """--api ollama: /api/generate with options.num_ctx (the plan's longest length by default), the window capped
+    at the GGUF's context_length from /api/show, prompt_eval_count as the served length."""
+    with FakeServer(Script(style="ollama", n_ctx_train=1024)) as fake:
+        server = Server(fake.url, tokenizer="bytes", api="ollama", retries=0)
+        judged = run_plan(server, tmp_path / "run", lengths="64,256", trials=1, depths="0,1", template="passkey",
+                          pass_rate=0.5, note=_quiet, progress=lambda total: counting([], total))
+    records = list(read_results(tmp_path / "run"))
+    assert judged.code == ExitCode.OK and judged.result["engine"] == "ollama"
+    assert judged.result["api"] == {"name": "ollama", "endpoint": "/api/generate"}
+    assert all(r["served_tokens"] == r["tokens"] and r["passed"] for r in records) and len(records) == 4
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["server"]["served_context"] == 256 and manifest["server"]["trained_context"] == 1024
+    assert judged.result["loss"]["available"] is False
+
+
+def test_ollama_past_num_ctx_or_past_the_gguf_is_refused_with_the_fix(tmp_path: Path) -> None:
+    with FakeServer(Script(style="ollama", n_ctx_train=1024)) as fake:
+        with pytest.raises(CouldNotRun, match=r"past the 128 .*send num_ctx 256 \(--num-ctx 256"):
+            run_plan(Server(fake.url, tokenizer="bytes", api="ollama", retries=0, num_ctx=128), tmp_path / "a",
+                     lengths="64,256", trials=1, template="passkey", note=_quiet,
+                     progress=lambda total: counting([], total))
+        with pytest.raises(CouldNotRun, match=r"Ollama serves only the GGUF's window \(1024\): serve a GGUF scaled "
+                                              r"to 2048 \(posenc scale .* --engine ollama -o NEW.gguf\)"):
+            run_plan(Server(fake.url, tokenizer="bytes", api="ollama", retries=0), tmp_path / "b",
+                     lengths="64,2k", trials=1, template="passkey", note=_quiet,
+                     progress=lambda total: counting([], total))
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+

@@ -121,6 +121,10 @@ class Handler(BaseHTTPRequestHandler):
             if s.style == "llama-server" and s.n_ctx_train is not None:
                 entry["meta"] = {"n_ctx": s.max_model_len or 256, "n_ctx_train": s.n_ctx_train}
             self._send(200, {"object": "list", "data": [entry]})
+        elif self.path == "/api/tags" and s.style == "ollama":
+            self._send(200, {"models": [{"name": "tiny:latest", "model": "tiny:latest"}]})
+        elif self.path == "/api/ps" and s.style == "ollama":  # loaded models and the window each was loaded with
+            self._send(200, {"models": [{"name": "tiny:latest", "context_length": s.max_model_len or 2048}]})
         elif self.path == "/props" and s.style == "llama-server":
             self._send(200, {"default_generation_settings": {"n_ctx": s.max_model_len or 256},
                              "total_slots": s.slots})
@@ -143,6 +147,13 @@ class Handler(BaseHTTPRequestHandler):
                 return
             ids = bytevocab.encode(body[field_name], bos=s.style != "llama-server")
             self._send(200, {"tokens": ids})
+            return
+        if s.style == "ollama" and self.path == "/api/show":  # the GGUF's metadata, as `ollama show` reads it
+            self._send(200, {"model_info": {"general.architecture": "llama",
+                                            "llama.context_length": s.n_ctx_train or 256}})
+            return
+        if s.style == "ollama" and self.path == "/api/generate":
+            self._ollama_generate(body)
             return
         if self.path == "/generate" and s.style == "sglang":
             # SGLang's native endpoint: input_token_logprobs as [logprob, token_id, text], None for the first token
@@ -208,6 +219,23 @@ class Handler(BaseHTTPRequestHandler):
         if ruler_model.is_ruler(prompt):  # RULER's tasks: a scripted answer from the last `reach` tokens
             answer = ruler_model.answer(prompt, s.reach)
         return answer[:max_tokens]
+
+    def _ollama_generate(self, body: dict[str, Any]) -> None:
+        """Ollama's /api/generate (raw): a window of options.num_ctx (default 2048) within the GGUF's context_length;
+        a longer prompt is cut to its last tokens and answered 200, as Ollama does (ollama #3839);
+        prompt_eval_count counts what was kept."""
+        s = self.server.script
+        assert body.get("raw") is True and body.get("stream") is False, body
+        options = body.get("options") or {}
+        window = min(int(options.get("num_ctx", 2048)), s.n_ctx_train or 256)
+        ids = bytevocab.encode(body["prompt"])
+        room = window - int(options.get("num_predict", 16))
+        kept = body["prompt"] if len(ids) <= room else bytevocab.decode(ids[len(ids) - room:])
+        with self.server.lock:
+            s.completions += 1
+        found = KEY.search(kept)
+        self._send(200, {"model": body["model"], "response": found.group(1) if found else "00000", "done": True,
+                         "prompt_eval_count": min(len(ids), room), "eval_count": 1})
 
     def _chat(self, body: dict[str, Any]) -> None:
         messages = body["messages"]
