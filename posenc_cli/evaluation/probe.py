@@ -282,17 +282,15 @@ def window_refusal(caps: Capabilities, lengths: list[int]) -> str | None:
                          f"{need} (posenc scale ... --target {need} --engine ollama -o NEW.gguf)")
         return f"{head}; {'; and '.join(fixes)}"
     if caps.engine == "llama-server":
-        fixes = []
-        if caps.trained_context is not None and need > caps.trained_context:
-            fixes.append(f"llama-server caps a slot at the GGUF's trained context ({caps.trained_context}): serve a "
-                         f"GGUF scaled to {need} (posenc scale ... --target {need} -o NEW.gguf)")
         slots = caps.context_slots or 1
-        if slots > 1:
-            fixes.append(f"start llama-server with -c {need * slots} (-c is split across the -np {slots} slots), "
-                         "or with --kv-unified, or -np 1")
-        else:
-            fixes.append(f"start llama-server with -c {need}")
-        return f"{head}; {'; and '.join(fixes)}"
+        size = (f"-c {need * slots} (-c is split across the -np {slots} slots), or with --kv-unified, or -np 1"
+                if slots > 1 else f"-c {need}")
+        if caps.trained_context is not None and need > caps.trained_context:
+            # the slot is capped by the GGUF, not (only) by -c: which -c it was started with is not reported
+            return (f"{head}; llama-server caps a slot at the GGUF's trained context ({caps.trained_context}): serve "
+                    f"a GGUF scaled to {need} (posenc scale ... --target {need} -o NEW.gguf), started with at least "
+                    f"{size}")
+        return f"{head}; start llama-server with {size}"
     fix = WINDOW_FIX.get(caps.engine, "serve the model with a context of at least {n}")
     return f"{head}; {fix.format(n=need)}"
 

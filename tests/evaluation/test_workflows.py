@@ -119,7 +119,8 @@ def test_a_dry_run_without_a_server_says_the_window_is_unknown(tmp_path: Path) -
     (Script(style="llama-server", max_model_len=128, slots=4),
      "start llama-server with -c 1024 (-c is split across the -np 4 slots), or with --kv-unified, or -np 1"),
     (Script(style="llama-server", max_model_len=128, slots=2, n_ctx_train=128),
-     "caps a slot at the GGUF's trained context (128): serve a GGUF scaled to 256"),
+     "caps a slot at the GGUF's trained context (128): serve a GGUF scaled to 256 (posenc scale ... --target 256 -o "
+     "NEW.gguf), started with at least -c 512 (-c is split across the -np 2 slots)"),
 ])
 def test_lengths_past_the_served_window_are_refused_before_sending(tmp_path: Path, script: Script, fix: str) -> None:
     with FakeServer(script) as fake:
