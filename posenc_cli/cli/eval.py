@@ -62,7 +62,7 @@ ApiOpt = Annotated[str, typer.Option(
     "/v1/chat/completions, its length counting the chat template's tokens (measured by the probe); ollama: "
     "Ollama's /api/generate with num_ctx (URL http://127.0.0.1:11434; needs --tokenizer).")]
 NumCtxOpt = Annotated[int | None, typer.Option(
-    "--num-ctx", help="With --api ollama: the num_ctx sent with every request.",
+    "--num-ctx", help=f"With --api ollama: the num_ctx sent with every request; {EVAL_LENGTHS}.",
     show_default="the plan's longest length (run), --expect-ctx (probe)")]
 LossPngOpt = Annotated[Path | None, typer.Option("--loss-png", help="Write the per-position loss curve(s) here.",
                                                  show_default="none")]

@@ -59,6 +59,8 @@ def connect(server: Server) -> Client:
         raise PosencError(f"{{timeout}} {timeout:g}: allowed greater than 0 to {MAX_TIMEOUT:.0f} seconds", "timeout")
     if not 0 <= retries <= MAX_RETRIES:
         raise PosencError(f"{{retries}} {retries}: allowed 0 to {MAX_RETRIES}", "retries")
+    if server.num_ctx is not None and not MIN_EVAL_LENGTH <= server.num_ctx <= MAX_EVAL_LENGTH:
+        raise PosencError(f"{{num_ctx}} {server.num_ctx}: allowed {EVAL_LENGTHS}", "num_ctx")
     return Client(server.url, api_key=api_key_from_env(server.api_key_env), timeout=timeout, retries=retries)
 
 
