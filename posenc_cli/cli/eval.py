@@ -16,8 +16,8 @@ import typer
 
 from posenc_cli.cli import eval_tables
 from posenc_cli.cli.output import console, note, print_json
-from posenc_cli.errors import ExitCode
-from posenc_cli.evaluation import MAX_TRIALS
+from posenc_cli.errors import ExitCode, PosencError
+from posenc_cli.evaluation import MAX_TRIALS, TASKS
 from posenc_cli.evaluation.workflows import (
     EVAL_LENGTHS,
     MAX_CONCURRENCY,
@@ -26,6 +26,7 @@ from posenc_cli.evaluation.workflows import (
     Judged,
     Server,
     compare_runs,
+    dry_run_plan,
     probe_server,
     report_run,
     run_plan,
@@ -33,8 +34,8 @@ from posenc_cli.evaluation.workflows import (
 
 eval_app = typer.Typer(
     add_completion=False, no_args_is_help=True,
-    help="Run needle/passkey retrieval and per-position loss against an OpenAI-compatible server (vLLM, SGLang, "
-    "llama.cpp), and judge the results against pick's test plan.")
+    help="Run needle/passkey retrieval, RULER's tasks and per-position loss against an OpenAI-compatible server "
+    "(vLLM, SGLang, llama.cpp), and judge the results against pick's test plan.")
 
 UrlArg = Annotated[str, typer.Argument(help="The server's base URL, e.g. http://127.0.0.1:8000/v1.")]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="Model id to request.",
@@ -58,7 +59,11 @@ LossMaxOpt = Annotated[str | None, typer.Option(
     show_default="none; 2k on llama-cpp-python")]
 ApiOpt = Annotated[str, typer.Option(
     "--api", help="completions: the raw prompt on /v1/completions; chat: the prompt as one user message on "
-    "/v1/chat/completions, its length counting the chat template's tokens (measured by the probe).")]
+    "/v1/chat/completions, its length counting the chat template's tokens (measured by the probe); ollama: "
+    "Ollama's /api/generate with num_ctx (URL http://127.0.0.1:11434; needs --tokenizer).")]
+NumCtxOpt = Annotated[int | None, typer.Option(
+    "--num-ctx", help=f"With --api ollama: the num_ctx sent with every request; {EVAL_LENGTHS}.",
+    show_default="the plan's longest length (run), --expect-ctx (probe)")]
 LossPngOpt = Annotated[Path | None, typer.Option("--loss-png", help="Write the per-position loss curve(s) here.",
                                                  show_default="none")]
 
@@ -77,6 +82,7 @@ def probe_command(
     loss: LossOpt = None,
     loss_max_length: LossMaxOpt = None,
     api: ApiOpt = "completions",
+    num_ctx: NumCtxOpt = None,
     api_key_env: KeyEnvOpt = "OPENAI_API_KEY",
     timeout: TimeoutOpt = 600.0,
     retries: RetriesOpt = 1,
@@ -84,7 +90,7 @@ def probe_command(
 ) -> None:
     """What the server supports (tokenize, prompt logprobs, context per slot), whether it serves a context, and
     what a run with the same loss flags would send for the loss."""
-    server = Server(url, model, tokenizer, api, api_key_env, timeout, retries)
+    server = Server(url, model, tokenizer, api, api_key_env, timeout, retries, num_ctx)
     probed = probe_server(server, expect_ctx=expect_ctx, template=template, loss=loss,
                           loss_max_length=loss_max_length, note=note)
     if as_json:
@@ -97,9 +103,14 @@ def probe_command(
 
 @eval_app.command("run")
 def run_command(
-    url: UrlArg,
-    out: Annotated[Path, typer.Option("--out", help="Run folder: manifest.json + results.jsonl (resumed if "
-                                      "it exists).")],
+    url: Annotated[str | None, typer.Argument(
+        help="The server's base URL, e.g. http://127.0.0.1:8000/v1 (optional with --dry-run).", metavar="URL",
+        show_default=False)] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Run folder: manifest.json + results.jsonl (resumed if "
+                                             "it exists); not needed with --dry-run.", show_default=False)] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the grid, the requests, the prompt tokens and the window the server serves "
+        "(unknown without a URL); write and send nothing but the probe.")] = False,
     plan_file: Annotated[Path | None, typer.Option(
         "--plan", help="A `posenc pick --json` answer (file, or - for stdin): its tests and lengths.",
         show_default="none")] = None,
@@ -117,8 +128,9 @@ def run_command(
         "--pass-rate", help="With --lengths: pass rate required at the longest length; 0 to 1.",
         show_default="no needle test")] = None,
     template: Annotated[str | None, typer.Option(
-        "--template", help="passkey (the tiny model's), needle (pretrained models) or a template YAML file.",
-        show_default="passkey with --lengths, else needle")] = None,
+        "--template", help="passkey (the tiny model's), needle (pretrained models), ruler (RULER's 11 no-download "
+        f"tasks: {', '.join(TASKS)}; or one of them alone) or a template or task set YAML file.",
+        show_default="passkey with --lengths; a plan naming tasks runs needle and those tasks; else needle")] = None,
     model: ModelOpt = None,
     tokenizer: TokenizerOpt = None,
     loss: LossOpt = None,
@@ -128,6 +140,7 @@ def run_command(
         "order at any value.",
         show_default="llama-server's slots; 4 on vLLM and SGLang; else 1 (what probe shows)")] = None,
     api: ApiOpt = "completions",
+    num_ctx: NumCtxOpt = None,
     label: Annotated[str | None, typer.Option("--label", help="A name for this run in reports.",
                                               show_default="the run folder")] = None,
     api_key_env: KeyEnvOpt = "OPENAI_API_KEY",
@@ -135,8 +148,22 @@ def run_command(
     retries: RetriesOpt = 3,
     as_json: JsonOpt = False,
 ) -> None:
-    """Send every cell of the plan (skipping finished ones), then report: exit 0 pass, 1 fail, 3 could not run."""
-    server = Server(url, model, tokenizer, api, api_key_env, timeout, retries)
+    """Send every cell of the plan (skipping finished ones), then report: exit 0 pass, 1 fail, 3 could not run
+    (also: a length past the window the server reports, refused before sending)."""
+    server = Server(url, model, tokenizer, api, api_key_env, timeout, retries, num_ctx) if url is not None else None
+    if dry_run:
+        planned = dry_run_plan(server, plan_file=str(plan_file) if plan_file is not None else None, config=config,
+                               lengths=lengths, depths=depths, trials=trials, pass_rate=pass_rate, template=template,
+                               loss=loss, loss_max_length=loss_max_length, concurrency=concurrency, note=note)
+        if as_json:
+            print_json(planned.result)
+        else:
+            eval_tables.render_dry_run(planned.result)
+        if planned.code != ExitCode.OK:
+            raise typer.Exit(planned.code)
+        return
+    if server is None or out is None:
+        raise PosencError("eval run needs the server's URL and --out (or --dry-run to see the plan)")
     judged = run_plan(server, out, plan_file=str(plan_file) if plan_file is not None else None, config=config,
                       lengths=lengths, depths=depths, trials=trials, pass_rate=pass_rate, template=template, loss=loss,
                       loss_max_length=loss_max_length, concurrency=concurrency, label=label, note=note,

@@ -45,6 +45,30 @@ def render_probe(caps: Capabilities, loss: str) -> None:
     console().print(table)
 
 
+def render_dry_run(result: dict[str, Any]) -> None:
+    """What ``eval run --dry-run`` found: requests and prompt tokens per length, the totals and the window."""
+    from rich.table import Table
+
+    out = console()
+    out.print(f"dry run of {result['plan']}: nothing written, nothing sent"
+              f"{' but the probe' if result['probe_requests'] else ''}", soft_wrap=True, markup=False)
+    table = Table()
+    for name in ("length", "needle", "task", "loss", "requests", "prompt tokens"):
+        table.add_column(name, justify="right")
+    for row in result["grid"]:
+        table.add_row(format_length(row["length"]), str(row["needle"]), str(row["task"]), str(row["loss"]),
+                      str(row["requests"]), f"{row['prompt_tokens']:,}")
+    table.add_row("total", "", "", "", str(result["requests"]), f"{result['prompt_tokens']:,}")
+    out.print(table)
+    window = result["served_context"]
+    out.print(f"served window: {'unknown' if window is None else window} ({result['context_source']})",
+              soft_wrap=True, markup=False)
+    flight = result["concurrency"] or "the server's default (the probe reads it)"
+    out.print(f"loss: {result['loss']}; requests in flight: {flight}", soft_wrap=True, markup=False)
+    if "why" in result:
+        out.print(f"a run would refuse: {result['why']}", soft_wrap=True, markup=False)
+
+
 def render_summary(summary: dict[str, Any]) -> None:
     from rich.table import Table
 
@@ -63,10 +87,10 @@ def render_summary(summary: dict[str, Any]) -> None:
         interval = "-" if stats["interval"] is None else "{:.2f} .. {:.2f}".format(*stats["interval"])
         table.add_row(format_length(n), *cells, rate, interval)
     out.print(title, soft_wrap=True, markup=False)  # above the table, not its title (as probe's)
+    if "needle" in summary.get("kinds", ["task"] if "tasks" in summary else ["needle"]):
+        out.print(table)
     if "tasks" in summary:
         render_tasks(summary["tasks"])
-    else:
-        out.print(table)
     loss = summary["loss"]
     if loss["curve"]:
         at = ", ".join(format_length(n) for n in loss["lengths"])
@@ -77,6 +101,15 @@ def render_summary(summary: dict[str, Any]) -> None:
         out.print(f"per-position loss: unavailable ({loss['why']})")
     else:
         out.print(f"per-position loss: not measured ({loss.get('why') or 'no loss request finished'})")
+    first = summary.get("first_token")
+    if first is not None and first["measured"]:
+        flight = "/".join(str(n) for n in first["in_flight"])
+        times = ", ".join(f"{format_length(int(n))} {v['median']:.3f} s (max {v['max']:.3f})"
+                          for n, v in first["by_length"].items())
+        out.print(f"time to first token by length, median ({flight} in flight): {times}", soft_wrap=True,
+                  markup=False)
+    elif first is not None and first["why"] is not None:
+        out.print(f"time to first token: {first['why']}", soft_wrap=True, markup=False)
     if summary["refused"]:
         out.print(f"{summary['refused']} prompts refused by the server (counted as failures; a rerun sends them again)")
     if summary["mismatched_lengths"]:

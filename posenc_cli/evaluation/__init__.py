@@ -14,3 +14,6 @@ from
 MAX_EVAL_LENGTH = 1 << 24
 MIN_EVAL_LENGTH = 8  # a template's fixed text needs a few tokens
 MAX_TRIALS = 1000
+#: RULER's tasks shipped (``rules/templates/NAME.yaml``), lm-eval's names; ``ruler`` is the set of all of them.
+TASKS = ("niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2", "niah_multikey_3",
+         "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe")

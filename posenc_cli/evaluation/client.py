@@ -10,6 +10,9 @@ engine answers:
 * chat (``eval run --api chat``): ``POST /v1/chat/completions`` with the prompt as the one user message, the same
   ``temperature`` 0 and ``max_tokens``; the server applies its chat template, whose tokens ``usage.prompt_tokens``
   counts (:func:`~posenc_cli.evaluation.probe.probe` measures them once). The reply is ``choices[0].message.content``.
+* Ollama (``eval run --api ollama``): ``POST /api/generate`` with ``raw``, ``options.num_ctx`` and ``num_predict``;
+  ``prompt_eval_count`` is the served prompt length; ``GET /api/tags`` lists the models, ``POST /api/show`` gives a
+  model's trained ``context_length``. Ollama has no tokenize endpoint: a run counts locally (``--tokenizer``).
 * tokenizing: vLLM and SGLang ``POST /tokenize {"model", "prompt"}``; llama-server ``POST /tokenize {"content"}``;
   llama-cpp-python ``POST /extras/tokenize {"input"}``. Whether the count includes a BOS token differs, so
   :func:`probe` calibrates it against ``usage.prompt_tokens`` of the same text.
@@ -31,7 +34,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -120,8 +123,47 @@ class Client:
             raw = response.read()
         return json.loads(raw)
 
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        """One JSON request with retries; returns the decoded body."""
+    def _once_streamed(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
+        """One streamed completion (server-sent events): the chunks joined into one answer, and the seconds from
+        sending to the first chunk carrying text (None when no chunk did)."""
+        import urllib.request
+
+        request = urllib.request.Request(self.base_url + path, data=json.dumps(body, allow_nan=False).encode(),
+                                         method="POST")
+        request.add_header("Accept", "text/event-stream")
+        request.add_header("Content-Type", "application/json")
+        if self.api_key:
+            request.add_unredirected_header("Authorization", f"Bearer {self.api_key}")
+        with self._lock:
+            self.requests += 1
+        self._local.n = self.thread_requests + 1
+        pieces: list[str] = []
+        usage: Any = None
+        first: float | None = None
+        started = time.perf_counter()
+        with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - http(s) checked
+            for raw in response:
+                line = raw.decode("utf-8").strip()
+                if not line.startswith("data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == "[DONE]":
+                    break
+                chunk = json.loads(payload)
+                choices = chunk.get("choices") if isinstance(chunk, dict) else None
+                text = choices[0].get("text") if isinstance(choices, list) and choices and \
+                    isinstance(choices[0], dict) else None
+                if isinstance(text, str) and text:
+                    if first is None:
+                        first = time.perf_counter() - started
+                    pieces.append(text)
+                if isinstance(chunk, dict) and isinstance(chunk.get("usage"), dict):
+                    usage = chunk["usage"]
+        return {"choices": [{"text": "".join(pieces)}], **({"usage": usage} if usage else {})}, first
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None, *, streamed: bool = False) -> Any:
+        """One JSON request with retries; returns the decoded body (``streamed``: the joined answer and the time to
+        its first text, :meth:`_once_streamed`)."""
         import http.client
         import urllib.error
 
@@ -130,6 +172,8 @@ class Client:
             if attempt:
                 self.sleep(min(self.backoff * 2 ** (attempt - 1), 8.0))
             try:
+                if streamed:
+                    return self._once_streamed(path, body or {})
                 return self._once(method, path, body)
             except urllib.error.HTTPError as exc:
                 message = _error_text(exc)
@@ -172,14 +216,20 @@ class Client:
         return [t if isinstance(t, int) else -1 for t in tokens]
 
     def complete(self, model: str | None, prompt: str, *, max_tokens: int, echo_logprobs: bool = False,
-                 extra: dict[str, Any] | None = None) -> Completion:
-        body: dict[str, Any] = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": False,
+                 extra: dict[str, Any] | None = None, stream: bool = False) -> Completion:
+        """A greedy completion; ``stream`` sends it streamed, asking for the usage in the last chunk
+        (``stream_options.include_usage``), and times its first token (``first_token_seconds``)."""
+        body: dict[str, Any] = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": stream,
                                 **self.sampling}
         if model:
             body["model"] = model
         if echo_logprobs:
             body |= {"echo": True, "logprobs": 1}
         body |= extra or {}
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+            data, first = self.call("POST", "/v1/completions", body, streamed=True)
+            return replace(Completion.parse(data, None), first_token_seconds=first)
         data = self.call("POST", "/v1/completions", body)
         return Completion.parse(data, prompt if echo_logprobs else None)
 
@@ -190,6 +240,18 @@ class Client:
         if model:
             body["model"] = model
         return Completion.parse_chat(self.call("POST", "/v1/chat/completions", body))
+
+    def generate(self, model: str | None, prompt: str, *, max_tokens: int, num_ctx: int) -> Completion:
+        """Ollama's native ``POST /api/generate``: the raw prompt (no template), greedy, in a window of ``num_ctx``
+        tokens (``options.num_ctx``, which its OpenAI endpoint cannot set); ``prompt_eval_count`` is the prompt's
+        length as Ollama served it (after any truncation to the window)."""
+        data = self.call("POST", "/api/generate", {
+            "model": model, "prompt": prompt, "raw": True, "stream": False,
+            "options": {"num_ctx": num_ctx, "num_predict": max_tokens, "temperature": 0.0, **self.sampling}})
+        if not isinstance(data, dict) or not isinstance(data.get("response"), str):
+            raise ServerError(f"{self.base_url}/api/generate: the answer has no response text")
+        return Completion(text=data["response"], prompt_tokens=_int(data.get("prompt_eval_count")),
+                          completion_tokens=_int(data.get("eval_count")), prompt_logprobs=None)
 
     def sglang_prompt_logprobs(self, prompt: str) -> list[float | None]:
         data = self.call("POST", "/generate", {
@@ -210,6 +272,7 @@ class Completion:
     completion_tokens: int | None
     prompt_logprobs: list[float | None] | None  # one per prompt token (None where the server gives none)
     echoed_tokens: str | None = None  # the echo's logprobs.tokens joined: which tokens its values belong to
+    first_token_seconds: float | None = None  # streamed: from sending the request to its first text
 
     @classmethod
     def parse(cls, data: Any, echoed_prompt: str | None) -> Completion:

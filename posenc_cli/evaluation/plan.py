@@ -127,6 +127,9 @@ class Plan:
     loss_trials: int = 1  # per-position loss requests at the longest length (when the server gives logprobs)
     source: str = "--lengths"
     notes: tuple[str, ...] = field(default=(), compare=False)
+    #: RULER's tasks sent beside a needle template's cells (a pick plan naming both); their lines are ``task``
+    #: cells, the needle's ``needle`` cells, so the report reads each apart
+    tasks: TaskSet | None = None
 
     @property
     def loss_lengths(self) -> list[int]:
@@ -143,17 +146,26 @@ class Plan:
         # loss first: the cheapest way to see whether the server applied a scaling, and what a baseline run needs
         at = self.loss_lengths if loss_lengths is None else loss_lengths
         out = [Cell("loss", n, 0.5, t) for n in at for t in range(self.loss_trials)] if with_loss else []
-        if isinstance(self.template, TaskSet):
-            out += [Cell("task", n, 0.0, t, task.name) for n in self.lengths for task in self.template.tasks
-                    for t in range(self.trials)]
-        else:
+        if isinstance(self.template, Template):
             out += [Cell("needle", n, d, t) for n in self.lengths for d in self.depths for t in range(self.trials)]
+        task_set = self.task_set
+        if task_set is not None:
+            out += [Cell("task", n, 0.0, t, task.name) for n in self.lengths for task in task_set.tasks
+                    for t in range(self.trials)]
         return out
 
+    @property
+    def task_set(self) -> TaskSet | None:
+        """The RULER tasks this plan sends: the template itself, or the tasks beside a needle template."""
+        return self.template if isinstance(self.template, TaskSet) else self.tasks
+
     def as_dict(self) -> dict[str, Any]:
-        return {"lengths": list(self.lengths), "depths": list(self.depths), "trials": self.trials,
-                "loss_trials": self.loss_trials, "tests": [t.as_dict() for t in self.tests],
-                "template": self.template.as_dict(), "source": self.source}
+        out = {"lengths": list(self.lengths), "depths": list(self.depths), "trials": self.trials,
+               "loss_trials": self.loss_trials, "tests": [t.as_dict() for t in self.tests],
+               "template": self.template.as_dict(), "source": self.source}
+        if self.tasks is not None:  # absent otherwise: a plan of one template keeps its fingerprint
+            out["tasks"] = self.tasks.as_dict()
+        return out
 
     def fingerprint(self) -> str:
         """What the results depend on (not where the plan was read from: ``--plan ./p.json`` is ``--plan p.json``)."""
@@ -194,8 +206,10 @@ def _geometric_steps(start: int, stop: int) -> list[int]:
 
 
 def from_pick(answer: Any, template: Template | TaskSet, *, depths: tuple[float, ...] = DEFAULT_DEPTHS, trials: int = 2,
-              label: str = "pick --json") -> Plan:
-    """The plan of a ``posenc pick --json`` answer: its machine-readable tests and its extension's lengths."""
+              label: str = "pick --json", tasks: TaskSet | None = None) -> Plan:
+    """The plan of a ``posenc pick --json`` answer: its machine-readable tests and its extension's lengths.
+
+    With ``tasks`` beside a needle ``template`` the plan sends both and keeps every test either measures."""
     if not isinstance(answer, dict) or not isinstance(answer.get("tests"), list):
         raise PosencError(f"{label}: not a `posenc pick --json` answer (no `tests` list)")
     tests: list[PlanTest] = []
@@ -232,15 +246,19 @@ def from_pick(answer: Any, template: Template | TaskSet, *, depths: tuple[float,
     if not lengths:
         raise PosencError(f"{label}: the answer names no length to test (no niah test and no extension)")
     notes = tuple(f"not measured by eval (a sentence, not a test): {t}" for t in texts)
-    tests, skipped = _for_template(tests, template)
+    tests, skipped = _for_template(tests, template, tasks)
     notes += skipped
-    return Plan(tuple(sorted(lengths)), depths, trials, template, tuple(tests), source=label, notes=notes)
+    return Plan(tuple(sorted(lengths)), depths, trials, template, tuple(tests), source=label, notes=notes,
+                tasks=tasks)
 
 
-def _for_template(tests: list[PlanTest], template: Template | TaskSet) -> tuple[list[PlanTest], tuple[str, ...]]:
-    """The tests a run with ``template`` measures: a needle template the ``niah`` ones, a task set the effective
-    lengths (``ruler``, ``nolima``); the others are noted, not run."""
-    measured = ("ruler", "nolima") if isinstance(template, TaskSet) else ("niah",)
+def _for_template(tests: list[PlanTest], template: Template | TaskSet,
+                  tasks: TaskSet | None = None) -> tuple[list[PlanTest], tuple[str, ...]]:
+    """The tests a run with ``template`` (and ``tasks``) measures: a needle template the ``niah`` ones, a task set
+    the effective lengths (``ruler``, ``nolima``); the others are noted, not run."""
+    measured: tuple[str, ...] = ("ruler", "nolima") if isinstance(template, TaskSet) else ("niah",)
+    if tasks is not None:
+        measured += ("ruler", "nolima")
     keep = [t for t in tests if t.kind in measured or t.kind in ("regression", "perplexity")]
     other = "a needle template (--template needle)" if isinstance(template, TaskSet) else "--template ruler"
     notes = tuple(f"not measured with this template (needs {other}): {t.describe()}" for t in tests if t not in keep)
@@ -311,6 +329,8 @@ def plan_for(*, plan_file: str | None = None, config: str | None = None, lengths
              pass_rate: float | None = None) -> Plan:
     """The plan ``posenc eval run`` sends, from exactly one of: a ``pick --json`` answer (``plan_file``), a model
     (``config``: config.json, folder, Hub id or GGUF) or comma-separated ``lengths``; checked against the grid caps.
+    A ``pick --json`` answer naming a task set (``tasks``) runs the needle template and those tasks, unless
+    ``template`` picks one.
 
     Defaults: the passkey template and 4 trials for bare lengths (the tiny model's grid), else needle and 2;
     ``depths`` comma-separated fractions (default :data:`DEFAULT_DEPTHS`); ``pass_rate`` only with ``lengths`` (a
@@ -323,13 +343,16 @@ def plan_for(*, plan_file: str | None = None, config: str | None = None, lengths
                           (f" (got {', '.join(given)})" if given else ""))
     if pass_rate is not None and lengths is None:
         raise PosencError("--pass-rate goes with --lengths; a plan or a model brings its own thresholds")
-    if template is None and plan_file is not None:
-        template = _tasks_of(plan_file)
+    # a plan naming a task set, with no --template, runs both: its needle tests and the tasks
+    answer = load_json(plan_file) if plan_file is not None else None  # once: "-" is stdin
+    named = _tasks_of(answer) if template is None else None
+    beside = load_any(named) if named is not None else None
     chosen = load_any(template if template is not None else ("passkey" if lengths else "needle"))
     depth_list = tuple(_floats(depths, "--depths")) if depths is not None else DEFAULT_DEPTHS
     if plan_file is not None:
-        plan = from_pick(load_json(plan_file), chosen, depths=depth_list, trials=_or(trials, 2),
-                         label=f"pick --json ({plan_file})")
+        plan = from_pick(answer, chosen, depths=depth_list, trials=_or(trials, 2),
+                         label=f"pick --json ({plan_file})",
+                         tasks=beside if isinstance(beside, TaskSet) else None)
     elif config is not None:
         plan = from_model(describe_source(read_source(config)), chosen, depths=depth_list, trials=_or(trials, 2),
                           label=f"model {config}")
@@ -340,9 +363,8 @@ def plan_for(*, plan_file: str | None = None, config: str | None = None, lengths
     return plan
 
 
-def _tasks_of(plan_file: str) -> str | None:
-    """The task set a ``pick --json`` answer names (``tasks``), the default template of its plan."""
-    answer = load_json(plan_file)
+def _tasks_of(answer: Any) -> str | None:
+    """The task set a ``pick --json`` answer names (``tasks``), sent beside its needle tests."""
     tasks = answer.get("tasks") if isinstance(answer, dict) else None
     return tasks if isinstance(tasks, str) else None
 

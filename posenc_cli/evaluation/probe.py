@@ -49,7 +49,7 @@ ECHO_NEEDS_BOS = {
 #: sequences in flight than the cache holds only wait in the server's queue, and that wait counts against
 #: ``--timeout``; four full-length prompts still fit beside a 7B model on one 80 GB GPU. ``--concurrency`` overrides.
 BATCHING_DEFAULT = 4
-APIS = ("completions", "chat")
+APIS = ("completions", "chat", "ollama")
 
 
 @dataclass
@@ -68,10 +68,16 @@ class Capabilities:
     requests: int = 0
     probe_tokens: int | None = None  # usage.prompt_tokens of PROBE_TEXT (calibrates a local tokenizer)
     sampling: dict[str, Any] = field(default_factory=dict)  # sent with every completion (serving.ENGINE_SAMPLING)
-    api: str = "completions"  # an APIS entry: the endpoint the run's retrieval prompts go to
+    api: str = "completions"  # an APIS entry: the endpoint the run's retrieval prompts go to (ollama: native)
     chat_offset: int | None = None  # with api "chat": tokens the chat template adds to a prompt (usage, measured)
     concurrency: int = 1  # requests a run keeps in flight unless --concurrency says otherwise
     concurrency_source: str = "not reported"
+    context_slots: int | None = None  # llama-server: the slots its -c is split across (/props total_slots)
+    trained_context: int | None = None  # llama-server: the GGUF's context_length, which caps every slot
+    #: "streamed": retrieval requests are streamed and their time to first token recorded (the server reports the
+    #: usage when streaming, so lengths stay checked); None: sent whole, and ``first_token_detail`` says why
+    first_token: str | None = None
+    first_token_detail: str = "not probed"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,7 +98,8 @@ def _engine(model_entry: dict[str, Any] | None, props: dict[str, Any] | None) ->
     return "unknown"
 
 
-def probe(client: Client, model: str | None = None, api: str = "completions") -> Capabilities:
+def probe(client: Client, model: str | None = None, api: str = "completions",
+          num_ctx: int | None = None) -> Capabilities:
     """Ask the server what it supports (about ten small requests; two more with ``api="chat"``).
 
     Requests for optional features (``/props``, tokenize styles, echo, ``/generate``) go without retries, and any
@@ -103,6 +110,8 @@ def probe(client: Client, model: str | None = None, api: str = "completions") ->
     """
     if api not in APIS:
         raise PosencError(f"--api {api!r}: one of {', '.join(APIS)}")
+    if api == "ollama":
+        return probe_ollama(client, model, num_ctx)
     entry, model_id = _model_entry(client, model)
     optional = replace(client, retries=0)
     props = _props(optional)
@@ -110,16 +119,66 @@ def probe(client: Client, model: str | None = None, api: str = "completions") ->
     # every later completion, the run's included, decodes greedily without the engine's own penalties
     client.sampling = dict(ENGINE_SAMPLING.get(engine, {}))
     optional.sampling = client.sampling
-    served, source = _served_length(entry, props)
+    served, source, slots, trained = _served_length(entry, props)
     reference = client.complete(model_id, PROBE_TEXT, max_tokens=1)
     params = _sampling_params(client, model_id, reference)
     style, offset = _tokenize_style(optional, model_id, engine, reference)
     logprobs, detail = _prompt_logprobs(optional, model_id, engine, reference, params)
     chat_offset = _chat_offset(client, model_id, reference, params) if api == "chat" else None
+    first_token, first_detail = (_streaming(optional, model_id, reference) if api == "completions" else
+                                 (None, "not measured: chat requests are sent whole"))
     concurrency, why = default_concurrency(engine, props)
     return Capabilities(client.base_url, model_id, engine, served, source, style, offset, logprobs, detail, params,
                         None, client.requests + optional.requests, reference.prompt_tokens, dict(client.sampling),
-                        api, chat_offset, concurrency, why)
+                        api, chat_offset, concurrency, why, slots, trained, first_token, first_detail)
+
+
+def _streaming(optional: Client, model_id: str | None, reference: Completion) -> tuple[str | None, str]:
+    """Whether retrieval requests can be streamed (and their time to first token measured) without losing the
+    length check: a streamed probe whose last chunk reports ``usage.prompt_tokens`` equal to the whole answer's."""
+    try:
+        streamed = optional.complete(model_id, PROBE_TEXT, max_tokens=4, stream=True)
+    except (Refused, ServerError) as exc:
+        return None, f"not measured: streaming failed ({exc})"
+    if reference.prompt_tokens is None or streamed.prompt_tokens != reference.prompt_tokens:
+        return None, "not measured: the server reports no usage when streaming (prompt lengths would go unchecked)"
+    if streamed.first_token_seconds is None:
+        return None, "not measured: the streamed answer carried no text"
+    return "streamed", "streamed, usage in the last chunk (stream_options.include_usage)"
+
+
+def probe_ollama(client: Client, model: str | None, num_ctx: int | None) -> Capabilities:
+    """Ollama through its native API: the models (``/api/tags``), the model's trained window (``/api/show``
+    ``model_info`` ``<arch>.context_length``: Ollama serves no more of it) and one raw generation of the probe text.
+
+    The window a request may use is ``num_ctx`` (sent with every request) capped at the trained window; without
+    ``num_ctx`` it is unknown (Ollama's default, or ``OLLAMA_CONTEXT_LENGTH``, is not reported), and a prompt past
+    it is truncated silently, which the served length (``prompt_eval_count``) shows."""
+    tags = client.call("GET", "/api/tags")
+    names = [str(m.get("name")) for m in tags.get("models", []) if isinstance(m, dict)] if isinstance(tags, dict) \
+        else []
+    if model is not None and names and model not in names:
+        raise PosencError(f"--model {model!r}: Ollama serves {', '.join(names)}")
+    model_id = model or (names[0] if names else None)
+    if model_id is None:
+        raise PosencError(f"{client.base_url}: Ollama serves no model (ollama pull NAME)")
+    shown = client.call("POST", "/api/show", {"model": model_id})
+    info = shown.get("model_info") if isinstance(shown, dict) else None
+    trained = next((int(v) for k, v in (info or {}).items() if k.endswith(".context_length")
+                    and isinstance(v, int) and not isinstance(v, bool)), None)
+    window = min(num_ctx, trained) if num_ctx is not None and trained is not None else num_ctx
+    source = ("num_ctx sent with every request" + (f", within the GGUF's context_length {trained}" if trained else "")
+              if num_ctx is not None else "not reported (Ollama's default num_ctx)")
+    reference = client.generate(model_id, PROBE_TEXT, max_tokens=1, num_ctx=num_ctx or 2048)
+    again = client.generate(model_id, PROBE_TEXT, max_tokens=4, num_ctx=num_ctx or 2048)
+    twice = client.generate(model_id, PROBE_TEXT, max_tokens=4, num_ctx=num_ctx or 2048)
+    params = {"temperature=0": "honoured" if again.text == twice.text else "ignored (two answers to one prompt)"}
+    if reference.prompt_tokens is None:
+        params["prompt_eval_count"] = "missing: prompt lengths cannot be verified"
+    return Capabilities(client.base_url, model_id, "ollama", window, source, None, None, None,
+                        "Ollama's /api/generate gives no prompt log-probabilities", params, None, client.requests,
+                        reference.prompt_tokens, {}, "ollama", None, 1, "Ollama reports no parallel limit",
+                        None, trained, None, "not measured: Ollama requests are sent whole")
 
 
 def default_concurrency(engine: str, props: dict[str, Any] | None) -> tuple[int, str]:
@@ -173,16 +232,67 @@ def _props(optional: Client) -> dict[str, Any] | None:
     return answer if isinstance(settings, dict) else None
 
 
-def _served_length(entry: dict[str, Any] | None, props: dict[str, Any] | None) -> tuple[int | None, str]:
-    """The context length the server reports, and where it said so."""
+def _served_length(entry: dict[str, Any] | None,
+                   props: dict[str, Any] | None) -> tuple[int | None, str, int | None, int | None]:
+    """The context one request may use as the server reports it, where it said so, and for llama-server its slots
+    and the model's trained context.
+
+    llama-server's ``/props`` ``n_ctx`` is one slot's: ``-c`` divided across the ``-np`` slots (unless
+    ``--kv-unified``), then capped at the GGUF's ``context_length`` (its ``n_ctx_slot()``, llama.cpp #11681,
+    #22140); ``/v1/models`` ``meta.n_ctx_train`` is that cap."""
     if entry and isinstance(entry.get("max_model_len"), int):
-        return int(entry["max_model_len"]), "/v1/models max_model_len"
+        return int(entry["max_model_len"]), "/v1/models max_model_len", None, None
     if props is not None:
         n_ctx = props["default_generation_settings"].get("n_ctx")
         if isinstance(n_ctx, int) and not isinstance(n_ctx, bool):
             slots = props.get("total_slots")
-            return n_ctx, f"/props n_ctx per slot ({slots} slots)" if slots else "/props n_ctx"
-    return None, "not reported"
+            slots = slots if isinstance(slots, int) and not isinstance(slots, bool) and slots >= 1 else None
+            meta = (entry or {}).get("meta")
+            trained = meta.get("n_ctx_train") if isinstance(meta, dict) else None
+            trained = trained if isinstance(trained, int) and not isinstance(trained, bool) else None
+            return (n_ctx, f"/props n_ctx per slot ({slots} slots)" if slots else "/props n_ctx", slots, trained)
+    return None, "not reported", None, None
+
+
+#: How each engine is told to serve ``{n}`` tokens per request.
+WINDOW_FIX = {
+    "vllm": "start vLLM with --max-model-len {n}",
+    "sglang": "start SGLang with --context-length {n}",
+    "llama-cpp-python": "start llama-cpp-python's server with --n_ctx {n}",
+}
+
+
+def window_refusal(caps: Capabilities, lengths: list[int]) -> str | None:
+    """Why the lengths past the window ``caps`` reports cannot be sent, with the fix; None when every length fits
+    or the server reports no window (nothing to enforce: ``eval probe --expect-ctx`` tests one).
+
+    A cell of length L holds L tokens of context (prompt and answer), so L up to the window is served."""
+    window = caps.served_context
+    past = sorted(n for n in lengths if window is not None and n > window)
+    if window is None or not past:
+        return None
+    need = past[-1]
+    shown = ", ".join(str(n) for n in past)
+    head = f"{shown} tokens: past the {window} the server serves per request ({caps.context_source})"
+    if caps.engine == "ollama":
+        fixes = [f"send num_ctx {need} (--num-ctx {need}; for other clients a Modelfile's PARAMETER num_ctx {need})"
+                 ] if caps.trained_context is None or caps.served_context != caps.trained_context else []
+        if caps.trained_context is not None and need > caps.trained_context:
+            fixes.append(f"Ollama serves only the GGUF's window ({caps.trained_context}): serve a GGUF scaled to "
+                         f"{need} (posenc scale ... --target {need} --engine ollama -o NEW.gguf)")
+        return f"{head}; {'; and '.join(fixes)}"
+    if caps.engine == "llama-server":
+        slots = caps.context_slots or 1
+        size = (f"-c {need * slots} (-c is split across the -np {slots} slots), or with --kv-unified, or -np 1"
+                if slots > 1 else f"-c {need}")
+        if caps.trained_context is not None and need > caps.trained_context:
+            # the slot is capped by the GGUF, not (only) by -c: which -c it was started with is not reported
+            return (f"{head}; llama-server caps a slot at the GGUF's trained context ({caps.trained_context}): serve "
+                    f"a GGUF scaled to {need} (posenc scale ... --target {need} -o NEW.gguf), started with at least "
+                    f"{size}")
+        return f"{head}; start llama-server with {size}"
+    fix = WINDOW_FIX.get(caps.engine, "serve the model with a context of at least {n}")
+    return f"{head}; {fix.format(n=need)}"
 
 
 def _sampling_params(client: Client, model_id: str | None, reference: Completion) -> dict[str, str]:

@@ -178,9 +178,12 @@ def summarise(folder: str | Path, baseline: str | Path | None = None) -> dict[st
         "run": str(folder), "label": manifest.get("label"), "model": manifest.get("model"),
         "engine": manifest["server"].get("engine"), "plan": plan["source"], "fingerprint": manifest["fingerprint"],
         "lengths": lengths, "depths": depths, "trials": trials,
+        # the retrieval cells the plan sends, each kind summarised apart: needle (pass_rate) and task (tasks)
+        "kinds": [k for k, sent in (("needle", "tasks" not in plan["template"]), ("task", tasks is not None)) if sent],
         "pass_rate": grid, "by_length": {str(k): v for k, v in by_length.items()},
         **({} if tasks is None else {"tasks": tasks}),
         "loss": _loss_summary(manifest, records, has_logprobs, curve),
+        "first_token": first_token_summary(manifest, records),
         "mismatched_lengths": mismatched,
         "refused": sum(v["refused"] for v in by_length.values()),
         "requests": sum(int(r.get("requests", 1)) for r in records),
@@ -190,12 +193,32 @@ def summarise(folder: str | Path, baseline: str | Path | None = None) -> dict[st
     }
 
 
+def first_token_summary(manifest: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Time to first token of the retrieval requests (streamed; ``first_token_seconds`` per line), per length: the
+    median, the slowest and how many, with the requests in flight they were sent beside; or why it was not
+    measured (the probe's reason)."""
+    timed = [r for r in records if r.get("kind") in ("needle", "task") and "first_token_seconds" in r]
+    out: dict[str, Any] = {"measured": bool(timed)}
+    if not timed:
+        out["why"] = manifest["server"].get("first_token_detail")  # None: a run from before it was measured
+        return out
+    by_length: dict[str, dict[str, Any]] = {}
+    for n in sorted({int(r["length"]) for r in timed}):
+        values = sorted(float(r["first_token_seconds"]) for r in timed if r["length"] == n)
+        middle = len(values) // 2
+        median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+        by_length[str(n)] = {"median": round(median, 4), "max": values[-1], "requests": len(values)}
+    out |= {"in_flight": sorted({int(r.get("in_flight", 1)) for r in timed}), "by_length": by_length}
+    return out
+
+
 def task_scores(plan: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any] | None:
     """A task-set run's scores, x100 as RULER reports them: per task and length (the mean over trials, ``None``
-    while cells are missing), their average per length, and both effective lengths. ``None`` for a needle run."""
+    while cells are missing), their average per length, and both effective lengths; the tasks are the template's
+    or those sent beside a needle template (the plan's ``tasks``). ``None`` for a needle run."""
     from posenc_cli.evaluation.plan import NOLIMA_RATIO, RULER_THRESHOLD
 
-    names = [t["name"] for t in plan["template"].get("tasks", [])]
+    names = [t["name"] for t in plan.get("tasks", plan["template"]).get("tasks", [])]
     if not names:
         return None
     lengths, trials = plan["lengths"], plan["trials"]

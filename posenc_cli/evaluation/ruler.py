@@ -40,12 +40,10 @@ from typing import Any
 import yaml
 
 from posenc_cli.errors import PosencError
+from posenc_cli.evaluation import TASKS  # noqa: F401 - named in the package (for --help without yaml), kept here
 from posenc_cli.files import read_text
 from posenc_cli.pick.rules import SAFE_LOADER, shipped_path
 
-#: The tasks shipped (``rules/templates/NAME.yaml``), lm-eval's names; ``ruler`` is the set of all of them.
-TASKS = ("niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2", "niah_multikey_3",
-         "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe")
 KINDS = {"niah": {"needle", "haystack", "keys", "values", "num_needle_k", "num_needle_v", "num_needle_q"},
          "vt": {"num_chains", "num_hops"}, "cwe": {"freq_cw", "freq_ucw", "num_cw"}, "fwe": {"alpha", "coded_wordlen"}}
 COMMON = {"version", "name", "description", "task", "template", "answer_prefix", "metric", "max_tokens"}

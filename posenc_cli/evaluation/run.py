@@ -127,25 +127,28 @@ class Runner:
         return self.count if kind == "loss" else self.ask_count
 
     def _ask(self, text: str, max_tokens: int) -> Completion:
-        """One retrieval request, greedy, through the run's API."""
+        """One retrieval request, greedy, through the run's API; streamed where the probe found the usage reported
+        when streaming (its time to first token recorded)."""
         if self.caps.api == "chat":
             return self.client.chat(self.caps.model, text, max_tokens=max_tokens)
-        return self.client.complete(self.caps.model, text, max_tokens=max_tokens)
+        if self.caps.api == "ollama":  # the window the probe found: num_ctx, within the GGUF's
+            return self.client.generate(self.caps.model, text, max_tokens=max_tokens,
+                                        num_ctx=self.caps.served_context or max(self.plan.lengths))
+        return self.client.complete(self.caps.model, text, max_tokens=max_tokens,
+                                    stream=self.caps.first_token == "streamed")
 
     def prepare(self) -> tuple[list[Cell], int]:
         """Write or check the manifest; the cells still to run and how many are already done."""
-        template = self.plan.template
+        template, shortest = self.plan.template, min(self.plan.lengths)
         if isinstance(template, Template):
             fixed = template.fixed_tokens(self.ask_count) - template.max_tokens
-            shortest = min(self.plan.lengths)
             if shortest - template.max_tokens < fixed:
                 raise PosencError(f"length {shortest} is too short for template {template.name!r}: its fixed text "
                                   f"is {fixed} tokens and the answer needs {template.max_tokens} (lengths from "
                                   f"{fixed + template.max_tokens})")
-        else:  # each task's prompt at the shortest length, before any request (TaskError says what is too short)
-            shortest = min(self.plan.lengths)
-            for task in template.tasks:
-                task.build(length=shortest - task.max_tokens, seed=0, count=self.ask_count)
+        # each task's prompt at the shortest length, before any request (TaskError says what is too short)
+        for task in self.plan.task_set.tasks if self.plan.task_set is not None else ():
+            task.build(length=shortest - task.max_tokens, seed=0, count=self.ask_count)
         manifest = {"format": FORMAT, "fingerprint": self.plan.fingerprint(), "plan": self.plan.as_dict(),
                     "model": self.caps.model, "server": self.caps.as_dict(), "counter": self.counter,
                     "loss": self.loss.as_dict(), "label": self.label, "api": self.caps.api,
@@ -203,7 +206,9 @@ class Runner:
                               "the lines written so far are kept") from None
 
     def run_cell(self, cell: Cell) -> dict[str, Any]:
-        template = self.plan.template
+        # a task cell's prompt comes from the plan's tasks; a needle or loss cell's from its template
+        template = self.plan.task_set if cell.kind == "task" and self.plan.task_set is not None else \
+            self.plan.template
         started = time.perf_counter()
         sent = self.client.thread_requests
         prompt = cell_prompt(template, cell, self._count_for(cell.kind))
@@ -240,6 +245,11 @@ class Runner:
                 record |= {"task": cell.task, "score": 0.0}
         if answer is not None:
             record["served_tokens"] = answer.prompt_tokens
+            if answer.first_token_seconds is not None:
+                # with the requests in flight beside it: one queued behind others waits longer (a resumed run may
+                # use another --concurrency, hence per line)
+                record |= {"first_token_seconds": round(answer.first_token_seconds, 4),
+                           "in_flight": self.concurrency}
         served = record.get("served_tokens")
         record["length_ok"] = served is None or served == prompt.tokens
         record |= {"seconds": round(time.perf_counter() - started, 4), "requests": self.client.thread_requests - sent}

@@ -34,7 +34,8 @@ from typing import Any
 import yaml
 
 from posenc_cli.errors import PosencError
-from posenc_cli.evaluation.ruler import TASKS, Task, TaskSet, parse_task, parse_task_set
+from posenc_cli.evaluation import TASKS
+from posenc_cli.evaluation.ruler import Task, TaskSet, parse_task, parse_task_set
 from posenc_cli.files import read_text
 from posenc_cli.pick.rules import SAFE_LOADER, shipped_path
 

@@ -1,5 +1,5 @@
 """Each ``posenc eval`` command's work, from what it was asked to what it renders: :func:`probe_server`,
-:func:`run_plan`, :func:`report_run` and :func:`compare_runs`.
+:func:`run_plan` (and :func:`dry_run_plan`), :func:`report_run` and :func:`compare_runs`.
 
 Nothing is printed here: messages for stderr go to ``note`` as whole lines (``note: ...``, ``wrote ...``), a run's
 progress to ``progress``, and the result comes back with the exit status it earns. Errors name their fields
@@ -14,17 +14,18 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from posenc_cli.errors import ExitCode, PosencError
+from posenc_cli.errors import CouldNotRun, ExitCode, PosencError
 from posenc_cli.evaluation import MAX_EVAL_LENGTH, MIN_EVAL_LENGTH
 from posenc_cli.evaluation.client import Client, api_key_from_env
 from posenc_cli.evaluation.losspolicy import LossChoice, check_flags, choose
-from posenc_cli.evaluation.probe import PROBE_TEXT, Capabilities, expect_context, probe
+from posenc_cli.evaluation.probe import PROBE_TEXT, Capabilities, expect_context, probe, window_refusal
 from posenc_cli.evaluation.tokens import Counter, local_counter, server_counter
 from posenc_cli.files import output_kind, write_output
 from posenc_cli.folderlock import hold
 from posenc_cli.units import format_length, parse_length
 
 if TYPE_CHECKING:
+    from posenc_cli.evaluation.plan import Plan
     from posenc_cli.evaluation.run import Progress
 
 MAX_TIMEOUT = 86_400.0  # one day per answer; beyond it socket timeouts overflow (inf) and nobody waits
@@ -48,6 +49,7 @@ class Server(NamedTuple):
     api_key_env: str = "OPENAI_API_KEY"
     timeout: float = 600.0
     retries: int = 1
+    num_ctx: int | None = None  # api "ollama": the window sent with every request (None: the plan's longest length)
 
 
 def connect(server: Server) -> Client:
@@ -57,6 +59,8 @@ def connect(server: Server) -> Client:
         raise PosencError(f"{{timeout}} {timeout:g}: allowed greater than 0 to {MAX_TIMEOUT:.0f} seconds", "timeout")
     if not 0 <= retries <= MAX_RETRIES:
         raise PosencError(f"{{retries}} {retries}: allowed 0 to {MAX_RETRIES}", "retries")
+    if server.num_ctx is not None and not MIN_EVAL_LENGTH <= server.num_ctx <= MAX_EVAL_LENGTH:
+        raise PosencError(f"{{num_ctx}} {server.num_ctx}: allowed {EVAL_LENGTHS}", "num_ctx")
     return Client(server.url, api_key=api_key_from_env(server.api_key_env), timeout=timeout, retries=retries)
 
 
@@ -98,7 +102,7 @@ def probe_server(server: Server, *, expect_ctx: str | None = None, template: str
     if length is not None and not MIN_EVAL_LENGTH <= length <= MAX_EVAL_LENGTH:
         raise PosencError(f"{{expect_ctx}} {expect_ctx}: allowed {EVAL_LENGTHS}", "expect_ctx")
     chosen = load_template(template)
-    caps = probe(client, server.model, server.api)
+    caps = probe(client, server.model, server.api, server.num_ctx or length)
     if length is not None:
         try:
             count = counter(client, caps, server.tokenizer, note)
@@ -143,7 +147,10 @@ def run_plan(server: Server, out: Path, *, plan_file: str | None = None, config:
         note(f"note: {line}")
 
     client = connect(server)
-    caps = probe(client, server.model, server.api)
+    caps = probe(client, server.model, server.api, server.num_ctx or max(plan.lengths))
+    refusal = window_refusal(caps, list(plan.lengths))
+    if refusal is not None:  # before any cell: a server truncates or refuses past its window, silently or not
+        raise CouldNotRun(f"{refusal}; nothing was sent")
     count = counter(client, caps, server.tokenizer, note)
     loss_choice = choose(plan, caps, loss, cap)
     counted_by = f"local:{server.tokenizer}" if server.tokenizer else f"server:{caps.tokenize}"
@@ -164,6 +171,71 @@ def run_plan(server: Server, out: Path, *, plan_file: str | None = None, config:
         with progress(len(todo)) as update:
             runner.run(todo, update)
         return report_run(out, note=note)
+
+
+def dry_run_plan(server: Server | None, *, plan_file: str | None = None, config: str | None = None,
+            lengths: str | None = None, depths: str | None = None, trials: int | None = None,
+            pass_rate: float | None = None, template: str | None = None, loss: bool | None = None,
+            loss_max_length: str | None = None, concurrency: int | None = None, note: Note) -> Judged:
+    """``posenc eval run --dry-run``: the grid, the requests and the prompt tokens the run would send, and the
+    window the server serves (probed when ``server`` is given, else unknown); nothing is written or sent beyond
+    the probe. Exit 3 when a length is past the window (what the run would refuse)."""
+    from posenc_cli.evaluation.plan import plan_for
+
+    if concurrency is not None and not 1 <= concurrency <= MAX_CONCURRENCY:
+        raise PosencError(f"{{concurrency}} {concurrency}: allowed 1 to {MAX_CONCURRENCY}", "concurrency")
+    cap = check_flags(loss, loss_max_length)
+    plan = plan_for(plan_file=plan_file, config=config, lengths=lengths, template=template, depths=depths,
+                    trials=trials, pass_rate=pass_rate)
+    for line in plan.notes:
+        note(f"note: {line}")
+    caps = (probe(connect(server), server.model, server.api, server.num_ctx or max(plan.lengths))
+            if server is not None else None)
+    if caps is not None:
+        choice = choose(plan, caps, loss, cap)
+        loss_lengths, loss_text = (choice.lengths if choice.measured else ()), choice.describe()
+    elif loss is False:
+        loss_lengths, loss_text = (), "off (--no-loss)"
+    else:  # what a server giving prompt log-probabilities would take (the probe decides)
+        loss_lengths = tuple(n for n in plan.loss_lengths if cap is None or n <= cap)
+        loss_text = "if the server gives prompt log-probabilities (unknown without a server)"
+    grid = _dry_grid(plan, loss_lengths)
+    refusal = window_refusal(caps, list(plan.lengths)) if caps is not None else None
+    result: dict[str, Any] = {
+        "dry_run": True, "plan": plan.source, "lengths": list(plan.lengths), "depths": list(plan.depths),
+        "trials": plan.trials, "grid": grid, "requests": sum(row["requests"] for row in grid),
+        "prompt_tokens": sum(row["prompt_tokens"] for row in grid),
+        "served_context": caps.served_context if caps is not None else None,
+        "context_source": caps.context_source if caps is not None else "no server given",
+        "window": "unknown" if caps is None or caps.served_context is None else "refused" if refusal else "fits",
+        "loss": loss_text,
+        "concurrency": concurrency or (caps.concurrency if caps is not None else None),  # None: the server's
+        "probe_requests": caps.requests if caps is not None else 0,
+    }
+    if refusal is not None:
+        result["why"] = refusal
+    return Judged(result, ExitCode.COULD_NOT_RUN if refusal else ExitCode.OK)
+
+
+def _dry_grid(plan: Plan, loss_lengths: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Per length: the requests of each kind and their prompt tokens as the server counts them (a cell of length L
+    is L tokens of context less the tokens it may generate; prompts are built to that exact count, a chat run's
+    with the chat template's tokens inside it)."""
+    from posenc_cli.evaluation.templates import Template
+
+    template, tasks = plan.template, plan.task_set
+    rows = []
+    for n in sorted({*plan.lengths, *loss_lengths}):  # a capped loss request may sit below the longest length
+        sent = n in plan.lengths
+        needle = len(plan.depths) * plan.trials if isinstance(template, Template) and sent else 0
+        per_task = [(task.max_tokens, plan.trials) for task in tasks.tasks] if tasks is not None and sent else []
+        loss = plan.loss_trials if n in loss_lengths else 0
+        tokens = loss * (n - 1) + sum(k * (n - generated) for generated, k in per_task)
+        if isinstance(template, Template):
+            tokens += needle * (n - template.max_tokens)
+        rows.append({"length": n, "needle": needle, "task": sum(k for _, k in per_task), "loss": loss,
+                     "requests": needle + sum(k for _, k in per_task) + loss, "prompt_tokens": tokens})
+    return rows
 
 
 def report_run(run: Path, baseline: Path | None = None, png: Path | None = None, loss_png: Path | None = None, *,
@@ -201,7 +273,8 @@ def _api_of(run: Path) -> dict[str, Any]:
 
     manifest = read_manifest(run)
     name = manifest.get("api", "completions")
-    out: dict[str, Any] = {"name": name, "endpoint": "/v1/chat/completions" if name == "chat" else "/v1/completions"}
+    endpoint = {"chat": "/v1/chat/completions", "ollama": "/api/generate"}.get(name, "/v1/completions")
+    out: dict[str, Any] = {"name": name, "endpoint": endpoint}
     if name == "chat":
         out["template_tokens"] = manifest["server"].get("chat_offset")
     return out
@@ -220,7 +293,8 @@ def write_figures(summaries: list[dict[str, Any]], png: Path | None, loss_png: P
     from posenc_cli.plots.figures import LossCurve, figure_bytes, loss_figure, pass_rate_figure
 
     if png is not None:
-        note(f"wrote {write_output(png, figure_bytes(pass_rate_figure([_grid(s) for s in summaries]), 'png'))}")
+        grids = [g for s in summaries for g in _grids(s)]
+        note(f"wrote {write_output(png, figure_bytes(pass_rate_figure(grids), 'png'))}")
     if loss_png is not None:
         curves = [LossCurve(s["label"] or s["run"], [b["from"] for b in s["loss"]["curve"]],
                             [b["to"] for b in s["loss"]["curve"]], [b["loss"] for b in s["loss"]["curve"]])
@@ -234,14 +308,20 @@ def write_figures(summaries: list[dict[str, Any]], png: Path | None, loss_png: P
         note(f"wrote {write_output(loss_png, figure_bytes(loss_figure(curves, marks=marks), 'png'))}")
 
 
-def _grid(summary: dict[str, Any]) -> Any:
-    """A run's heatmap: needle pass rates by depth, or for a task run each task's score (x100 -> 0 .. 1)."""
+def _grids(summary: dict[str, Any]) -> list[Any]:
+    """A run's heatmaps: needle pass rates by depth, and for the tasks it sent each task's score (x100 -> 0 .. 1)."""
     from posenc_cli.plots.figures import PassGrid
 
     title = summary["label"] or summary["run"]
     tasks = summary.get("tasks")
-    if tasks is None:
-        return PassGrid(title, summary["lengths"], summary["depths"], summary["pass_rate"])
-    rates = [[None if tasks["scores"][t][str(n)] is None else tasks["scores"][t][str(n)] / 100 for t in tasks["names"]]
-             for n in summary["lengths"]]
-    return PassGrid(title, summary["lengths"], [], rates, rows=tasks["names"])
+    kinds = summary.get("kinds", ["task"] if tasks is not None else ["needle"])
+    out = []
+    if "needle" in kinds:
+        out.append(PassGrid(f"{title} (needle)" if tasks is not None else title, summary["lengths"],
+                            summary["depths"], summary["pass_rate"]))
+    if tasks is not None:
+        rates = [[None if tasks["scores"][t][str(n)] is None else tasks["scores"][t][str(n)] / 100
+                  for t in tasks["names"]] for n in summary["lengths"]]
+        out.append(PassGrid(f"{title} (tasks)" if "needle" in kinds else title, summary["lengths"], [], rates,
+                            rows=tasks["names"]))
+    return out

@@ -684,10 +684,12 @@ def test_llama_server_tokenize_is_not_mistaken_for_vllm_s() -> None:
 
 
 def test_prompts_past_the_served_context_are_refusals_and_the_run_goes_on(tmp_path: Path) -> None:
-    script = Script(style="vllm", max_model_len=200)
+    # a server that enforces a window it does not report (llama-cpp-python's); one that reports it is refused
+    # before sending (tests/evaluation/test_workflows.py)
+    script = Script(max_model_len=200)
     with FakeServer(script) as server:
         result = run("eval", "run", server.url, "--lengths", "64,128,256", "--depths", "0,1", "--trials", "1",
-                     "--pass-rate", "0.5", "--out", str(tmp_path / "run"), "--json")
+                     "--pass-rate", "0.5", "--loss", "--out", str(tmp_path / "run"), "--json")
         assert result.exit_code == 1  # every prompt at 256 refused: 0 < 0.5
         summary = json.loads(result.stdout)
         assert summary["by_length"]["256"] == {"pass_rate": 0.0, "passed": 0, "interval": [0.0, 0.6576], "cells": 2,
@@ -697,7 +699,7 @@ def test_prompts_past_the_served_context_are_refusals_and_the_run_goes_on(tmp_pa
         # a rerun sends the refused cells again (the server may have been restarted with a longer context)
         before = script.completions
         run("eval", "run", server.url, "--lengths", "64,128,256", "--depths", "0,1", "--trials", "1",
-            "--pass-rate", "0.5", "--out", str(tmp_path / "run"))
+            "--pass-rate", "0.5", "--loss", "--out", str(tmp_path / "run"))
     refused = [json.loads(line) for line in lines(tmp_path / "run") if '"refused"' in line]
     assert len(refused) == 2 * 3  # two needles and the loss request at 256, in each run (appended, never rewritten)
     assert script.completions - before == probe_completions()  # the refused three are the rerun's only cells

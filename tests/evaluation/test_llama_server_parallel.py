@@ -32,7 +32,8 @@ pytestmark = pytest.mark.skipif(llama_server.llama_server_binary() is None,
 Q_TEMPLATE = "{%- for message in messages -%}{{- 'Q: ' + message.content -}}{%- endfor -%}"
 CHATML = ("<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n")
 GRID = ("--lengths", "64,256,512,1024", "--depths", "0,0.5,1", "--trials", "4")
-SECONDS = re.compile(r'"seconds":[0-9.eE+-]+')
+# what differs between two runs of one grid: wall times, and the requests in flight beside a timed one
+SECONDS = re.compile(r'"(seconds|first_token_seconds|in_flight)":[0-9.eE+-]+')
 
 
 def posenc(*args: str) -> subprocess.CompletedProcess[str]:
@@ -40,7 +41,7 @@ def posenc(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def normalised(folder: Path) -> str:
-    return SECONDS.sub('"seconds":_', (folder / "results.jsonl").read_text(encoding="utf-8"))
+    return SECONDS.sub(r'"\1":_', (folder / "results.jsonl").read_text(encoding="utf-8"))
 
 
 def run(url: str, out: Path, *extra: str) -> dict[str, Any]:
@@ -93,3 +94,21 @@ def test_the_chatml_fallback_is_counted_in_every_length(tmp_path: Path) -> None:
     records = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     assert len(records) == 8
     assert all(r["served_tokens"] == r["tokens"] == r["length"] - 6 for r in records)
+
+
+def test_a_plan_past_the_slot_window_is_refused_before_sending(tmp_path: Path) -> None:
+    """-c 2048 across -np 2 slots, no YaRN flags: each slot is 1024, capped at the GGUF's 256 (llama-server's
+    n_ctx_slot()); a 1k plan is refused before any cell, with both fixes, and the dry run shows the same window."""
+    argv = llama_server.native_command("--ctx-size", "2048", "-np", "2")
+    with llama_server.serve(argv) as url:
+        dry = posenc("eval", "run", "--dry-run", url, "--lengths", "128,1k", "--json")
+        proc = posenc("eval", "run", url, "--lengths", "128,1k", "--out", str(tmp_path / "run"))
+    assert proc.returncode == 3 and not (tmp_path / "run").exists(), proc.stderr
+    assert proc.stderr.startswith("error: 1024 tokens: past the 256 the server serves per request (/props n_ctx per "
+                                  "slot (2 slots))"), proc.stderr
+    assert ("caps a slot at the GGUF's trained context (256): serve a GGUF scaled to 1024 (posenc scale ... --target "
+            "1024 -o NEW.gguf), started with at least -c 2048 (-c is split across the -np 2 slots)") in proc.stderr
+    assert dry.returncode == 3, dry.stderr
+    planned = json.loads(dry.stdout)
+    assert (planned["served_context"], planned["window"]) == (256, "refused")
+    assert planned["requests"] == 2 * 5 * 4  # two lengths x 5 depths x 4 trials, no loss (this build ignores echo)

@@ -32,14 +32,15 @@ REACH = 100
 PASSKEY = load_template("passkey")
 PLAN = from_lengths(list(LENGTHS), PASSKEY, trials=TRIALS)
 ORDER = [c.key for c in PLAN.cells(with_loss=True)]  # the plan's cells, loss requests first
-SECONDS = re.compile(r'"seconds":[0-9.eE+-]+')
+# wall times, and the requests in flight beside a timed request (its time to first token)
+SECONDS = re.compile(r'"(seconds|first_token_seconds|in_flight)":[0-9.eE+-]+')
 
 
 def normalised(folder: Path) -> str:
     """results.jsonl with each cell's wall time blanked: the only field that depends on timing."""
     text = (folder / "results.jsonl").read_text(encoding="utf-8")
     assert text.endswith("\n")
-    return SECONDS.sub('"seconds":_', text)
+    return SECONDS.sub(r'"\1":_', text)
 
 
 def keys(folder: Path) -> list[str]:
@@ -49,7 +50,7 @@ def keys(folder: Path) -> list[str]:
 def summary(folder: Path) -> dict[str, Any]:
     """The report's JSON without what names the folder or measures time."""
     data: dict[str, Any] = json.loads(ok(run("eval", "report", str(folder), "--json")).stdout)
-    return {k: v for k, v in data.items() if k not in ("run", "seconds")}
+    return {k: v for k, v in data.items() if k not in ("run", "seconds", "first_token")}
 
 
 def run_grid(url: str, out: Path, *extra: str) -> Any:

@@ -37,6 +37,7 @@ from posenc_cli.evaluation.templates import (
     Template,
     TemplateError,
     build_prompt,
+    load_any,
     load_template,
     parse_template,
 )
@@ -358,6 +359,7 @@ def base_plan() -> Plan:
     {"tests": (PlanTest("niah", 128, 0.8),)},
     {"tests": (PlanTest("niah", 128, 0.9), PlanTest("regression", 64, 0.02))},
     {"loss_trials": 2},
+    {"tasks": load_any("ruler")},
 ])
 def test_fingerprint_changes_with_every_plan_field(change: dict[str, Any]) -> None:
     plan = base_plan()

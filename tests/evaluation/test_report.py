@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from posenc_cli.errors import PosencError
 from posenc_cli.evaluation.client import Client, ServerError
 from posenc_cli.evaluation.intervals import wilson
-from posenc_cli.evaluation.plan import NOLIMA_RATIO, RULER_THRESHOLD, from_lengths, plan_for
+from posenc_cli.evaluation.plan import NOLIMA_RATIO, RULER_THRESHOLD, from_lengths, from_pick, plan_for
 from posenc_cli.evaluation.probe import probe
 from posenc_cli.evaluation.report import compare, effective_length, nolima_length, summarise
 from posenc_cli.evaluation.ruler import TASKS
@@ -167,20 +167,52 @@ def test_resume_after_the_server_died_gives_the_same_records(runs: dict[str, Pat
     assert _records(folder) == _records(runs["short"])
 
 
-def test_a_pick_plan_runs_the_task_set_it_names(tmp_path: Path) -> None:
-    answer = {"tests": [{"kind": "niah", "length": 8192, "pass_rate": 0.9},
-                        {"kind": "ruler", "length": 8192, "threshold": 0.856, "ratio": 0.85}],
-              "extension": {"from": 2048, "to": 8192}, "tasks": "ruler"}
+PICK_ANSWER = {"tests": [{"kind": "niah", "length": 8192, "pass_rate": 0.9},
+                         {"kind": "ruler", "length": 8192, "threshold": 0.856, "ratio": 0.85}],
+               "extension": {"from": 2048, "to": 8192}, "tasks": "ruler"}
+
+
+def test_a_pick_plan_runs_its_needle_tests_and_the_task_set_it_names(tmp_path: Path) -> None:
     path = tmp_path / "plan.json"
-    path.write_text(json.dumps(answer))
+    path.write_text(json.dumps(PICK_ANSWER))
     plan = plan_for(plan_file=str(path))
-    assert [t.kind for t in plan.tests] == ["ruler", "nolima"]
-    assert any("needle at 8k" in note for note in plan.notes)
-    assert {c.task for c in plan.cells(with_loss=False)} == set(TASKS)
+    assert [t.kind for t in plan.tests] == ["niah", "ruler", "nolima"] and not plan.notes
+    cells = plan.cells(with_loss=False)
+    assert {c.kind for c in cells} == {"needle", "task"}
+    assert {c.task for c in cells if c.kind == "task"} == set(TASKS)
+    assert len([c for c in cells if c.kind == "needle"]) == len(plan.lengths) * len(plan.depths) * plan.trials
+    assert plan.as_dict()["template"]["name"] == "needle" and plan.as_dict()["tasks"]["name"] == "ruler"
+    # --template picks one of them; the other's tests are noted, not run
+    ruler = plan_for(plan_file=str(path), template="ruler")
+    assert [t.kind for t in ruler.tests] == ["ruler", "nolima"]
+    assert any("needle at 8k" in note for note in ruler.notes)
     needle = plan_for(plan_file=str(path), template="needle")
-    assert [t.kind for t in needle.tests] == ["niah"]
+    assert [t.kind for t in needle.tests] == ["niah"] and needle.tasks is None
+    # a plan of one template keeps the fingerprint it had before plans could hold both
+    assert "tasks" not in needle.as_dict()
     with pytest.raises(PosencError, match="--pass-rate is a needle test's"):
         plan_for(lengths="2k,4k", template="ruler", pass_rate=0.9)
+
+
+def test_a_needle_and_task_run_reports_each_apart(tmp_path: Path) -> None:
+    """One run folder, both kinds of line: the needle grid from the needle cells, the task scores from the task
+    cells, each test judged on its own kind (a scripted model that reads everything passes all three)."""
+    answer = PICK_ANSWER | {"tests": [t | {"length": 4096} for t in PICK_ANSWER["tests"]],  # type: ignore[operator]
+                            "extension": None}  # lengths: the tests' 4k alone
+    # the passkey template: the scripted model answers its wording (plan_for gives needle, tested above)
+    plan = from_pick(answer, load_any("passkey"), tasks=load_any("ruler"), trials=1, depths=(0.0, 1.0))  # type: ignore[arg-type]
+    with FakeServer(Script(reach=10**9)) as server:
+        _run(server.url, tmp_path / "run", plan)
+    kinds = {r["kind"] for r in read_results(tmp_path / "run")}
+    assert kinds == {"needle", "task"}  # no loss: no test needs it, and llama-cpp-python's loss path is slow
+    summary = summarise(tmp_path / "run")
+    assert summary["kinds"] == ["needle", "task"]
+    assert summary["by_length"]["4096"]["pass_rate"] == 1.0 and summary["by_length"]["4096"]["cells"] == 2
+    assert summary["tasks"]["names"] == list(TASKS)
+    assert [(t["kind"], t["result"]) for t in summary["tests"]] == [("niah", "pass"), ("ruler", "pass"),
+                                                                    ("nolima", "pass")]
+    shown = ok(run("eval", "report", str(tmp_path / "run")))
+    assert "depth 0" in shown.stdout and "niah_single_1" in shown.stdout, shown.stdout
 
 
 # ------------------------------------------------------------------------------------------- effective lengths

@@ -53,6 +53,8 @@ class Script:
     chat: bool = True  # serve /v1/chat/completions (else 404)
     fail_text: str | None = None  # a completion whose prompt holds this text gets HTTP 500, every time
     slots: int = 1  # llama-server style: total_slots in /props
+    stream_usage: bool = True  # a streamed completion's last chunk carries the usage (include_usage honoured)
+    n_ctx_train: int | None = None  # llama-server style: /v1/models meta.n_ctx_train (the GGUF's context_length)
     in_flight: int = 0  # completions being answered right now, and the most seen at once
     most_in_flight: int = 0
     authorization: list[str | None] = field(default_factory=list)  # each request's Authorization header
@@ -116,7 +118,13 @@ class Handler(BaseHTTPRequestHandler):
                                                   "sglang": "sglang"}.get(s.style, "me")}
             if s.style in ("vllm", "sglang") and s.max_model_len:
                 entry["max_model_len"] = s.max_model_len
+            if s.style == "llama-server" and s.n_ctx_train is not None:
+                entry["meta"] = {"n_ctx": s.max_model_len or 256, "n_ctx_train": s.n_ctx_train}
             self._send(200, {"object": "list", "data": [entry]})
+        elif self.path == "/api/tags" and s.style == "ollama":
+            self._send(200, {"models": [{"name": "tiny:latest", "model": "tiny:latest"}]})
+        elif self.path == "/api/ps" and s.style == "ollama":  # loaded models and the window each was loaded with
+            self._send(200, {"models": [{"name": "tiny:latest", "context_length": s.max_model_len or 2048}]})
         elif self.path == "/props" and s.style == "llama-server":
             self._send(200, {"default_generation_settings": {"n_ctx": s.max_model_len or 256},
                              "total_slots": s.slots})
@@ -139,6 +147,13 @@ class Handler(BaseHTTPRequestHandler):
                 return
             ids = bytevocab.encode(body[field_name], bos=s.style != "llama-server")
             self._send(200, {"tokens": ids})
+            return
+        if s.style == "ollama" and self.path == "/api/show":  # the GGUF's metadata, as `ollama show` reads it
+            self._send(200, {"model_info": {"general.architecture": "llama",
+                                            "llama.context_length": s.n_ctx_train or 256}})
+            return
+        if s.style == "ollama" and self.path == "/api/generate":
+            self._ollama_generate(body)
             return
         if self.path == "/generate" and s.style == "sglang":
             # SGLang's native endpoint: input_token_logprobs as [logprob, token_id, text], None for the first token
@@ -205,6 +220,23 @@ class Handler(BaseHTTPRequestHandler):
             answer = ruler_model.answer(prompt, s.reach)
         return answer[:max_tokens]
 
+    def _ollama_generate(self, body: dict[str, Any]) -> None:
+        """Ollama's /api/generate (raw): a window of options.num_ctx (default 2048) within the GGUF's context_length;
+        a longer prompt is cut to its last tokens and answered 200, as Ollama does (ollama #3839);
+        prompt_eval_count counts what was kept."""
+        s = self.server.script
+        assert body.get("raw") is True and body.get("stream") is False, body
+        options = body.get("options") or {}
+        window = min(int(options.get("num_ctx", 2048)), s.n_ctx_train or 256)
+        ids = bytevocab.encode(body["prompt"])
+        room = window - int(options.get("num_predict", 16))
+        kept = body["prompt"] if len(ids) <= room else bytevocab.decode(ids[len(ids) - room:])
+        with self.server.lock:
+            s.completions += 1
+        found = KEY.search(kept)
+        self._send(200, {"model": body["model"], "response": found.group(1) if found else "00000", "done": True,
+                         "prompt_eval_count": min(len(ids), room), "eval_count": 1})
+
     def _chat(self, body: dict[str, Any]) -> None:
         messages = body["messages"]
         assert [m["role"] for m in messages] == ["user"], messages
@@ -235,6 +267,19 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"\xff\xfe{}")
             return
         text = answer
+        if body.get("stream"):  # server-sent events: the answer in two chunks, then the usage when asked for
+            self._leave_flight()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            chunks: list[dict[str, Any]] = [{"choices": [{"index": 0, "text": part}]}
+                                            for part in (text[:1], text[1:]) if part]
+            if s.stream_usage and (body.get("stream_options") or {}).get("include_usage"):
+                chunks.append({"choices": [], "usage": {"prompt_tokens": len(ids), "completion_tokens": len(text)}})
+            for chunk in chunks:
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.write(b"data: [DONE]\n\n")
+            return
         choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": "length"}
         if echo and s.echo in ("honour", "no-bos"):
             choice["text"] = prompt + text
