@@ -269,6 +269,21 @@ def _proven(name: str) -> tuple[str, str]:
     return target.package, target.version.removeprefix(target.package).strip()
 
 
+def _guarded(name: str, run: Runner) -> Runner:
+    """``run``, with a config its engine's own reader would fail on (a null where it calls ``float``, as a file from
+    the wild may have) reported as that engine's row that will not start, not as posenc's traceback: the engine
+    models read a config as their engine's code does."""
+
+    def guarded(model: ModelPositions, cfg: dict[str, Any], length: int, seq: int | None) -> EngineRun:
+        try:
+            return run(model, cfg, length, seq)
+        except PosencError:
+            raise
+        except (TypeError, ValueError, ArithmeticError, KeyError) as exc:
+            return _refused(name, length, f"its config reader, as modelled, fails on this file ({exc})")
+    return guarded
+
+
 def source_of(name: str, installed: bool) -> tuple[Runner, list[str]]:
     """The runner for ``name``'s row, which marks each run with its source, and the notes for stderr: with
     ``installed``, the installed package's own code when posenc has a module for it and the package is importable
@@ -276,7 +291,7 @@ def source_of(name: str, installed: bool) -> tuple[Runner, list[str]]:
     model, saying why."""
     package, proven_version = _proven(name)
     modelled = f"modelled (proven against {package} {proven_version})"
-    target_run = registry.load(name).run
+    target_run = _guarded(name, registry.load(name).run)
     module = registry.load_installed(name) if installed else None
     version = module.version() if module is not None else None
     if not installed or version is None:

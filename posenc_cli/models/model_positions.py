@@ -178,6 +178,9 @@ def _layer_types(text: Mapping[str, Any], text_type: str, n: int | None) -> list
                 + ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n - min(k, n))])
     if text_type in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"):
         interval = text.get("full_attention_interval", 4)
+        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+            raise PosencError(f"full_attention_interval must be a whole number of at least 1 (every Nth layer is full "
+                              f"attention), got {interval!r}")
         return ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(n)]
     if text_type == "exaone4":
         pattern = text.get("sliding_window_pattern", 4)
@@ -463,6 +466,9 @@ def gemma4_global_head_dim(text: Mapping[str, Any]) -> int:
     if isinstance(per_layer, Mapping):
         dims = [v.get("head_dim") for v in per_layer.values() if isinstance(v, Mapping) and v.get("head_dim")]
         global_dim = dims[0] if dims else global_dim
+    if isinstance(global_dim, bool) or not isinstance(global_dim, int) or global_dim < 2:
+        raise PosencError(f"global_head_dim must be a whole number of at least 2 (the head size of Gemma 4's "
+                          f"full-attention layers), got {global_dim!r}")
     return int(global_dim)
 
 

@@ -147,9 +147,13 @@ def _deepseek_v4(text: Mapping[str, Any], kind: Kind, max_pos: int | None,
     if isinstance(rp.get("main"), dict) and isinstance(rp.get("compress"), dict):
         return {"main": rp["main"], "compress": rp["compress"]}
     yarn = _nested_standardize({k: v for k, v in rp.items() if k not in ("main", "compress")}, max_pos)
-    main = {"rope_type": "default", "rope_theta": float(text.get("rope_theta", DEFAULT_THETA)),
-            "partial_rotary_factor": prf}
-    compress = {**yarn, "rope_theta": float(text.get("compress_rope_theta", 160000.0)), "partial_rotary_factor": prf}
+    bases = {"rope_theta": text.get("rope_theta", DEFAULT_THETA),
+             "compress_rope_theta": text.get("compress_rope_theta", 160000.0)}  # DeepseekV4Config's defaults
+    for key, value in bases.items():
+        if not is_number(value) or value <= 1:
+            raise PosencError(f"{key} must be a finite number greater than 1 (a rope base), got {shown(value)}")
+    main = {"rope_type": "default", "rope_theta": float(bases["rope_theta"]), "partial_rotary_factor": prf}
+    compress = {**yarn, "rope_theta": float(bases["compress_rope_theta"]), "partial_rotary_factor": prf}
     if compress["rope_type"] == "yarn":
         compress.setdefault("attention_factor", 1.0)  # V4 does not scale cos/sin with YaRN's mscale
     return {"main": main, "compress": compress}

@@ -37,7 +37,7 @@ from types import FrameType
 from typing import Any
 
 import pytest
-from clihelpers import assert_usage_error, run
+from clihelpers import assert_usage_error, run, write_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import Result
@@ -436,3 +436,38 @@ def test_every_json_writer_refuses_nan() -> None:
                 if not strict:
                     loose.append(f"{path.relative_to(package.parent)}:{node.lineno}")
     assert loose == [], loose
+
+
+@pytest.mark.parametrize(("name", "where", "code"), [
+    ("deepseek-r1.json", ("rope_scaling", "beta_fast"), None),  # transformers reads null as 32; mlx-lm's float() fails
+    ("deepseek-r1.json", ("rope_scaling", "mscale"), None),
+    ("phi-3-mini-128k-instruct.json", ("max_position_embeddings",), None),
+    ("phi-3-mini-128k-instruct.json", ("original_max_position_embeddings",), None),
+    ("gemma-4-26b-a4b.json", ("text_config", "global_head_dim"), 2),
+    ("qwen3-next-80b-a3b-thinking.json", ("full_attention_interval",), 2),
+    ("deepseek-v4-flash.json", ("rope_theta",), 2),
+    ("deepseek-v4-flash.json", ("compress_rope_theta",), 2),
+])
+def test_a_null_where_a_number_belongs_is_never_a_traceback(name: str, where: tuple[str, ...], code: int | None,
+                                                            tmp_path: Path) -> None:
+    """Found by setting each key of each corpus config to null in turn: the model reader refuses in one line (exit
+    2) where transformers cannot build the model either; where transformers reads it and an engine's own reader
+    would fail (mlx-lm's float(None)), that engine's row will not start, and the others are judged."""
+    cfg = json.loads((CORPUS / name).read_text(encoding="utf-8"))
+    node = cfg
+    for key in where[:-1]:
+        node = node[key]
+    node[where[-1]] = None
+    path = write_json(tmp_path, cfg, name)
+    result = run("check", path, "--json")
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    if code == 2:
+        assert_usage_error(result, where[-1])
+    else:
+        report = json.loads(result.stdout)
+        assert result.exit_code in (0, 1, 3) and report["verdicts"]
+        for row in report["engines"]:
+            if row["verdict"] == "will not start" and "as modelled" in (row.get("refusal") or ""):
+                assert "NoneType" in row["refusal"]
+        if where == ("rope_scaling", "beta_fast"):  # mlx-lm's reader calls float() on it: its row, not a traceback
+            assert "mlx-lm" in report["verdicts"]["will not start"]
