@@ -1,6 +1,6 @@
-"""torchtitan 0.3.0: the ``RoPE.Config`` posenc renders for a request (``posenc scale --engine torchtitan``), what it
-trains with it (``posenc check --trainer``; its RoPE never multiplies cos/sin by YaRN's attention factor), and how
-``posenc audit`` reads a torchtitan TOML back (the rope lives in the model flavour's code).
+"""torchtitan 0.3.0: the ``ComplexRoPE.Config`` posenc renders for a request (``posenc scale --engine torchtitan``),
+what it trains with it (``posenc check --trainer``; its RoPE never multiplies cos/sin by YaRN's attention factor),
+and how ``posenc audit`` reads a torchtitan TOML back (the rope lives in the model flavour's code).
 
 stdlib at import (``posenc scale`` loads this module only for its format).
 """
@@ -35,7 +35,7 @@ VERSION = "0.3.0"
 COSSIN_PREFIXES = ("qwen3", "gpt_oss")
 
 def torchtitan_setup(rope: Rope) -> tuple[str, Trained, list[str]]:
-    """torchtitan 0.3.0's ``RoPE.Config`` for ``rope`` and what it computes: its RoPE never multiplies cos/sin by
+    """torchtitan 0.3.0's ``ComplexRoPE.Config`` for ``rope`` and what it computes: its RoPE never multiplies cos/sin by
     YaRN's attention factor (its gpt-oss attention folds it into the softmax scale, which gives the same logits;
     its Llama 3 and Qwen3 decoders leave it out), or a refusal."""
     who = "torchtitan"
@@ -86,8 +86,8 @@ def torchtitan_setup(rope: Rope) -> tuple[str, Trained, list[str]]:
                 f"original_seq_len={int(group['original_max_position_embeddings'])}, "
                 f"truncate={bool(param(group, 'truncate', 'yarn'))!r})")
     else:
-        raise Refusal(CANNOT_EXPRESS, f"{who} has no {rope_type} RoPE (its RoPE.Config scaling is none, llama or "
-                      "yarn); nearest it can express: posenc scale yarn, or a larger theta (posenc scale ntk)")
+        raise Refusal(CANNOT_EXPRESS, f"{who} has no {rope_type} RoPE (its ComplexRoPE.Config scaling is none, "
+                      "llama or yarn); nearest it can express: posenc scale yarn, or a larger theta (posenc scale ntk)")
     if rope.stage:  # the training length (TrainingConfig.seq_len, which also sizes the RoPE cache it needs)
         text += f"\ntraining.seq_len = {rope.target}"
     caveats.append(f"{who} writes no config.json with a Hugging Face checkpoint: write its rope with posenc scale "
@@ -101,7 +101,7 @@ def torchtitan_setup(rope: Rope) -> tuple[str, Trained, list[str]]:
 
 
 def render(r: Rendering) -> tuple[str, list[str]]:
-    """``--engine torchtitan``: the ``RoPE.Config`` for the request, refused where torchtitan trains another
+    """``--engine torchtitan``: the ``ComplexRoPE.Config`` for the request, refused where torchtitan trains another
     attention factor."""
     group = request_group(r, r.fmt)
     rope = Rope.of_request(r.req, group, r.facts)
@@ -151,6 +151,6 @@ def _read_toml(data: Any, path: str, exported: Mapping[str, Any] | None,
 
 TARGET = Target(
     NAME, "torchtitan", "torchtitan", VERSION, render, one_rotary_runner(NAME, VERSION, _setup_as_shipped),
-    targets="torchtitan {version}", prints="`RoPE.Config`", proven_by="its RoPE class",
+    targets="torchtitan {version}", prints="`ComplexRoPE.Config`", proven_by="its RoPE class",
     cannot_express="YaRN's attention factor on its Llama/Qwen decoders; dynamic, longrope",
     reads_back=Reader(NAME, "torchtitan", "toml", _read_toml))
