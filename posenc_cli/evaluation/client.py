@@ -105,12 +105,13 @@ class Client:
         """Requests sent by the calling thread (a runner's per-cell count under concurrency)."""
         return int(getattr(self._local, "n", 0))
 
-    def _once(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+    def _request(self, method: str, path: str, body: dict[str, Any] | None, accept: str) -> Any:
+        """The request for ``path``, counted as sent (the client's and the calling thread's counts)."""
         import urllib.request  # with http.client, ssl and email: 40 ms, paid by the first request, not by start-up
 
         data = json.dumps(body, allow_nan=False).encode() if body is not None else None
         request = urllib.request.Request(self.base_url + path, data=data, method=method)
-        request.add_header("Accept", "application/json")
+        request.add_header("Accept", accept)
         if data is not None:
             request.add_header("Content-Type", "application/json")
         if self.api_key:
@@ -119,6 +120,12 @@ class Client:
         with self._lock:
             self.requests += 1
         self._local.n = self.thread_requests + 1
+        return request
+
+    def _once(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+        import urllib.request
+
+        request = self._request(method, path, body, "application/json")
         with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - http(s) checked
             raw = response.read()
         return json.loads(raw)
@@ -128,15 +135,7 @@ class Client:
         sending to the first chunk carrying text (None when no chunk did)."""
         import urllib.request
 
-        request = urllib.request.Request(self.base_url + path, data=json.dumps(body, allow_nan=False).encode(),
-                                         method="POST")
-        request.add_header("Accept", "text/event-stream")
-        request.add_header("Content-Type", "application/json")
-        if self.api_key:
-            request.add_unredirected_header("Authorization", f"Bearer {self.api_key}")
-        with self._lock:
-            self.requests += 1
-        self._local.n = self.thread_requests + 1
+        request = self._request("POST", path, body, "text/event-stream")
         pieces: list[str] = []
         usage: Any = None
         first: float | None = None

@@ -135,16 +135,10 @@ def run_plan(server: Server, out: Path, *, plan_file: str | None = None, config:
              note: Note, progress: ProgressDisplay) -> Judged:
     """``posenc eval run``: send every cell of the plan (``plan_file``, ``config`` or ``lengths``) not yet in the
     run folder ``out``, then report it (:func:`report_run`)."""
-    from posenc_cli.evaluation.plan import plan_for
     from posenc_cli.evaluation.run import Runner
 
-    if concurrency is not None and not 1 <= concurrency <= MAX_CONCURRENCY:
-        raise PosencError(f"{{concurrency}} {concurrency}: allowed 1 to {MAX_CONCURRENCY}", "concurrency")
-    cap = check_flags(loss, loss_max_length)
-    plan = plan_for(plan_file=plan_file, config=config, lengths=lengths, template=template, depths=depths,
-                    trials=trials, pass_rate=pass_rate)
-    for line in plan.notes:
-        note(f"note: {line}")
+    cap, plan = _planned(concurrency, loss, loss_max_length, note, plan_file=plan_file, config=config,
+                         lengths=lengths, template=template, depths=depths, trials=trials, pass_rate=pass_rate)
 
     client = connect(server)
     caps = probe(client, server.model, server.api, server.num_ctx or max(plan.lengths))
@@ -173,6 +167,20 @@ def run_plan(server: Server, out: Path, *, plan_file: str | None = None, config:
         return report_run(out, note=note)
 
 
+def _planned(concurrency: int | None, loss: bool | None, loss_max_length: str | None, note: Note,
+             **asked: Any) -> tuple[Any, Any]:
+    """What a run and its dry run share: the options checked, the loss cap, the plan built and its notes said."""
+    from posenc_cli.evaluation.plan import plan_for
+
+    if concurrency is not None and not 1 <= concurrency <= MAX_CONCURRENCY:
+        raise PosencError(f"{{concurrency}} {concurrency}: allowed 1 to {MAX_CONCURRENCY}", "concurrency")
+    cap = check_flags(loss, loss_max_length)
+    plan = plan_for(**asked)
+    for line in plan.notes:
+        note(f"note: {line}")
+    return cap, plan
+
+
 def dry_run_plan(server: Server | None, *, plan_file: str | None = None, config: str | None = None,
             lengths: str | None = None, depths: str | None = None, trials: int | None = None,
             pass_rate: float | None = None, template: str | None = None, loss: bool | None = None,
@@ -180,15 +188,9 @@ def dry_run_plan(server: Server | None, *, plan_file: str | None = None, config:
     """``posenc eval run --dry-run``: the grid, the requests and the prompt tokens the run would send, and the
     window the server serves (probed when ``server`` is given, else unknown); nothing is written or sent beyond
     the probe. Exit 3 when a length is past the window (what the run would refuse)."""
-    from posenc_cli.evaluation.plan import plan_for
 
-    if concurrency is not None and not 1 <= concurrency <= MAX_CONCURRENCY:
-        raise PosencError(f"{{concurrency}} {concurrency}: allowed 1 to {MAX_CONCURRENCY}", "concurrency")
-    cap = check_flags(loss, loss_max_length)
-    plan = plan_for(plan_file=plan_file, config=config, lengths=lengths, template=template, depths=depths,
-                    trials=trials, pass_rate=pass_rate)
-    for line in plan.notes:
-        note(f"note: {line}")
+    cap, plan = _planned(concurrency, loss, loss_max_length, note, plan_file=plan_file, config=config,
+                         lengths=lengths, template=template, depths=depths, trials=trials, pass_rate=pass_rate)
     caps = (probe(connect(server), server.model, server.api, server.num_ctx or max(plan.lengths))
             if server is not None else None)
     if caps is not None:
