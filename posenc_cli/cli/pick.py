@@ -1,6 +1,8 @@
-"""``posenc pick``: the YAML decision rules' recommendation, rendered."""
+"""``posenc pick``: the YAML decision rules' recommendation, rendered.
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: typer would evaluate each option's annotation string again on every
+run (about 70 compiles, 2 ms of pick's start-up); written plainly, they are built once, as the module loads.
+"""
 
 import sys
 from typing import Annotated, Any
