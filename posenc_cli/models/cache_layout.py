@@ -54,7 +54,7 @@ from posenc_cli.errors import PosencError
 from posenc_cli.models.config_keys import declared_dtype, head_dim_of, text_config, with_class_defaults
 from posenc_cli.models.gguf.header import Skipped, read_header
 from posenc_cli.models.gguf.metadata import starts_with_gguf_magic
-from posenc_cli.models.model_positions import _layer_types, _no_rope_flags, gemma4_global_head_dim
+from posenc_cli.models.model_positions import gemma4_global_head_dim, layer_types_of, no_rope_flags
 from posenc_cli.models.model_types import generated_layer_types, text_kind
 
 #: bytes per element of the dtypes a config names
@@ -190,7 +190,7 @@ def layer_types(text: Mapping[str, Any], text_type: str, n: int | None) -> list[
     if n is None:
         raise PosencError(f"{text_type or 'the model'}: the config gives no layer count (num_hidden_layers)")
     kind = text_kind(text, text_type)
-    found = _layer_types(text, text_type, n)
+    found = layer_types_of(text, text_type, n)
     if found is None and text_type in _CLASS_LAYER_RULES:
         found = _CLASS_LAYER_RULES[text_type](text, n)
     if found is None and text_type in _PURE_STATE_SPACE:
@@ -206,7 +206,7 @@ def layer_types(text: Mapping[str, Any], text_type: str, n: int | None) -> list[
         found = ["sliding_attention" if window is not None and i >= text["max_window_layers"] else "full_attention"
                  for i in range(n)]
     if found is None and text_type == "llama4_text":
-        flags = _no_rope_flags(text, text_type, n) or [1] * n
+        flags = no_rope_flags(text, text_type, n) or [1] * n
         found = ["chunked_attention" if f and text.get("attention_chunk_size") is not None else "full_attention"
                  for f in flags]
     if found is None:

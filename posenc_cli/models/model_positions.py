@@ -136,7 +136,7 @@ class ModelPositions:
     from_gguf: bool = False  # read from a GGUF's header (the file engines serve), not from a config.json
 
 
-def _layer_types(text: Mapping[str, Any], text_type: str, n: int | None) -> list[str] | None:
+def layer_types_of(text: Mapping[str, Any], text_type: str, n: int | None) -> list[str] | None:
     """The per-layer attention types the config class builds (None when the config gives no layer count)."""
     given = text.get("layer_types")
     if isinstance(given, list) and all(isinstance(t, str) for t in given):
@@ -198,7 +198,7 @@ def _layer_types(text: Mapping[str, Any], text_type: str, n: int | None) -> list
     return None
 
 
-def _no_rope_flags(text: Mapping[str, Any], text_type: str, n: int | None) -> list[int] | None:
+def no_rope_flags(text: Mapping[str, Any], text_type: str, n: int | None) -> list[int] | None:
     """Llama 4 / SmolLM3 / Mistral Large 4 ``no_rope_layers``: 1 where the layer rotates, 0 where it uses no
     positions; MUSE's
     ``layer_rope_theta``: 0 where the model passes the layer no position embeddings."""
@@ -248,7 +248,7 @@ def _forced_rope(text: Mapping[str, Any], text_type: str, i: int) -> bool:
 def _assign_layers(model: ModelPositions, per_type: dict[str, dict[str, Any]], text: Mapping[str, Any],
                    text_type: str, layer_types: list[str] | None, n: int | None) -> None:
     """Split the layers into rope groups (one per rope dict) and groups without RoPE."""
-    flags = _no_rope_flags(text, text_type, n)
+    flags = no_rope_flags(text, text_type, n)
     indices = list(range(len(layer_types))) if layer_types is not None else (list(range(n)) if n else None)
 
     def owner(i: int) -> str | None:
@@ -417,7 +417,7 @@ def _rope_groups(base: ModelPositions, text: Mapping[str, Any], text_type: str, 
             and text_type not in generated()["text"]):
         src = {**text, "partial_rotary_factor": int(text["rotary_dim"]) / head_dim}  # GPT-J style
     n_layers = base.num_layers
-    layer_types = _layer_types(text, text_type, n_layers)
+    layer_types = layer_types_of(text, text_type, n_layers)
     per_type, nested = resolve(src, text_type, kind, base.max_position_embeddings, head_dim)
     if nested and layer_types is None:
         layer_types = generated_layer_types(kind, n_layers)
