@@ -26,9 +26,9 @@ FALSY = "falsy"
 ABSENT = "absent"
 REQUEST = "request"
 
-#: The trained length scaling types read; transformers' standardization fills it from max_position_embeddings.
 #: transformers' RotaryEmbeddingConfigMixin.default_theta: the base a config without rope_theta gets
 DEFAULT_THETA = 10000.0
+#: The trained length scaling types read; transformers' standardization fills it from max_position_embeddings.
 ORIGINAL = "original_max_position_embeddings"
 #: Keys every rope type reads (``type``: the legacy spelling of ``rope_type``).
 COMMON_KEYS = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
