@@ -88,6 +88,11 @@ def scale(method: str, options: ScaleOptions, ask: ScaleAsk, *, theta: float | N
     if model is not None and model.source.kind == "gguf" and ask.output:
         written, text, caveats = _written_gguf(model, req, ask, notes)
     elif model is not None and (ask.output or ask.in_place) and not _prints_config(fmt):
+        if fmt not in hf.FORMATS:
+            writers = [f for f in formats() if f in hf.FORMATS or _prints_config(f)]
+            raise PosencError(f"{{engine}} {fmt} serves flags, not a config: with a config.json, {{output}} and "
+                              f"{{in_place}} write the config {', '.join(writers)} read (or give the model's GGUF: "
+                              "--config MODEL.gguf -o NEW.gguf)", "engine", "output", "in_place")
         text = _patched(model, req, fmt)
         destination = model.path if ask.in_place else ask.output
     elif model is not None:

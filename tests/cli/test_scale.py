@@ -917,3 +917,11 @@ def test_format_is_a_hidden_alias_of_engine() -> None:
     assert "--format is the old name of --engine" in line
     helped = ok(run("scale", "--help")).stdout
     assert "--engine" in helped and "--format" not in helped
+
+
+def test_writing_a_config_for_an_engine_that_serves_flags_names_the_writers(tmp_path: Path) -> None:
+    config = str(Path(__file__).resolve().parents[1] / "corpus" / "llama-3.2-1b-instruct.json")
+    line = assert_usage_error(run("scale", "linear", "--config", config, "--factor", "2", "--engine", "llama.cpp",
+                                  "-o", str(tmp_path / "x.gguf")), "--engine llama.cpp serves flags")
+    assert "hf, hf-v5, mlx-lm, exllamav3" in line and "--config MODEL.gguf -o NEW.gguf" in line
+    assert not (tmp_path / "x.gguf").exists()
