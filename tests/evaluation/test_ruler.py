@@ -255,7 +255,9 @@ def _lm_eval_module(name: str, monkeypatch: pytest.MonkeyPatch) -> Any:
 def _shape(text: str) -> str:
     """A prompt with its random parts replaced: keys, values, variable names, numbers, list entries, haystack runs."""
     text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "U", text)
-    text = re.sub(r"\b[a-z]+(?: [a-z]+)?-[a-z]+(?: [a-z]+)?\b", "K", text)
+    # keys are adjective-noun pairs whose words may hold spaces, hyphens, capitals or accents ("x-rated-SUV"):
+    # shaped by where they stand, between "for" and what follows a key in a needle or question
+    text = re.sub(r"(?<=\bfor ).+?(?= mentioned in the provided text| is: )", "K", text)
     text = re.sub(r"\b[A-Z]{3,5}\b", "V", text)
     text = re.sub(r"\d+", "N", text)
     return text
