@@ -141,3 +141,43 @@ def check_finite(value: float, name: str, *, positive: bool = False) -> float:
     if positive and value <= 0:
         raise PosencError(f"{name} must be greater than 0, got {value:g}")
     return float(value)
+
+
+_SIZE = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?|\.\d+)\s*(?P<unit>[A-Za-z]*)\s*$")
+#: memory sizes: binary units (KiB, MiB, GiB, TiB: powers of 2) and decimal ones (KB, MB, GB, TB: powers of 10), as
+#: device makers (GB) and allocators (GiB) quote them; a bare number is bytes
+_SIZE_UNIT = {"": 1, "b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
+              "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+#: largest memory size accepted: 1 PiB (a rack of accelerators is a few hundred TiB)
+MAX_SIZE = 1 << 50
+
+
+def parse_size(text: str | int, *, name: str = "size") -> int:
+    """A memory size in bytes: ``24GiB`` = 24 x 2**30, ``24GB`` = 24 x 10**9, ``512MiB``, ``1.5GiB``, ``8000000000``
+    (bytes); units are case-insensitive, a space between number and unit is allowed. Fractions must come to whole
+    bytes."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value, scale, fraction = text, 1, ""
+    else:
+        match = _SIZE.match(str(text))
+        if not match or match["unit"].lower() not in _SIZE_UNIT:
+            raise PosencError(
+                f"{{{name}}} {str(text)!r} is not a memory size; use bytes or a number with KiB, MiB, GiB, TiB "
+                "(powers of 2) or KB, MB, GB, TB (powers of 10), e.g. 24GiB, 80GB, 512MiB", name)
+        whole, _, fraction = match["num"].partition(".")
+        value, scale = int((whole or "0") + fraction), _SIZE_UNIT[match["unit"].lower()]
+    numerator, denominator = value * scale, 10 ** len(fraction)
+    if numerator % denominator:
+        raise PosencError(f"{{{name}}} {str(text)!r} is not a whole number of bytes", name)
+    size = numerator // denominator
+    if size < 1 or size > MAX_SIZE:
+        raise PosencError(f"{{{name}}} {str(text)!r} is out of range; allowed 1 byte to 1 PiB", name)
+    return size
+
+
+def format_size(n: int) -> str:
+    """Bytes in GiB with two decimals (``17179869184`` -> ``16.00 GiB``); below 1 GiB in MiB, below 1 MiB in KiB."""
+    for unit, div in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if abs(n) >= div:
+            return f"{n / div:.2f} {unit}"
+    return f"{n} B"

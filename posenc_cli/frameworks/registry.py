@@ -25,6 +25,7 @@ from posenc_cli.engines.target import Rendering, Target
 from posenc_cli.errors import PosencError
 
 if TYPE_CHECKING:
+    from posenc_cli.engines.caches.model import EngineMemory
     from posenc_cli.models.facts import ModelFacts
     from posenc_cli.rope.scaling import ScaleRequest
 
@@ -47,14 +48,16 @@ class Entry(NamedTuple):  # a named tuple, not a dataclass: `posenc scale` build
     kind: str = ENGINE
     installed: str | None = None
     not_run: str = NO_INSTALLED_RUN
+    memory: str | None = None  # the module of its memory model (``MEMORY``), under posenc_cli.engines.caches
 
 
 _INSTALLED = "posenc_cli.engines.installed"
+_CACHES = "posenc_cli.engines.caches"
 
 #: Report order: the engines (transformers first, the reference), then the trainers (the Megatron stack, the
 #: PyTorch-native ones, the Hugging Face-based ones).
 ENTRIES: tuple[Entry, ...] = (
-    Entry("hf", "posenc_cli.engines.hf", hf.FORMATS, installed=f"{_INSTALLED}.hf"),
+    Entry("hf", "posenc_cli.engines.hf", hf.FORMATS, installed=f"{_INSTALLED}.hf", memory=f"{_CACHES}.transformers"),
     Entry("vllm", "posenc_cli.engines.vllm", ("vllm",), installed=f"{_INSTALLED}.vllm"),
     Entry("sglang", "posenc_cli.engines.sglang", ("sglang",),
           not_run="SGLang's rotary classes import triton (about 1 GB, absent from CPU installs)"),
@@ -121,6 +124,17 @@ def load_installed(name: str) -> ModuleType | None:
     The module imports its package only when run: loading it needs nothing installed."""
     module = entry(name).installed
     return None if module is None else _load(module)
+
+
+def load_memory(name: str) -> EngineMemory | None:
+    """The memory model of engine ``name`` (its entry's ``memory`` module loaded now), or None when it has none."""
+    module = entry(name).memory
+    return None if module is None else _load(module).MEMORY  # type: ignore[no-any-return]
+
+
+def memory_engines() -> tuple[str, ...]:
+    """The engines with a memory model, in report order."""
+    return tuple(e.name for e in entries(ENGINE) if e.memory)
 
 
 def format_owner(fmt: str) -> str:
