@@ -157,7 +157,7 @@ def parse_size(text: str | int, *, name: str = "size") -> int:
     (bytes); units are case-insensitive, a space between number and unit is allowed. Fractions must come to whole
     bytes."""
     if isinstance(text, int) and not isinstance(text, bool):
-        value, scale, fraction = text, 1, ""
+        value, scale, fraction = int(text), 1, ""
     else:
         match = _SIZE.match(str(text))
         if not match or match["unit"].lower() not in _SIZE_UNIT:

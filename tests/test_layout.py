@@ -125,6 +125,7 @@ def test_engines_never_reach_up_to_the_request_or_policy_layers() -> None:
 #: ground every stage stands on.
 STAGES = ("posenc_cli.errors posenc_cli.units posenc_cli.files posenc_cli.folderlock posenc_cli.__init__",
           "posenc_cli.rope", "posenc_cli.models", "posenc_cli.engines", "posenc_cli.trainers", "posenc_cli.frameworks",
+          "posenc_cli.memory",
           "posenc_cli.scale", "posenc_cli.pick", "posenc_cli.plots", "posenc_cli.evaluation", "posenc_cli.experiment",
           "posenc_cli.cli posenc_cli.__main__")
 #: Third-party packages whose import costs start-up time: a function-level import of a posenc module is deliberate

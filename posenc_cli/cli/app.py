@@ -41,6 +41,7 @@ COMMANDS = {
     "experiment": ("posenc_cli.cli.experiment", "experiment_app"),
     "eval": ("posenc_cli.cli.eval", "eval_app"),
     "audit": ("posenc_cli.cli.audit", "audit"),
+    "memory": ("posenc_cli.cli.memory", "memory"),
     "docs": ("posenc_cli.cli.docs", "docs"),
 }
 LAZY_GROUPS = {name: spec for name, spec in COMMANDS.items() if spec[1].endswith("_app")}
@@ -75,7 +76,8 @@ class PosencGroup(TyperGroup):
             target = getattr(importlib.import_module(module), attr)
             if not isinstance(target, typer.Typer):
                 single = typer.Typer(add_completion=False)
-                single.command(cmd_name)(target)
+                # a command that takes an engine's own options after its arguments says so on its function
+                single.command(cmd_name, context_settings=getattr(target, "context_settings", None))(target)
                 target = single
             command = typer.main.get_command(target)
             command.name = cmd_name

@@ -13,7 +13,18 @@ from typing import Annotated, Any
 
 import typer
 
-from posenc_cli.cli.options import LENGTHS, THETA_RANGE, one_of
+from posenc_cli.cli.memory import (
+    ENGINE_ARGS,
+    CtxOpt,
+    EngineOpt,
+    FitOpt,
+    MemoryOpt,
+    RevisionOpt,
+    SetOpt,
+    SourceArg,
+    budget_of,
+)
+from posenc_cli.cli.options import LENGTHS, THETA_RANGE, context_length, one_of, split_names
 from posenc_cli.cli.output import note, print_json
 from posenc_cli.cli.scaling_options import GIVEN, scaling_options
 from posenc_cli.plots import drawings
@@ -191,3 +202,29 @@ def decay(
     """
     _show(drawings.decay(head_dim, theta, max_distance, log_x, output, dpi=dpi, title=title, as_json=as_json,
                          terminal=terminal), as_json)
+
+
+@plot_app.command(context_settings=ENGINE_ARGS)
+def memory(
+    context: typer.Context,
+    source: SourceArg,
+    ctx: CtxOpt = None,
+    engine: EngineOpt = None,
+    set_: SetOpt = None,
+    fit: FitOpt = None,
+    device: MemoryOpt = None,
+    revision: RevisionOpt = None,
+    output: OutputOpt = None,
+    dpi: DpiOpt = 150,
+    title: TitleOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The caches' bytes against context, one line per engine (dashed: what buys more), with the budget line.
+
+    Example: posenc plot memory tests/corpus/gemma-3-27b-it.json --ctx 128k --memory 24GiB
+    """
+    from posenc_cli.plots.memory import memory as draw
+
+    length = None if ctx is None else context_length(ctx)
+    _show(draw(source, length, split_names(engine), output, extra=list(context.args), sets=set_ or [],
+               budget=budget_of(fit, device), revision=revision, dpi=dpi, title=title, as_json=as_json), as_json)

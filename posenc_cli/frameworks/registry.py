@@ -129,7 +129,10 @@ def load_installed(name: str) -> ModuleType | None:
 def load_memory(name: str) -> EngineMemory | None:
     """The memory model of engine ``name`` (its entry's ``memory`` module loaded now), or None when it has none."""
     module = entry(name).memory
-    return None if module is None else _load(module).MEMORY  # type: ignore[no-any-return]
+    if module is None:
+        return None
+    memory: EngineMemory = _load(module).MEMORY
+    return memory
 
 
 def memory_engines() -> tuple[str, ...]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from posenc_cli.errors import PosencError
 
@@ -71,7 +71,7 @@ class Setting:
         else:
             value = str(text)
         if self.choices and value not in self.choices:
-            raise PosencError(f"{self.flag} {text!r} is not one {self.flag} allows; use one of: "
+            raise PosencError(f"{self.flag} {text!r} is not allowed; use one of: "
                               f"{', '.join(str(c) for c in self.choices)}")
         return value
 
@@ -164,8 +164,9 @@ class EngineMemory:
 
     def setting(self, name: str) -> Setting:
         """The setting called ``name`` (its key or the engine's flag)."""
+        bare = name.lstrip("-")
         for s in self.settings:
-            if name in (s.key, s.flag, s.flag.lstrip("-")):
+            if bare in (s.key, s.flag.lstrip("-")) or name == s.flag:
                 return s
         allowed = ", ".join(s.flag for s in self.settings) or "none"
         raise PosencError(f"{self.engine} has no memory setting {name!r}; its settings: {allowed}")

@@ -1,0 +1,234 @@
+"""``posenc memory``'s core: a model read once (its cache layout and its weights), each asked engine's memory
+model run at the context, and with a budget the longest context that fits and what buys more.
+
+The answer is one JSON-ready dict (:func:`memory_report`) and an exit code: 0 computed (a context past the
+model's window is computed and flagged), 1 when a budget was given and the context does not fit an engine that
+can run the model, 3 when no asked engine can run it. Bytes are exact integers; every setting a row used is
+listed with whether it was given or the engine's default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from posenc_cli.engines.caches.model import EngineMemory, SettingValue, Unsupported
+from posenc_cli.errors import ExitCode, PosencError
+from posenc_cli.frameworks import registry
+from posenc_cli.memory.fit import Fit, engine_fit, needed
+from posenc_cli.memory.settings import given_settings
+
+if TYPE_CHECKING:
+    from posenc_cli.models.cache_layout import CacheLayout
+    from posenc_cli.models.sources import Source
+
+#: what the user may call an engine beside its registry name and its --engine formats
+_ALIASES = {"transformers": "hf"}
+
+
+def memory_engine(name: str) -> str:
+    """The registry name of the engine ``name`` (a registry name, an ``--engine`` format or ``transformers``)
+    that has a memory model; one PosencError listing them otherwise."""
+    known = registry.memory_engines()
+    owner = _ALIASES.get(name, name)
+    if owner not in known:
+        try:
+            owner = registry.format_owner(name)
+        except PosencError:
+            owner = ""
+    if owner not in known:
+        raise PosencError(f"--engine {name!r} has no memory model; use one of: {', '.join(_shown(known))}")
+    return owner
+
+
+def _shown(names: Sequence[str]) -> list[str]:
+    return ["transformers" if n == "hf" else n for n in names]
+
+
+def shown_name(name: str) -> str:
+    return "transformers" if name == "hf" else name
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What the caches may use: ``fit`` (bytes left for the caches) or ``memory`` (a whole device: the weights
+    and the overheads posenc computes come off it)."""
+
+    fit: int | None = None
+    memory: int | None = None
+
+    @property
+    def given(self) -> bool:
+        return self.fit is not None or self.memory is not None
+
+
+@dataclass
+class MemoryModel:
+    """A model read for its memory: its layout, its weights and its window."""
+
+    label: str
+    layout: CacheLayout
+    window: int | None
+    weights: Any  # posenc_cli.models.weights.Weights
+    notes: list[str] = field(default_factory=list)
+
+
+def read_model(source: str, revision: str | None = None) -> MemoryModel:
+    """The cache layout (a GGUF's header, else the config as transformers reads it), the weights' size (headers
+    only) and the window of ``source``."""
+    from posenc_cli.models.cache_layout import cache_layout, gguf_cache_layout
+    from posenc_cli.models.sources import read_source
+    from posenc_cli.models.weights import weights_of
+
+    src = read_source(source, revision=revision)
+    layout = gguf_cache_layout(src.path, src.label) if src.kind == "gguf" and src.path else cache_layout(src.config)
+    return MemoryModel(src.label, layout, _window(src), weights_of(src), list(layout.notes))
+
+
+def _window(src: Source) -> int | None:
+    from posenc_cli.models.config_keys import text_config
+
+    text = text_config(src.config)[0]
+    value = text.get("max_position_embeddings")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _group(g: Any) -> dict[str, Any]:
+    return {**asdict(g), "bytes": g.bytes}
+
+
+def _settings(memory: EngineMemory, values: Mapping[str, SettingValue], given: Mapping[str, str]) -> list[dict[
+        str, Any]]:
+    return [{"key": s.key, "flag": s.flag, "value": values[s.key], "given": s.key in given} for s in memory.settings]
+
+
+def _fit_json(fit: Fit) -> dict[str, Any]:
+    return {"longest": fit.longest, "unbounded": fit.unbounded}
+
+
+def engine_row(name: str, memory: EngineMemory, model: MemoryModel, ctx: int, given: Mapping[str, str],
+               budget: int | None, extras: bool) -> dict[str, Any]:
+    """One engine's answer: its caches at ``ctx``, and with a ``budget`` whether they fit, the longest context
+    that fits and what each lever reaches."""
+    values = memory.settings_for(given)
+    row: dict[str, Any] = {"engine": shown_name(name), "version": memory.version, "basis": memory.basis,
+                           "settings": _settings(memory, values, given)}
+    try:
+        cost = memory.cost(model.layout, ctx, values)
+    except Unsupported as why:
+        return {**row, "runs": False, "why": str(why)}
+    row.update(runs=True, ctx=cost.ctx, allocated=cost.allocated, sequences=cost.sequences,
+               groups=[_group(g) for g in cost.groups], cache_bytes=cost.cache_bytes,
+               extras=[asdict(e) for e in cost.extras], extra_bytes=cost.extra_bytes,
+               notes=list(memory.notes) + list(cost.notes))
+    if budget is not None:
+        row["needs"] = needed(cost, extras=extras)
+        row["fits"] = row["needs"] <= budget
+        row["fit"] = _fit_json(engine_fit(memory, model.layout, values, budget, extras=extras))
+        row["levers"] = _levers(memory, model.layout, values, budget, extras)
+    return row
+
+
+def _levers(memory: EngineMemory, layout: CacheLayout, values: Mapping[str, SettingValue], budget: int,
+            extras: bool) -> list[dict[str, Any]]:
+    out = []
+    for label, change in memory.levers(values):
+        try:
+            fit = engine_fit(memory, layout, {**values, **change}, budget, extras=extras)
+        except Unsupported:
+            continue
+        out.append({"label": label, "settings": change, **_fit_json(fit)})
+    return out
+
+
+@dataclass
+class Asked:
+    """A model read and the engines asked for, each with its memory model and the settings given it."""
+
+    model: MemoryModel
+    models: dict[str, EngineMemory]
+    given: dict[str, dict[str, str]]
+
+    def values(self, name: str) -> dict[str, SettingValue]:
+        return self.models[name].settings_for(self.given[name])
+
+
+def asked(source: str, engines: Sequence[str] | None, *, extra: Sequence[str] = (), sets: Sequence[str] = (),
+          revision: str | None = None) -> Asked:
+    """The engines (default: every one with a memory model), their settings checked, then the model read."""
+    names = [memory_engine(n) for n in engines] if engines else list(registry.memory_engines())
+    models = {shown_name(n): m for n in dict.fromkeys(names) if (m := registry.load_memory(n)) is not None}
+    given = given_settings(models, extra, sets)
+    for name, memory in models.items():
+        memory.settings_for(given[name])  # a bad value is an error before the model is read
+    return Asked(read_model(source, revision), models, given)
+
+
+def context_for(model: MemoryModel, ctx: int | None, notes: list[str]) -> int:
+    """The context asked, else the model's window (noted); a context past the window is noted, not refused."""
+    if ctx is None:
+        if model.window is None:
+            raise PosencError("the model names no window (max_position_embeddings): give {ctx}", "ctx")
+        notes.append(f"--ctx not given: the model's window, {model.window:,} tokens")
+        return model.window
+    if model.window is not None and ctx > model.window:
+        notes.append(f"{ctx:,} tokens is past the model's window of {model.window:,}: computed, but the model was "
+                     "not trained that long (posenc scale extends it)")
+    return ctx
+
+
+def memory_report(source: str, ctx: int | None, engines: Sequence[str] | None, *, extra: Sequence[str] = (),
+                  sets: Sequence[str] = (), budget: Budget = Budget(),
+                  revision: str | None = None) -> tuple[dict[str, Any], ExitCode]:
+    """``posenc memory``'s result and exit code (see the module docstring)."""
+    return report(asked(source, engines, extra=extra, sets=sets, revision=revision), ctx, budget)
+
+
+def report(ask: Asked, ctx: int | None, budget: Budget = Budget()) -> tuple[dict[str, Any], ExitCode]:
+    """:func:`memory_report` on a model already read."""
+    model = ask.model
+    notes = list(model.notes)
+    ctx = context_for(model, ctx, notes)
+    limit, extras = _budget(budget, model, notes)
+    rows = [engine_row(n, m, model, ctx, ask.given[n], limit, extras) for n, m in ask.models.items()]
+    result = {"model": {"source": model.label, "model_type": model.layout.model_type,
+                        "text_type": model.layout.text_type, "layers": model.layout.num_layers,
+                        "dtype": model.layout.dtype, "window": model.window},
+              "ctx": ctx, "weights": _weights_json(model.weights),
+              "budget": {"fit": budget.fit, "memory": budget.memory, "for_caches": limit,
+                         "extras_counted": extras},
+              "engines": rows, "notes": notes}
+    running = [r for r in rows if r["runs"]]
+    if not running:
+        return result, ExitCode.COULD_NOT_RUN
+    if limit is not None and not all(r["fits"] for r in running):
+        return result, ExitCode.CHECK_FAILED
+    return result, ExitCode.OK
+
+
+def budget_for(ask: Asked, budget: Budget) -> tuple[int | None, bool]:
+    """Bytes for the caches and whether computed extras count, for ``budget`` on the model asked."""
+    return _budget(budget, ask.model, [])
+
+
+def _weights_json(weights: Any) -> dict[str, Any]:
+    return {"bytes": weights.bytes, "source": weights.source, "by_dtype": dict(weights.by_dtype),
+            "parameters": weights.parameters}
+
+
+def _budget(budget: Budget, model: MemoryModel, notes: list[str]) -> tuple[int | None, bool]:
+    """Bytes for the caches and whether the extras posenc computes count against them."""
+    if budget.fit is not None:
+        return budget.fit, False
+    if budget.memory is None:
+        return None, False
+    if model.weights.bytes is None:
+        notes.append(f"the weights' size is unknown ({model.weights.source}): --memory read as --fit, the whole "
+                     "size left for the caches")
+        return budget.memory, False
+    left = budget.memory - model.weights.bytes
+    if left <= 0:
+        notes.append("the weights alone do not fit --memory")
+        return 0, True
+    return left, True
