@@ -166,7 +166,8 @@ def parse_size(text: str | int, *, name: str = "size") -> int:
                 "(powers of 2) or KB, MB, GB, TB (powers of 10), e.g. 24GiB, 80GB, 512MiB", name)
         whole, _, fraction = match["num"].partition(".")
         value, scale = int((whole or "0") + fraction), _SIZE_UNIT[match["unit"].lower()]
-    numerator, denominator = value * scale, 10 ** len(fraction)
+    numerator: int = value * scale
+    denominator: int = 10 ** len(fraction)
     if numerator % denominator:
         raise PosencError(f"{{{name}}} {str(text)!r} is not a whole number of bytes", name)
     size = numerator // denominator

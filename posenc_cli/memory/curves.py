@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from posenc_cli.engines.caches.model import Unsupported
+from posenc_cli.engines.caches.model import SettingValue, Unsupported
 from posenc_cli.memory.fit import engine_fit, needed
 from posenc_cli.memory.report import Asked, Budget, budget_for, context_for
 
@@ -39,7 +39,7 @@ def memory_chart(ask: Asked, ctx: int | None, budget: Budget | None = None) -> M
     ctx = context_for(ask.model, ctx, [])
     limit, extras = budget_for(ask, budget or Budget())
     layout = ask.model.layout
-    series: list[tuple[str, str, bool, dict[str, object]]] = []
+    series: list[tuple[str, str, bool, dict[str, SettingValue]]] = []
     top = ctx
     for name, memory in ask.models.items():
         values = ask.values(name)
@@ -52,7 +52,7 @@ def memory_chart(ask: Asked, ctx: int | None, budget: Budget | None = None) -> M
         for label, lever, chosen in settings:
             series.append((name, label, lever, chosen))
             if limit is not None:
-                fit = engine_fit(memory, layout, chosen, limit, extras=extras)  # type: ignore[arg-type]
+                fit = engine_fit(memory, layout, chosen, limit, extras=extras)
                 if fit.longest is not None and not fit.unbounded:
                     top = max(top, fit.longest)
     top = max(1, top * 5 // 4)
@@ -60,6 +60,6 @@ def memory_chart(ask: Asked, ctx: int | None, budget: Budget | None = None) -> M
     curves = []
     for name, label, lever, chosen in series:
         memory = ask.models[name]
-        needs = tuple(needed(memory.cost(layout, n, chosen), extras=extras) for n in contexts)  # type: ignore[arg-type]
+        needs = tuple(needed(memory.cost(layout, n, chosen), extras=extras) for n in contexts)
         curves.append(Curve(name, label, lever, contexts, needs))
     return MemoryChart(ask.model.label, ctx, limit, tuple(curves))
