@@ -22,7 +22,7 @@ from posenc_cli.cli.options import (
 from posenc_cli.cli.output import note, print_json
 from posenc_cli.engines.ollama import command_line as ollama_command
 from posenc_cli.engines.runs import NOT_MODELLED, SAME_RTOL
-from posenc_cli.errors import PosencError
+from posenc_cli.errors import ExitCode, PosencError
 from posenc_cli.frameworks.check import check_source, verdict_line
 from posenc_cli.frameworks.registry import ENGINE, TRAINER, names
 
@@ -43,6 +43,9 @@ def check(
     installed: Annotated[bool, typer.Option(
         "--installed", help="Run each engine or trainer (and transformers) whose package is importable here with "
         "its own code, at the installed version, instead of posenc's model; rows say which.")] = False,
+    memory: Annotated[str | None, typer.Option(
+        "--memory", help="A device's memory (24GiB, 80GB): also whether --ctx fits each engine's caches beside the "
+                         "weights; a context that does not fit is a failed check (exit 1).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Compare each engine's RoPE with transformers', per layer group (and each trainer's, with --trainer).
@@ -60,14 +63,40 @@ def check(
             source, list(names(ENGINE)) if asked is None else asked,
             None if length is None else context_length(length, typed.get("ctx", "--ctx")), trainer_names,
             revision=revision, installed=installed)
+    fits = None if memory is None else _fits(source, report, asked, memory, revision)
     note_newer_transformers()
     for line in report.notes:
         note(f"note: {line}")
     if as_json:
-        print_json(report.as_dict())
+        print_json(report.as_dict() if fits is None else {**report.as_dict(), "memory": fits})
     else:
         _render(report, label)
-    raise typer.Exit(report.exit_code())
+        if fits is not None:
+            _render_fits(fits)
+    code = report.exit_code()
+    if fits is not None and any(r["runs"] and not r["fits"] for r in fits["engines"]):
+        code = ExitCode.CHECK_FAILED
+    raise typer.Exit(code)
+
+
+def _fits(source: str, report: Any, asked: list[str] | None, memory: str, revision: str | None) -> dict[str, Any]:
+    """Whether the checked length fits each engine's caches on a device of ``memory``."""
+    from posenc_cli.memory.checked import fit_rows
+    from posenc_cli.units import parse_size
+
+    return fit_rows(source, report.max_model_len, asked, parse_size(memory, name="memory"), revision=revision)
+
+
+def _render_fits(fits: dict[str, Any]) -> None:
+    from posenc_cli.units import format_size
+
+    weights = fits["weights"]
+    known = format_size(weights["bytes"]) if weights["bytes"] is not None else f"unknown ({weights['source']})"
+    out = [f"\nmemory at {fits['ctx']:,} tokens on {format_size(fits['memory'])} (weights {known}):"]
+    out += [f"  {r['engine']}: {r['line']}" for r in fits["engines"]]
+    out += [f"  {name}: no memory model" for name in fits["not_sized"]]
+    out += [f"  note: {n}" for n in fits["notes"]]
+    sys.stdout.write("\n".join(out) + "\n")
 
 
 def _names(kind: str, *given: tuple[list[str] | None, str]) -> list[str] | None:

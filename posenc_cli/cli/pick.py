@@ -16,7 +16,15 @@ from posenc_cli.files import dumps_json
 from posenc_cli.frameworks.registry import ENGINE, TRAINER, formats
 from posenc_cli.rope.scaling import MAX_HEAD_DIM
 from posenc_cli.rope.slopes import MAX_HEADS
-from posenc_cli.units import MAX_TOKENS, format_length, format_tokens, parse_length, parse_tokens
+from posenc_cli.units import (
+    MAX_TOKENS,
+    format_length,
+    format_size,
+    format_tokens,
+    parse_length,
+    parse_size,
+    parse_tokens,
+)
 
 
 def pick(
@@ -52,6 +60,9 @@ def pick(
     engine: Annotated[list[str] | None, engine_option(
         f"Also give the command that serves the plan with this engine, and what it prints: "
         f"{or_list(formats(ENGINE)[2:])}.", show_default="none")] = None,
+    memory: Annotated[str | None, typer.Option(
+        "--memory", help="A device's memory (24GiB, 80GB): whether the target fits each engine (--engine, default "
+                         "all) beside the weights, and how; needs --config.")] = None,
     explain: Annotated[bool, typer.Option(help="Show every rule in order and which conditions held (stderr).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -77,6 +88,10 @@ def pick(
         from posenc_cli.pick.serving import engine_answers
 
         result.answer["engines"] = engine_answers(result, engines)
+    if memory is not None:  # the memory models load only for --memory
+        from posenc_cli.pick.memory_plan import memory_answer
+
+        result.answer["memory"] = memory_answer(result, parse_size(memory, name="memory"), engines)
     if result.model is not None and result.model.window_note:
         note(result.model.window_note)
     for name, value in result.answer["inputs"]["assumed"].items():
@@ -150,7 +165,19 @@ def _render_pick(a: dict[str, Any], model: Any = None) -> None:
         out += ["", *_render_trainer(a["trainer"])]
     for e in a.get("engines", []):
         out += ["", *_render_engine(e)]
+    if "memory" in a:
+        out += ["", *_render_memory(a["memory"])]
     sys.stdout.write("\n".join(out) + "\n")
+
+
+def _render_memory(m: dict[str, Any]) -> list[str]:
+    out = [f"Memory at {format_length(m['ctx'])} on {format_size(m['memory'])} (for the caches: "
+           f"{format_size(m['for_caches'])}):"]
+    for r in m["engines"]:
+        ollama = f"num_ctx {m['ctx']}: " if r["engine"] == "ollama" else ""
+        out.append(f"   {r['engine']}: {ollama}{r['line']}")
+    out += [f"   {name}: no memory model" for name in m["not_sized"]]
+    return out + [f"   note: {n}" for n in m["notes"]]
 
 
 def _render_engine(e: dict[str, Any]) -> list[str]:
