@@ -87,10 +87,11 @@ def read_model(source: str, revision: str | None = None) -> MemoryModel:
 
 
 def _window(src: Source) -> int | None:
-    from posenc_cli.models.config_keys import text_config
+    from posenc_cli.models.config_keys import text_config, with_class_defaults
+    from posenc_cli.models.model_types import text_kind
 
-    text = text_config(src.config)[0]
-    value = text.get("max_position_embeddings")
+    text, text_type, _ = text_config(src.config)
+    value = with_class_defaults(text, text_kind(text, text_type)).get("max_position_embeddings")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
