@@ -191,3 +191,20 @@ def test_the_newer_transformers_check_adds_no_import(tmp_path: Path, argv: list[
     assert json.loads(line[len("METADATA "):]) is False
     modules = json.loads(next(x for x in proc.stderr.splitlines() if x.startswith("MODULES "))[len("MODULES "):])
     assert modules["transformers"] is False and modules["torch"] is False
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"], ["--fit", "24GiB"]], ids=["text", "json", "fit"])
+def test_memory_on_a_config_loads_nothing_heavy_and_no_engine(extra: list[str]) -> None:
+    """``posenc memory`` reads the config and runs stdlib memory models: no numpy, no rich, no engine package."""
+    argv = ["memory", str(ROOT / "tests" / "corpus" / "gemma-3-27b-it.json"), "--ctx", "128k", *extra]
+    loaded = loaded_modules(run_cli_body(argv) + "\nimport sys\nassert not any(m.split('.')[0] in ("
+                            "'vllm', 'llama_cpp', 'mlx', 'mlx_lm', 'sglang', 'lmdeploy', 'exllamav3', 'torch') "
+                            "for m in sys.modules)")
+    assert loaded == dict.fromkeys(HEAVY + OPTIONAL, False)
+
+
+def test_pick_loads_no_memory_model_unless_asked() -> None:
+    body = run_cli_body(["pick", "--ctx", "128k"]) + (
+        "\nimport sys\nassert not [m for m in sys.modules if m.startswith(('posenc_cli.memory', "
+        "'posenc_cli.engines.caches'))], 'memory code loaded'")
+    assert loaded_modules(body) == dict.fromkeys(HEAVY + OPTIONAL, False)

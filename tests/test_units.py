@@ -131,3 +131,31 @@ def test_check_finite() -> None:
             check_finite(bad, "--factor")
     with pytest.raises(PosencError, match="--factor"):
         check_finite(0.0, "--factor", positive=True)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("24GiB", 24 * 2**30), ("24GB", 24 * 10**9), ("24 gib", 24 * 2**30), ("512MiB", 512 * 2**20),
+    ("1.5GiB", 3 * 2**29), ("80GB", 8 * 10**10), ("8000000000", 8 * 10**9), ("1TiB", 2**40), ("2KB", 2000),
+    (4096, 4096),
+])
+def test_parse_size_reads_binary_and_decimal_units(text: str | int, expected: int) -> None:
+    from posenc_cli.units import parse_size
+
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["24G", "1.3", "0", "-1GiB", "2PiB", "1e9", "GiB", "", "1.0000000001KiB"])
+def test_parse_size_rejects(text: str) -> None:
+    from posenc_cli.units import parse_size
+
+    with pytest.raises(PosencError):
+        parse_size(text)
+
+
+@given(st.integers(1, 2**50))
+def test_format_size_is_within_half_a_unit_of_the_bytes(n: int) -> None:
+    from posenc_cli.units import format_size
+
+    number, unit = format_size(n).split()
+    scale = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[unit]
+    assert abs(float(number) * scale - n) <= 0.005 * scale + 0.5

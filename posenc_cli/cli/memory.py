@@ -3,12 +3,13 @@ context that fits. Parsing and rendering only: the work is :func:`posenc_cli.mem
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from posenc_cli.cli.options import LENGTHS, context_length, engine_option, split_names
-from posenc_cli.cli.output import console, note, print_json
+from posenc_cli.cli.output import note, print_json
 from posenc_cli.errors import ExitCode
 from posenc_cli.units import format_size
 
@@ -90,39 +91,38 @@ def _value(v: Any) -> str:
 
 
 def render(r: dict[str, Any]) -> None:
-    """The text answer: the model, a table of engines, then each engine's layer groups and notes."""
-    from rich.table import Table
-
+    """The text answer (plain text, no rich: a light command): the model, a table of engines, then each engine's
+    layer groups, levers and notes."""
     m, w, b = r["model"], r["weights"], r["budget"]
-    out = console()
-    out.print(f"model: {m['source']} ({m['text_type']}, {m['layers']} layers"
-              + (f", {m['dtype']}" if m["dtype"] else "") + ")")
-    out.print("weights: " + (format_size(w["bytes"]) + f" ({w['source']})" if w["bytes"] is not None
-                             else f"unknown ({w['source']})"))
+    out = [f"model: {m['source']} ({m['text_type']}, {m['layers']} layers" + (f", {m['dtype']}" if m["dtype"] else "")
+           + ")",
+           "weights: " + (format_size(w["bytes"]) + f" ({w['source']})" if w["bytes"] is not None
+                          else f"unknown ({w['source']})")]
     line = f"context: {r['ctx']:,} tokens"
     if b["for_caches"] is not None:
-        line += f"   for the caches: {format_size(b['for_caches'])}"
-        line += " (--memory less the weights and the overheads computed)" if b["extras_counted"] else " (--fit)"
-    out.print(line)
-    table = Table(box=None, pad_edge=False)
-    for col in ("engine", "caches", "outside", "fits", "longest", "settings"):
-        table.add_column(col, justify="right" if col in ("caches", "outside", "longest") else "left")
+        how = "--memory less the weights and the overheads computed" if b["extras_counted"] else "--fit"
+        line += f"   for the caches: {format_size(b['for_caches'])} ({how})"
+    out += [line, ""]
+    rows = [("engine", "caches", "outside", "fits", "longest", "settings")]
     for row in r["engines"]:
         if not row["runs"]:
-            table.add_row(row["engine"], "-", "-", "-", "-", f"cannot run: {row['why']}")
+            rows.append((row["engine"], "-", "-", "-", "-", f"cannot run: {row['why']}"))
             continue
         named = [e for e in row["extras"] if e["bytes"] is None]
         outside = ("unknown" if named and not row["extra_bytes"] else
                    format_size(row["extra_bytes"]) + (f" + {len(named)} unknown" if named else ""))
         fits = "-" if "fits" not in row else ("yes" if row["fits"] else f"no: needs {format_size(row['needs'])}")
         longest = "-" if "fit" not in row else _longest(row["fit"])
-        table.add_row(row["engine"], format_size(row["cache_bytes"]), outside, fits, longest, _settings(row))
-    out.print(table)
+        rows.append((row["engine"], format_size(row["cache_bytes"]), outside, fits, longest, _settings(row)))
+    widths = [max(len(r_[c]) for r_ in rows) for c in range(len(rows[0]))]
+    right = {1, 2, 4}
+    out += ["  ".join(cell.rjust(wd) if c in right else cell.ljust(wd) for c, (cell, wd) in
+                      enumerate(zip(row_, widths, strict=True))).rstrip() for row_ in rows]
     for row in r["engines"]:
         if row["runs"]:
-            _engine_detail(out, row)
-    for text in r["notes"]:
-        out.print(f"note: {text}")
+            out += _engine_detail(row)
+    out += [f"note: {text}" for text in r["notes"]]
+    sys.stdout.write("\n".join(out) + "\n")
 
 
 def _longest(fit: dict[str, Any]) -> str:
@@ -131,9 +131,9 @@ def _longest(fit: dict[str, Any]) -> str:
     return f"any (>= {fit['longest']:,})" if fit["unbounded"] else f"{fit['longest']:,}"
 
 
-def _engine_detail(out: Any, row: dict[str, Any]) -> None:
-    out.print(f"\n{row['engine']} ({row['basis']}): {row['allocated']:,} cells allocated for "
-              f"{row['sequences']} sequence(s)")
+def _engine_detail(row: dict[str, Any]) -> list[str]:
+    out = ["", f"{row['engine']} ({row['basis']}): {row['allocated']:,} cells allocated for {row['sequences']} "
+               f"sequence(s)"]
     for g in row["groups"]:
         parts = []
         if g["k_bytes"]:
@@ -144,11 +144,10 @@ def _engine_detail(out: Any, row: dict[str, Any]) -> None:
             parts.append(f"state {format_size(g['state_bytes'])}")
         cells = f" x {g['cells']:,} cells" if g["cells"] else ""
         detail = ", ".join(parts) or "nothing cached"
-        out.print(f"  {g['layers']} {g['kind']} layers{cells}: {detail}" + (f" ({g['note']})" if g["note"] else ""))
+        out.append(f"  {g['layers']} {g['kind']} layers{cells}: {detail}" + (f" ({g['note']})" if g["note"] else ""))
     for e in row["extras"]:
         size = format_size(e["bytes"]) if e["bytes"] is not None else "not computed"
-        out.print(f"  outside the caches: {e['name']} {size}" + (f" ({e['why']})" if e["why"] else ""))
+        out.append(f"  outside the caches: {e['name']} {size}" + (f" ({e['why']})" if e["why"] else ""))
     for lever in row.get("levers", []):
-        out.print(f"  {lever['label']}: longest {_longest(lever)}")
-    for text in row["notes"]:
-        out.print(f"  note: {text}")
+        out.append(f"  {lever['label']}: longest {_longest(lever)}")
+    return out + [f"  note: {text}" for text in row["notes"]]
