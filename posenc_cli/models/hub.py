@@ -8,7 +8,6 @@ apply, and a cached config is read without the network. huggingface_hub is impor
 
 from __future__ import annotations
 
-import logging
 import re
 from typing import Any
 
@@ -47,6 +46,8 @@ def read_hub(repo_id: str, revision: str | None) -> tuple[dict[str, Any], str, s
     label = f"Hub {repo_id}@{revision or 'main'}"
     unreachable = _unreachable()
     # huggingface_hub logs a WARNING per retry when the Hub is unreachable; the failure is reported as one line
+    import logging  # about 10 ms at start-up: only a Hub read needs it
+
     hub_log = logging.getLogger("huggingface_hub")
     level = hub_log.level
     hub_log.setLevel(logging.ERROR)
