@@ -1,10 +1,11 @@
 """posenc_cli.models.weights: the weights' size from headers, against the readers of the formats' own projects.
 
 GGUF: every ggml type's block and name against llama.cpp's own ggml (``libggml-base`` shipped in llama-cpp-python
-0.3.36, by ctypes: ``ggml_blck_size``, ``ggml_type_size``, ``ggml_type_name``), and the bytes of GGUFs written by
-``gguf.GGUFWriter`` (raw quantized tensors of every type gguf-py knows, hypothesis-drawn) against
-``gguf.GGUFReader``'s ``n_bytes`` and ggml's own header reader (``gguf_init_from_file`` with no data,
-``gguf_get_tensor_size``); split GGUFs as gguf-py writes them. safetensors: files written by
+0.3.36, by ctypes: ``ggml_blck_size``, ``ggml_type_size``, ``ggml_type_name``); the bytes and elements of files
+llama.cpp's own quantizer made (12 file types) and of a split GGUF against llama.cpp's ``llama_model_size`` and
+``llama_model_n_params`` (a vocab_only load: the headers, no tensor); GGUFs written by ``gguf.GGUFWriter`` (raw
+quantized tensors of every type gguf-py knows, hypothesis-drawn) against ``gguf.GGUFReader``'s ``n_bytes`` and
+ggml's own header reader (``gguf_init_from_file`` with no data, ``gguf_get_tensor_size``). safetensors: files written by
 ``safetensors.torch.save_file`` (every dtype torch can store, hypothesis-drawn shapes, sharded with an index)
 against ``safe_open``'s dtypes and shapes and torch's ``nbytes``; damaged files must be refused by safetensors too.
 The Hub: the real ``huggingface_hub`` against a fake Hub endpoint (tests/harness/fake_hub.py) that answers Range
@@ -270,6 +271,73 @@ def test_a_renamed_shard_is_one_shard_of_n(tmp_path: Path) -> None:
     renamed = shards[0].rename(tmp_path / "renamed.gguf")
     weights = gguf_weights(renamed)
     assert weights.bytes is None and weights.source.startswith(f"{renamed} is shard 1 of 3 of a split GGUF")
+
+
+# llama.cpp's own count: llama_model_size and llama_model_n_params (the loader's sum of ggml_nbytes and
+# ggml_nelements over every tensor of every shard: src/llama-model-loader.cpp), read with vocab_only, which loads
+# the headers and no tensor; the files quantized by llama.cpp's own quantizer (llama_model_quantize)
+QUANTIZED = {"F16": "f16", "BF16": "bf16", "Q8_0": "q8_0", "Q4_0": "q4_0", "Q5_1": "q5_1", "Q2_K": "q2_K",
+             "Q3_K_M": "q3_K", "Q4_K_M": "q4_K", "Q6_K": "q6_K", "IQ4_NL": "iq4_nl", "IQ4_XS": "iq4_xs",
+             "TQ1_0": "tq1_0"}  # llama.cpp file type: the ggml type most of its tensors get
+
+
+def llama_counts(path: Path) -> tuple[int, int]:
+    llama_cpp = pytest.importorskip("llama_cpp")
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+    assert model, f"llama.cpp cannot load {path}"
+    try:
+        return llama_cpp.llama_model_size(model), llama_cpp.llama_model_n_params(model)
+    finally:
+        llama_cpp.llama_model_free(model)
+
+
+@pytest.fixture(scope="module")
+def quantized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A tiny float32 llama GGUF (rows of 256: every K-quant applies) and llama.cpp's quantizations of it."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    from llamacpp_harness import write_tiny_llama_gguf
+
+    folder = tmp_path_factory.mktemp("quantized")
+    out = {"F32": folder / "F32.gguf"}
+    write_tiny_llama_gguf(out["F32"], n_embd=256, n_ff=512, n_head=4, n_head_kv=2, n_vocab=512)
+    for name in QUANTIZED:
+        params = llama_cpp.llama_model_quantize_default_params()
+        params.ftype, params.nthread = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{name}"), 1
+        out[name] = folder / f"{name}.gguf"
+        assert llama_cpp.llama_model_quantize(str(out["F32"]).encode(), str(out[name]).encode(),
+                                              ctypes.byref(params)) == 0, name
+    return out
+
+
+@pytest.mark.parametrize("name", ["F32", *QUANTIZED])
+def test_llama_cpp_counts_its_quantized_files_the_same(quantized: dict[str, Path], name: str) -> None:
+    weights = gguf_weights(quantized[name])
+    assert (weights.bytes, weights.parameters) == llama_counts(quantized[name])
+    assert QUANTIZED.get(name, "f32") in weights.by_dtype
+
+
+def test_llama_cpp_counts_a_split_gguf_the_same(quantized: dict[str, Path], tmp_path: Path) -> None:
+    """Q4_K_M split in three by gguf-py (its fields and raw tensors copied, as gguf_new_metadata copies them)."""
+    gguf = pytest.importorskip("gguf")
+    reader = gguf.GGUFReader(str(quantized["Q4_K_M"]))
+    writer = gguf.GGUFWriter(str(tmp_path / "tiny.gguf"), reader.fields["general.architecture"].contents(),
+                             split_max_tensors=8)
+    for f in reader.fields.values():
+        if f.name != "general.architecture" and not f.name.startswith("GGUF."):
+            array = f.types[0] == gguf.GGUFValueType.ARRAY
+            writer.add_key_value(f.name, f.contents(), f.types[0], sub_type=f.types[-1] if array else None)
+    for t in reader.tensors:
+        writer.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    first = tmp_path / "tiny-00001-of-00003.gguf"
+    weights = gguf_weights(first)
+    assert weights.source == "GGUF tensor data (3 shards)"
+    assert (weights.bytes, weights.parameters) == llama_counts(first) == llama_counts(quantized["Q4_K_M"])
 
 
 @pytest.mark.parametrize("cut", [3, 20, 100, -30])
