@@ -69,14 +69,16 @@ _SCALARS: dict[int, struct.Struct] = {
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 
-# ggml tensor types: (elements per block, bytes per block), as gguf-py's GGML_QUANT_SIZES; a type not listed here
-# (newer than this table) has only its start offset checked
+# ggml tensor types: (elements per block, bytes per block), as ggml.c's type_traits (blck_size, type_size) and gguf-py's
+# GGML_QUANT_SIZES in llama-cpp-python 0.3.36's llama.cpp (Q8_1 is 2 + 2 + 32 = 36 bytes: block_q8_1 in
+# ggml-common.h; gguf-py 0.19.0 on PyPI still says 40); a type not listed here (newer than this table) has only its
+# start offset checked
 GGML_BLOCKS: dict[int, tuple[int, int]] = {
-    0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 9: (32, 40),
+    0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 9: (32, 36),
     10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 15: (256, 292), 16: (256, 66),
     17: (256, 74), 18: (256, 98), 19: (256, 50), 20: (32, 18), 21: (256, 110), 22: (256, 82), 23: (256, 136),
     24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8), 29: (256, 56), 30: (1, 2), 34: (256, 54),
-    35: (256, 66), 39: (32, 17), 40: (64, 36), 41: (128, 18),
+    35: (256, 66), 39: (32, 17), 40: (64, 36), 41: (128, 18), 42: (64, 18),
 }
 
 
