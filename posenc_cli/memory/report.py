@@ -22,6 +22,7 @@ from posenc_cli.memory.settings import given_settings
 if TYPE_CHECKING:
     from posenc_cli.models.cache_layout import CacheLayout
     from posenc_cli.models.sources import Source
+    from posenc_cli.models.weights import Weights
 
 #: what the user may call an engine beside its registry name and its --engine formats
 _ALIASES = {"transformers": "hf"}
@@ -70,7 +71,7 @@ class MemoryModel:
     label: str
     layout: CacheLayout
     window: int | None
-    weights: Any  # posenc_cli.models.weights.Weights
+    weights: Weights
     notes: list[str] = field(default_factory=list)
 
 
@@ -83,7 +84,7 @@ def read_model(source: str, revision: str | None = None) -> MemoryModel:
 
     src = read_source(source, revision=revision)
     layout = gguf_cache_layout(src.path, src.label) if src.kind == "gguf" and src.path else cache_layout(src.config)
-    return MemoryModel(src.label, layout, _window(src), weights_of(src), list(layout.notes))
+    return MemoryModel(src.label, layout, _window(src), weights_of(source, revision=revision), list(layout.notes))
 
 
 def _window(src: Source) -> int | None:
@@ -213,9 +214,9 @@ def budget_for(ask: Asked, budget: Budget) -> tuple[int | None, bool]:
     return _budget(budget, ask.model, [])
 
 
-def _weights_json(weights: Any) -> dict[str, Any]:
+def _weights_json(weights: Weights) -> dict[str, Any]:
     return {"bytes": weights.bytes, "source": weights.source, "by_dtype": dict(weights.by_dtype),
-            "parameters": weights.parameters}
+            "parameters": weights.parameters, "notes": list(weights.notes)}
 
 
 def _budget(budget: Budget, model: MemoryModel, notes: list[str]) -> tuple[int | None, bool]:
