@@ -15,13 +15,14 @@ from posenc_cli.units import format_size
 
 
 def fit_rows(source: str, ctx: int | None, engines: Sequence[str] | None, size: int, *,
-             revision: str | None = None) -> dict[str, Any]:
+             revision: str | None = None, extended: bool = False) -> dict[str, Any]:
     """Per engine with a memory model among ``engines`` (None: all): ``fits``, ``needs``, ``has`` (bytes for the
     caches: ``size`` less the weights and the overheads computed), ``longest`` and ``how`` (the first lever that
     fits, else None), ``line`` (the sentence a table shows); engines without a memory model are listed apart."""
     names = [n for n in engines or [] if _has_model(n)] if engines is not None else None
     skipped = [n for n in engines or [] if not _has_model(n)]
-    result, _ = report(asked(source, names, revision=revision), ctx, Budget(memory=size))
+    result, _ = report(asked(source, names, revision=revision), ctx, Budget(memory=size),
+                       past_window_note=not extended)
     has = result["budget"]["for_caches"]
     rows = []
     for row in result["engines"]:

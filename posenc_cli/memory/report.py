@@ -167,14 +167,15 @@ def asked(source: str, engines: Sequence[str] | None, *, extra: Sequence[str] = 
     return Asked(read_model(source, revision), models, given)
 
 
-def context_for(model: MemoryModel, ctx: int | None, notes: list[str]) -> int:
-    """The context asked, else the model's window (noted); a context past the window is noted, not refused."""
+def context_for(model: MemoryModel, ctx: int | None, notes: list[str], *, past_window_note: bool = True) -> int:
+    """The context asked, else the model's window (noted); a context past the window is noted, not refused
+    (``past_window_note`` False: the caller extends the model there, as ``pick``'s plan does)."""
     if ctx is None:
         if model.window is None:
             raise PosencError("the model names no window (max_position_embeddings): give {ctx}", "ctx")
         notes.append(f"--ctx not given: the model's window, {model.window:,} tokens")
         return model.window
-    if model.window is not None and ctx > model.window:
+    if past_window_note and model.window is not None and ctx > model.window:
         notes.append(f"{ctx:,} tokens is past the model's window of {model.window:,}: computed, but the model was "
                      "not trained that long (posenc scale extends it)")
     return ctx
@@ -187,11 +188,12 @@ def memory_report(source: str, ctx: int | None, engines: Sequence[str] | None, *
     return report(asked(source, engines, extra=extra, sets=sets, revision=revision), ctx, budget)
 
 
-def report(ask: Asked, ctx: int | None, budget: Budget = Budget()) -> tuple[dict[str, Any], ExitCode]:
+def report(ask: Asked, ctx: int | None, budget: Budget = Budget(), *,
+           past_window_note: bool = True) -> tuple[dict[str, Any], ExitCode]:
     """:func:`memory_report` on a model already read."""
     model = ask.model
     notes = list(model.notes)
-    ctx = context_for(model, ctx, notes)
+    ctx = context_for(model, ctx, notes, past_window_note=past_window_note)
     limit, extras = _budget(budget, model, notes)
     rows = [engine_row(n, m, model, ctx, ask.given[n], limit, extras) for n, m in ask.models.items()]
     result = {"model": {"source": model.label, "model_type": model.layout.model_type,

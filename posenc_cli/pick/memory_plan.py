@@ -18,4 +18,4 @@ def memory_answer(result: PickResult, size: int, engines: list[str] | None) -> d
                           "model has no layers to size)", "memory")
     if result.source.kind == "stdin":
         raise PosencError("{memory} reads the model again: give the config as a file, not - (stdin)", "memory")
-    return fit_rows(inputs_config(result.source), int(result.answer["inputs"]["ctx"]), engines, size)
+    return fit_rows(inputs_config(result.source), int(result.answer["inputs"]["ctx"]), engines, size, extended=True)
