@@ -23,7 +23,9 @@ context of N tokens needs ``--cache_size`` N rounded up to a page. Per layer, fr
   ``(value_heads, key_dim, value_dim)`` in float16 (float32 with ``--recurrent_state_fp32``; Mamba2 always
   float32), and staging rows (``fdim`` bfloat16, value heads bfloat16 and float32).
 
-Slots are ``--autosplit_max_batch_size`` (``model_init`` passes it as the Cache's ``max_batch_size``; default 1).
+The bytes are for the layer split ``model_init`` does by default (every layer's cache on the device holding the
+layer); its tensor-parallel mode (``-tp``, KV heads split across devices) is not modelled. Slots are
+``--autosplit_max_batch_size`` (``model_init`` passes it as the Cache's ``max_batch_size``; default 1).
 Checkpoints of rings and states live in host memory (``cache/recurrent.py`` ``HostPool``): not counted.
 
 Proof: ``tests/engines/test_memory_exllamav3.py`` runs the installed cache classes' own shape and ``storage_size``

@@ -221,7 +221,10 @@ def _pytorch(layout: CacheLayout, ctx: int, s: Mapping[str, SettingValue]) -> tu
                                                             if v_scales else 0)
     blocks = max(_MIN_BLOCKS, _cdiv(ctx, block) + 1 + _RESERVED_BLOCKS)
     kinds = {x.kind for x in attention}
-    if any(x.window for x in attention) and kinds != {"sliding"}:
+    if kinds == {"sliding"}:
+        notes.append("every layer slides: lmdeploy frees the blocks outside the window as the history grows; "
+                     "posenc reports the whole prompt, the peak while it is prefilled (modelled, not run)")
+    elif any(x.window for x in attention):
         notes.append("lmdeploy's PyTorch engine keeps every token of the sliding layers of this model")
     groups = []
     for kind in sorted(kinds, key=["full", "mla", "sliding", "chunked"].index):
@@ -295,6 +298,9 @@ def cost(layout: CacheLayout, ctx: int, settings: Mapping[str, SettingValue]) ->
     groups, allocated, more = run(layout, ctx, settings)
     notes += more
     session = int(settings["session_len"])
+    if not session and backend == "turbomind":
+        notes.append("TurboMind's --session-len defaults to the config's max_position_embeddings: set it to serve "
+                     "a longer context")
     if session and session < ctx:
         notes.append(f"--session-len {session} refuses a request of {ctx} tokens: serve with --session-len {ctx}")
     basis = (f"modelled from TurboMind's C++ source at commit {TURBOMIND_SOURCE}" if backend == "turbomind"
