@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from posenc_cli.engines.caches.model import SettingValue, Unsupported
+from posenc_cli.errors import PosencError
 from posenc_cli.memory.fit import engine_fit, needed
 from posenc_cli.memory.report import Asked, Budget, budget_for, context_for
 
@@ -50,6 +51,10 @@ def memory_chart(ask: Asked, ctx: int | None, budget: Budget | None = None) -> M
         settings = [(name, False, values)]
         settings += [(f"{name}: {label}", True, {**values, **change}) for label, change in memory.levers(values)]
         for label, lever, chosen in settings:
+            try:
+                memory.cost(layout, 1, chosen)
+            except (Unsupported, PosencError):  # a lever that does not apply to this model
+                continue
             series.append((name, label, lever, chosen))
             if limit is not None:
                 fit = engine_fit(memory, layout, chosen, limit, extras=extras)

@@ -138,7 +138,7 @@ def _levers(memory: EngineMemory, layout: CacheLayout, values: Mapping[str, Sett
     for label, change in memory.levers(values):
         try:
             fit = engine_fit(memory, layout, {**values, **change}, budget, extras=extras)
-        except Unsupported:
+        except (Unsupported, PosencError):  # a lever that does not apply to this model (a --tp it cannot split by)
             continue
         out.append({"label": label, "settings": change, **_fit_json(fit)})
     return out
