@@ -38,8 +38,6 @@ ROOT = Path(__file__).resolve().parents[2]
 CORPUS = {p.stem: json.loads(p.read_text(encoding="utf-8"))
           for p in sorted((ROOT / "tests" / "corpus").glob("*.json")) if p.name != "SOURCES.json"}
 ARCHS = xm.arch_strings()
-#: corpus configs whose cache layout posenc reads differently from transformers (reported to the lead)
-LAYOUT_DIFFERS = {"gemma-3-4b-it"}
 
 
 def _layout(name: str) -> Any:
@@ -51,7 +49,7 @@ def _layout(name: str) -> Any:
 
 def _modelled(name: str) -> bool:
     layout = _layout(name)
-    if layout is None or name in LAYOUT_DIFFERS:
+    if layout is None:
         return False
     try:
         memory.cost(layout, 256, memory.MEMORY.settings_for())

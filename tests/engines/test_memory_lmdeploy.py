@@ -64,11 +64,7 @@ def _modelled(name: str) -> bool:
     return True
 
 
-#: corpus configs whose cache layout posenc reads differently from transformers (the layout's bug, reported to the
-#: lead: Gemma 3 4B's text_config omits num_key_value_heads, transformers' Gemma3TextConfig default is 4, posenc's
-#: layout falls back to the 8 query heads)
-LAYOUT_DIFFERS = {"gemma-3-4b-it"}
-PYTORCH = [n for n in CORPUS if _modelled(n) and n not in LAYOUT_DIFFERS]
+PYTORCH = [n for n in CORPUS if _modelled(n)]
 #: corpus configs whose architecture lmdeploy does not dispatch although posenc's model-type table takes the type
 #: (lmdeploy picks by architecture, posenc's layout carries the model type only)
 ARCH_DIFFERS = {"e5-mistral-7b-instruct": "MistralModel, an embedding model's head",
@@ -192,8 +188,9 @@ def test_qwen3_next_needs_the_interval_attribute() -> None:
         ModelConfig.from_hf_config(hf)
 
 
-@pytest.mark.xfail(strict=True, reason="posenc's cache layout reads 8 KV heads for Gemma 3 4B, transformers 4")
 def test_gemma_3_4b_layout_matches_transformers() -> None:
+    """Gemma 3 4B's text_config leaves num_key_value_heads out: the class default (4), not the 8 query heads (the
+    generated class defaults carry the cache keys since this test found it)."""
     hf = lm.hf_config(CORPUS["gemma-3-4b-it"])
     layout = cache_layout(CORPUS["gemma-3-4b-it"])
     assert layout.layers[0].kv_heads == hf.text_config.num_key_value_heads

@@ -74,6 +74,8 @@ DEFAULT_KEYS = (
     "rotary_pct", "rotary_emb_base", "rope_local_base_freq", "sliding_window", "sliding_window_pattern",
     "global_head_dim", "kv_channels", "attention_head_dim", "full_attention_interval", "no_rope_layer_interval",
     "compress_rope_theta", "n_positions", "n_embd", "n_head", "n_layer",
+    # what the caches are sized by (posenc memory): a config that leaves them out gets the class's
+    "num_key_value_heads", "v_head_dim", "attention_chunk_size", "num_kv_shared_layers",
 )
 _SKIP_NAME_PARTS = ("Vision", "Audio", "Encoder", "Patch", "DiT", "Talker", "Code2Wav", "Token2Wav")
 
