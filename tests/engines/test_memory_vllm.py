@@ -4,10 +4,11 @@
 check, with ``get_max_concurrency_for_kv_cache_config``.
 
 Models: Llama 3.1 8B (full attention, GQA), Qwen3-235B-A22B (MoE), Gemma 3 27B (sliding 5:1, padding layers),
-gpt-oss-120b (sliding 1:1, sinks), DeepSeek-V3 (MLA), Llama 4 Scout (chunked local attention), Qwen3-Next-80B and
-Qwen3.5-9B (gated delta net hybrids), Nemotron-H 56B (Mamba2 hybrid, padding layers). Settings: fixed corners
-(block sizes, every modelled --kv-cache-dtype, tensor parallelism, batch sizes, no async scheduling, no prefix
-caching, the hybrid manager off) and a seeded sample of combinations. Exact to the byte: no tolerance.
+gpt-oss-120b (sliding 1:1, sinks), Mistral 7B v0.1 (every layer sliding), DeepSeek-V3 (MLA), Llama 4 Scout
+(chunked local attention), Qwen3-Next-80B and Qwen3.5-9B (gated delta net hybrids), Nemotron-H 56B (Mamba2 hybrid,
+padding layers). Settings: fixed corners (block sizes, every modelled --kv-cache-dtype, tensor parallelism, batch
+sizes, no async scheduling, no prefix caching, the hybrid manager off) and a seeded sample of combinations. Exact to
+the byte: no tolerance.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ vm = pytest.importorskip("vllm_memory")
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 FULL = ("llama-3.1-8b-instruct", "qwen3-235b-a22b")
-LOCAL = ("gemma-3-27b-it", "gpt-oss-120b", "llama-4-scout-17b-16e-instruct")
+LOCAL = ("gemma-3-27b-it", "gpt-oss-120b", "llama-4-scout-17b-16e-instruct", "mistral-7b-v0.1")
 MLA = ("deepseek-v3",)
 HYBRID = ("qwen3-next-80b-a3b-thinking", "qwen3.5-9b", "nemotron-h-56b-base-8k")
 MODELS = FULL + LOCAL + MLA + HYBRID

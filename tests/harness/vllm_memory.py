@@ -146,6 +146,10 @@ def _layer_types(text: Any, n: int) -> list[str]:
     if arch == "Llama4ForCausalLM":  # llama4.py:251: chunked local attention where the layer has rope
         return ["chunked" if text.no_rope_layers[i] and text.attention_chunk_size else "attention" for i in range(n)]
     types = getattr(text, "layer_types", None)  # gemma3.py:153, llama.py:186: config.layer_types
+    if types is None and getattr(text, "sliding_window", None):
+        # EngineArgs.create_engine_config: CacheConfig.sliding_window = the model's when no layer_types (or all
+        # sliding), and Attention falls back to it for every layer (arg_utils.py:2321, attention.py:281)
+        return ["sliding"] * n
     return ["sliding" if types and types[i] == "sliding_attention" else "attention" for i in range(n)]
 
 
