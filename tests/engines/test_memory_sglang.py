@@ -33,8 +33,10 @@ if ss.sglang_root() is None:
 NS = types.SimpleNamespace
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 MODELS = ("llama-3.1-8b-instruct", "qwen3-235b-a22b", "gemma-3-27b-it", "gpt-oss-120b", "deepseek-v3",
-          "llama-4-scout-17b-16e-instruct", "qwen3-next-80b-a3b-thinking", "qwen3.5-9b", "nemotron-h-56b-base-8k")
+          "llama-4-scout-17b-16e-instruct", "qwen3-next-80b-a3b-thinking", "qwen3.5-9b", "nemotron-h-56b-base-8k",
+          "deepseek-v3.2", "glm-5")
 KV_DTYPES = {"auto": None, "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2, "bf16": torch.bfloat16}
+# DeepSeek Sparse Attention's auto cache below SM100 (arg_groups/overrides.py _dsa_kv_cache_dtype_default): bfloat16
 GIB = 1 << 30
 
 
@@ -96,7 +98,7 @@ def state_params(c: dict[str, Any], tp: int) -> tuple[list[int], list[int], Any]
 def kv_configurator(c: dict[str, Any], s: dict[str, Any]) -> Any:
     """The ``KVCacheConfigurator`` fields the pool configurators read, for one model and settings."""
     mc = model_config(c)
-    dtype = KV_DTYPES[str(s["kv_cache_dtype"])] or mc.dtype
+    dtype = KV_DTYPES[str(s["kv_cache_dtype"])] or (torch.bfloat16 if c.get("index_topk") else mc.dtype)
     archs = c["architectures"]
     hybrid = ss.model_config().is_hybrid_swa_model(archs, mc.hf_text_config)
     swa_ids, full_ids = ss.model_config().get_hybrid_layer_ids(archs, mc.hf_text_config) if hybrid else (None, None)
@@ -106,7 +108,8 @@ def kv_configurator(c: dict[str, Any], s: dict[str, Any]) -> Any:
     return NS(model_config=mc, kv_cache_dtype=dtype, kv_cache_dtype_str=str(s["kv_cache_dtype"]),
               server_args=NS(enable_hisparse=False), use_mla_backend=mc.attention_arch == "MLA",
               is_draft_worker=False, page_size=int(s["page_size"]), sliding_window_size=window,
-              layer_info=NS(full_attention_layer_ids=full_ids, swa_attention_layer_ids=swa_ids),
+              layer_info=NS(full_attention_layer_ids=full_ids, swa_attention_layer_ids=swa_ids, start_layer=0,
+                            end_layer=t["num_hidden_layers"]), mambaish_config=None,
               spec_algorithm=NS(is_eagle=lambda: False, is_standalone=lambda: False, is_none=lambda: True,
                                 is_dflash_family=lambda: False),
               fused_entry_bytes=lambda _name: None, pp_size=1, attn_dp_size=1, hybrid_gdn_config=None,

@@ -3,7 +3,8 @@
 A plain helper module for the tests (``from sglang_source import ...``). SGLang 0.5.23 does not import without its
 GPU stack (triton, orjson, its kernels), so the functions are taken from the installed package's source files
 (``pip install --no-deps sglang==0.5.23``; only the files are read, nothing of SGLang is imported): each function or
-class is cut out of its file with :mod:`ast` and run unchanged, its module-level names supplied here. What these
+class is cut out of its file with :mod:`ast` and run unchanged (compiled with postponed annotations, as its files
+are), its module-level names supplied here. What these
 stand-ins are is said where they are made; none of them computes a size.
 
 Run as they are: ``MemoryPoolConfig``, ``DefaultPoolConfigurator._compute_cell_size`` and ``calculate_pool_sizes``,
@@ -113,7 +114,7 @@ BASE_SCOPE: dict[str, Any] = {
     "torch": torch, "np": np, "logger": logging.getLogger("sglang-source"), "logging": logging, "envs": ENVS,
     "dataclass": dataclasses.dataclass, "field": dataclasses.field, "ABC": ABC, "Optional": typing.Optional,
     "List": list, "Union": typing.Union, "Any": typing.Any, "PretrainedConfig": object,
-    "TYPE_CHECKING": False, "annotations": None,
+    "TYPE_CHECKING": False,
 }
 
 
@@ -189,7 +190,8 @@ def runtime(tp: int, page: int, swa_ratio: float = 0.8, mamba_ratio: float = 0.9
     schedule on; ``get_context().override`` writes the schedule as SGLang's does."""
     schedule = NS(swa_full_tokens_ratio=swa_ratio, mamba_full_memory_ratio=mamba_ratio, max_mamba_cache_size=None,
                   max_running_requests=None, disable_overlap_schedule=False, page_size=page, max_total_tokens=None)
-    memory = NS(enable_unified_memory=False, enable_hisparse=False, disable_radix_cache=not radix)
+    memory = NS(enable_unified_memory=False, enable_hisparse=False, disable_radix_cache=not radix,
+                enable_unified_cache_external_linker=False, enable_hierarchical_cache=False)
 
     def override(_name: str, **kw: Any) -> None:
         for k, v in kw.items():
@@ -199,30 +201,64 @@ def runtime(tp: int, page: int, swa_ratio: float = 0.8, mamba_ratio: float = 0.9
             "get_schedule": lambda: schedule, "get_memory": lambda: memory,
             "get_spec": lambda: NS(speculative_num_draft_tokens=None, speculative_algorithm=None),
             "get_exec": lambda: NS(mamba=NS(enable_linear_replayssm_spec=False, enable_mamba_extra_buffer=extra_buffer,
-                                            enable_mamba_extra_buffer_lazy=False)),
+                                            enable_mamba_extra_buffer_lazy=False),
+                                   kernel=NS(dsa_prefill_backend=None, dsa_decode_backend=None)),
             "get_context": lambda: NS(override=override), "schedule": schedule}
 
 
+@functools.lru_cache(maxsize=1)
+def dsa() -> types.SimpleNamespace:
+    """``configs/model_config.py``'s DeepSeek Sparse Attention predicates and ``DSATokenToKVPool``'s constants."""
+    s = scope()
+    for name in ("_hf_arch", "_hf_attr", "is_deepseek_v4", "get_dsa_index_head_dim", "get_dsa_index_kpool",
+                 "dsa_layer_skips_topk"):
+        load("srt/configs/model_config.py", name, s)
+    is_dsa = load("srt/configs/model_config.py", "is_deepseek_dsa", s)
+    pool = scope()
+    for name in ("quant_block_size", "index_k_with_scale_buffer_dtype", "rope_storage_dtype"):
+        load("srt/mem_cache/memory_pool.py", f"DSATokenToKVPool.{name}", pool)
+    return types.SimpleNamespace(is_deepseek_dsa=is_dsa, get_dsa_index_head_dim=s["get_dsa_index_head_dim"],
+                                 get_dsa_index_kpool=s["get_dsa_index_kpool"],
+                                 dsa_layer_skips_topk=s["dsa_layer_skips_topk"],
+                                 DSATokenToKVPool=types.SimpleNamespace(**{k: pool[k] for k in (
+                                     "quant_block_size", "index_k_with_scale_buffer_dtype", "rope_storage_dtype")}))
+
+
 def _model_scope(rt: dict[str, Any]) -> dict[str, Any]:
-    u = utils()
-    s = scope(ceil_div=u.ceil_div, ceil_align=u.ceil_align, is_deepseek_dsa=lambda _c: False,
-              is_minimax_sparse=lambda _c: False, is_float4_e2m1fn_x2=lambda _d: False,
+    u, d = utils(), dsa()
+    s = scope(ceil_div=u.ceil_div, ceil_align=u.ceil_align, is_deepseek_dsa=d.is_deepseek_dsa,
+              get_dsa_index_head_dim=d.get_dsa_index_head_dim, get_dsa_index_kpool=d.get_dsa_index_kpool,
+              dsa_layer_skips_topk=d.dsa_layer_skips_topk, DSATokenToKVPool=d.DSATokenToKVPool, _is_npu=False,
+              _is_hip=False, is_minimax_sparse=lambda _c: False, is_float4_e2m1fn_x2=lambda _d: False,
               AttentionArch=NS(MLA="MLA", MHA="MHA"), _dflash_draft_cell_size=lambda _k: 0, **rt)
     load(POOL, "MemoryPoolConfig", s)
+    load(POOL, "_get_dsa_cache_layer_ids", s)
     return s
 
 
 def cell_size(kvc: Any, num_layers: int, rt: dict[str, Any]) -> int:
-    """``DefaultPoolConfigurator._compute_cell_size`` (MHA and MLA; the GLM-DSA layer split and QSA terms, which
-    these models do not have, answer as for them: ``get_glm_dsa_layer_split_effective_num_layers`` returns the layer
-    count when the split is off, ``_compute_qsa_cell_size`` 0 without a QSA profile)."""
+    """``DefaultPoolConfigurator._compute_cell_size`` (MHA, MLA, DSA's indexer with ``layers/cp/utils.py``'s layer
+    split, off by default; ``_compute_qsa_cell_size``, for QSA models only, answers 0). DSA's kernel backends are the
+    defaults (none named: not TRT-LLM, not TileLang), no PD disaggregation."""
     s = _model_scope(rt)
-    mla_dim = load(KVC, "calculate_mla_kv_cache_dim", scope(is_deepseek_dsa=lambda _c: False))
+    kvc_scope = scope(is_deepseek_dsa=dsa().is_deepseek_dsa, DSATokenToKVPool=dsa().DSATokenToKVPool, _is_npu=False,
+                      _is_hip=False, get_disagg=lambda: NS(disaggregation_mode="null"), **rt)
+    mla_dim = load(KVC, "calculate_mla_kv_cache_dim", kvc_scope)
+    elide = load(KVC, "_should_elide_dsa_index_k", kvc_scope)
     fn = load(POOL, "DefaultPoolConfigurator._compute_cell_size", s)
+    cp = scope(**rt, is_deepseek_dsa=dsa().is_deepseek_dsa)  # enable_dsa_cache_layer_split off: the default
+    cp["get_parallel"] = lambda: NS(**vars(rt["get_parallel"]()), enable_dsa_cache_layer_split=False)
+    for name in ("is_glm_dsa_cache_layer_split_enabled", "get_glm_dsa_layer_split_effective_num_layers",
+                 "get_glm_dsa_cp_layer_shard_info", "get_layer_shard_range"):
+        load("srt/layers/cp/utils.py", name, cp)
     modules = stub_modules({
-        "sglang.srt.layers.cp.utils": {"get_glm_dsa_layer_split_effective_num_layers": lambda _k, n: n},
-        "sglang.srt.mem_cache.kv_cache_configurator": {"calculate_mla_kv_cache_dim": mla_dim}})
-    obj = NS(kv_cache_dtype_str="auto", _compute_qsa_cell_size=lambda **_k: 0)
+        "sglang.srt.configs.model_config": {"is_deepseek_dsa": dsa().is_deepseek_dsa},
+        "sglang.srt.layers.cp.utils": {k: cp[k] for k in ("get_glm_dsa_layer_split_effective_num_layers",
+                                                           "get_glm_dsa_cp_layer_shard_info", "get_layer_shard_range")},
+        "sglang.srt.mem_cache.kv_cache_configurator": {"calculate_mla_kv_cache_dim": mla_dim,
+                                                        "_should_elide_dsa_index_k": elide}})
+    obj = bind(NS(kv_cache_dtype_str="auto", _compute_qsa_cell_size=lambda **_k: 0),
+               _compute_dsa_indexer_cell_size=load(POOL, "DefaultPoolConfigurator._compute_dsa_indexer_cell_size", s))
     with with_modules(modules):
         return int(fn(obj, kvc, num_layers))
 

@@ -12,7 +12,10 @@ files named below are in ``python/sglang/srt/``.
   budget // cell``, floored to ``--page-size``; ``cell = kv_heads_per_rank x (head_dim + v_head_dim) x layers x
   bytes`` (``_compute_cell_size``; ``get_num_kv_heads``: ``max(1, kv_heads // tp)``), MLA ``(kv_lora_rank +
   qk_rope_head_dim) x layers x bytes`` (``calculate_mla_kv_cache_dim``). Every attention layer is in it, sliding and
-  chunked ones too, unless the architecture is one of SGLang's hybrid-SWA ones.
+  chunked ones too, unless the architecture is one of SGLang's hybrid-SWA ones. DeepSeek Sparse Attention (DeepSeek
+  V3.2, GLM-5) adds each indexing layer's fp8 index keys with a 4-byte scale per 128 (``_compute_dsa_indexer_cell_
+  size``, ``index_kpool`` 1); its cache is bfloat16 by default below SM100 (``_dsa_kv_cache_dtype_default``), and
+  an fp8_e4m3 latent row is 512 + 16 scale bytes + the rope dims in bfloat16.
 * Hybrid SWA (gpt-oss, Llama 4: ``configs/model_config.py`` ``is_hybrid_swa_model``; ``HybridSWAPoolConfigurator``):
   a full pool of T tokens and a sliding pool of ``floor(T x --swa-full-tokens-ratio)`` tokens, from ``cell =
   full_cell + ratio x swa_cell``; the sliding pool must exceed the window + one page (``validate_swa_pool_size``;
@@ -68,6 +71,8 @@ EXTRA_BUFFER = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text"
                           "falcon_h1", "granitemoehybrid"})
 KV_DTYPE_BYTES = {"fp8_e4m3": 1, "fp8_e5m2": 1, "bf16": 2, "bfloat16": 2}
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+# framework fact: DSATokenToKVPool.quant_block_size (mem_cache/memory_pool.py)
+DSA_QUANT_BLOCK = 128
 _GIB = 1 << 30
 
 SETTINGS = (
@@ -158,8 +163,9 @@ def pools(layout: CacheLayout, settings: Mapping[str, SettingValue]) -> Pools:
     kinds = {x.kind for x in layout.layers}
     if layout.model_type in HYBRID_SWA_UNMODELLED or layout.text_type in HYBRID_SWA_UNMODELLED:
         raise Unsupported(f"SGLang {VERSION} sizes {layout.model_type}'s sliding pools in ways posenc does not model")
-    if any(x.indexer_dim for x in layout.layers):
-        raise Unsupported(f"posenc does not model SGLang {VERSION}'s DSA indexer pool")
+    dsa = any(x.indexer_dim for x in layout.layers)
+    if dsa and kv_dtype == "auto":  # overrides.py _dsa_kv_cache_dtype_default: bfloat16 below SM100
+        elem = 2
     if not kinds & {"full", "sliding", "chunked", "mla"}:
         raise Unsupported(f"posenc does not model SGLang {VERSION}'s pools for a model without attention")
     hybrid_swa = layout.model_type in HYBRID_SWA and not any(x.states for x in layout.layers)
@@ -174,6 +180,11 @@ def pools(layout: CacheLayout, settings: Mapping[str, SettingValue]) -> Pools:
         mla = x.kind == "mla" or x.mla is not None
         heads = 1 if mla else max(1, x.kv_heads // tp)
         k, v = heads * x.k_head_dim * elem, (0 if mla else heads * x.v_head_dim * elem)
+        if dsa and x.mla is not None and kv_dtype == "fp8_e4m3":  # calculate_mla_kv_cache_dim: scaled fp8 rows
+            rank = x.mla.kv_lora_rank
+            k = rank + rank // DSA_QUANT_BLOCK * 4 + x.mla.rope_dim * 2
+        if x.indexer_dim:  # _compute_dsa_indexer_cell_size: fp8 index keys + a scale per block, uint8
+            k += x.indexer_dim + x.indexer_dim // DSA_QUANT_BLOCK * 4
         rows.append((x, n, k, v))
         if sliding:
             swa += n * (k + v)

@@ -92,9 +92,19 @@ def test_fp8_and_tp_shrink_it() -> None:
     assert cost("llama-3.1-8b-instruct", 65536, tp_size=16).cache_bytes * 8 == base  # 1 KV head per GPU
 
 
+def test_dsa_indexer() -> None:
+    """DeepSeek V3.2: a bfloat16 latent (576 x 2) and 128 + 4 bytes of index keys per layer and token; fp8_e4m3 rows
+    of 512 + 16 scale bytes + 64 x 2 rope bytes."""
+    assert cost("deepseek-v3.2", 1000).cache_bytes == 1000 * 61 * (576 * 2 + 132)
+    assert cost("deepseek-v3.2", 1000, kv_cache_dtype="fp8_e4m3").cache_bytes == 1000 * 61 * (656 + 132)
+
+
 def test_refusals() -> None:
-    with pytest.raises(Unsupported, match="DSA"):
-        cost("deepseek-v3.2", 4096)
+    with pytest.raises(Unsupported, match="without attention"):
+        sglang.MEMORY.cost(cache_layout({"model_type": "mamba2", "architectures": ["Mamba2ForCausalLM"],
+                                         "num_hidden_layers": 2, "hidden_size": 64, "num_heads": 2, "head_dim": 64,
+                                         "state_size": 16, "conv_kernel": 4, "n_groups": 1, "expand": 2}),
+                           100, sglang.MEMORY.settings_for())
     with pytest.raises(PosencError, match="at most 1"):
         cost("gpt-oss-120b", 4096, swa_full_tokens_ratio="1.5")
     with pytest.raises(PosencError, match="not a number"):
