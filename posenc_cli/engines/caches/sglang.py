@@ -31,6 +31,12 @@ files named below are in ``python/sglang/srt/``.
 Defaults are SGLang's own on an H100 (SM90): FA3 attention, ``--page-size 1`` (``_page_size_default``).
 ``tests/engines/test_memory_sglang.py`` runs these functions' own source (read from the installed package) on the
 budgets this module gives.
+
+Not modelled: ``--mem-fraction-static`` auto (derived from the card, the chunked-prefill size and CUDA graphs:
+:func:`kv_budget` takes a given fraction), speculative decoding and draft pools, unified memory, FP4/mxfp8 caches
+(Blackwell), compressed-SWA and per-layer-head pools (Gemma 4, MiMo-V2, Step 3.5, DeepSeek V4: refused), state
+mixers other than gated delta nets and Mamba2 (refused), a config's ``mamba_ssm_dtype`` other than float32 (give
+``--mamba-ssm-dtype``), pipeline parallelism.
 """
 
 from __future__ import annotations
@@ -209,6 +215,8 @@ def swa_budget(p: Pools, tokens: int, page: int, ratio: float) -> tuple[int, int
     ``HybridSWAPoolConfigurator``: ``int(budget // (full_cell + ratio x swa_cell))`` floored to the page; the
     sliding pool ``int(full x ratio)`` floored, above the window + one page."""
     assert p.window is not None
+    floor = _cdiv(int((p.window + page) / ratio), page) * page - page  # near the validate_swa_pool_size floor
+    tokens = max(tokens, floor)
     while int(tokens * ratio) // page * page <= p.window + page:  # validate_swa_pool_size
         tokens += page
     cell = p.full_cell + ratio * p.swa_cell

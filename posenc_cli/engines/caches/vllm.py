@@ -38,6 +38,12 @@ The card assumed: an NVIDIA H100 80GB (SM90) under ``vllm serve``: FlashAttentio
 FlashMLA for an fp8 MLA cache (64), FlashInfer for fp8_e5m2, Triton for the per-token-head dtypes, FlashInfer's
 gated-delta-net prefill (it exports prefill checkpoints). ``tests/engines/test_memory_vllm.py`` runs vLLM's own spec
 builders and planner on CPU against this module, byte for byte.
+
+Not modelled: a checkpoint whose quantization config names an fp8 KV cache (vLLM's auto then means fp8:
+``resolve_kv_cache_dtype_string``); speculative decoding (state pages per draft token); the default
+``--max-num-batched-tokens`` capped at ``--max-num-seqs`` x the context below 8 tokens; DeepSeek Sparse Attention's
+packed indexer layout (refused); the other cache dtypes of 0.34 (nvfp4, turboquant, octave, ultraquant: other cards or
+backends); the hybrid block alignment reads the first attention layer for ``get_head_size``/``get_num_kv_heads``.
 """
 
 from __future__ import annotations
