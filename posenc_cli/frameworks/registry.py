@@ -58,9 +58,10 @@ _CACHES = "posenc_cli.engines.caches"
 #: PyTorch-native ones, the Hugging Face-based ones).
 ENTRIES: tuple[Entry, ...] = (
     Entry("hf", "posenc_cli.engines.hf", hf.FORMATS, installed=f"{_INSTALLED}.hf", memory=f"{_CACHES}.transformers"),
-    Entry("vllm", "posenc_cli.engines.vllm", ("vllm",), installed=f"{_INSTALLED}.vllm"),
+    Entry("vllm", "posenc_cli.engines.vllm", ("vllm",), installed=f"{_INSTALLED}.vllm", memory=f"{_CACHES}.vllm"),
     Entry("sglang", "posenc_cli.engines.sglang", ("sglang",),
-          not_run="SGLang's rotary classes import triton (about 1 GB, absent from CPU installs)"),
+          not_run="SGLang's rotary classes import triton (about 1 GB, absent from CPU installs)",
+          memory=f"{_CACHES}.sglang"),
     Entry("llama.cpp", "posenc_cli.engines.llamacpp", ("llama.cpp", "llama-cpp-python"),
           not_run="llama.cpp runs a GGUF and exposes logits, not frequencies: its numbers stay modelled (proven on "
                   "converted GGUFs' logits)"),
