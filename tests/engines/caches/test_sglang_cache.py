@@ -109,7 +109,7 @@ def test_refusals() -> None:
         cost("gpt-oss-120b", 4096, swa_full_tokens_ratio="1.5")
     with pytest.raises(PosencError, match="not a number"):
         cost("gpt-oss-120b", 4096, swa_full_tokens_ratio="lots")
-    with pytest.raises(PosencError, match="allows"):
+    with pytest.raises(PosencError, match="is not allowed; use one of"):
         sglang.MEMORY.settings_for({"--kv-cache-dtype": "q4_0"})
 
 

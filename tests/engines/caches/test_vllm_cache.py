@@ -122,7 +122,7 @@ def test_refusals() -> None:
         cost("deepseek-v3", 4096, kv_cache_dtype="int8_per_token_head")
     with pytest.raises(PosencError, match="multiples of 16"):
         cost("llama-3.1-8b-instruct", 4096, block_size=24)
-    with pytest.raises(PosencError, match="allows"):
+    with pytest.raises(PosencError, match="is not allowed; use one of"):
         vllm.MEMORY.settings_for({"--kv-cache-dtype": "q8_0"})
 
 
