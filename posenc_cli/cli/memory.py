@@ -54,6 +54,9 @@ def memory(
     fit: FitOpt = None,
     device: MemoryOpt = None,
     revision: RevisionOpt = None,
+    groups: Annotated[bool | None, typer.Option(
+        "--groups/--no-groups", help="Each engine's layer groups (K, V, state, cells), its levers and notes.",
+        show_default="with one engine")] = None,
     png: Annotated[str | None, typer.Option(help="Also draw bytes against context per engine to this PNG.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -73,7 +76,7 @@ def memory(
     if as_json:
         print_json(result)
     else:
-        render(result)
+        render(result, groups=len(result["engines"]) == 1 if groups is None else groups)
     if code != ExitCode.OK:
         raise typer.Exit(code)
 
@@ -90,9 +93,9 @@ def _value(v: Any) -> str:
     return ("on" if v else "off") if isinstance(v, bool) else str(v)
 
 
-def render(r: dict[str, Any]) -> None:
-    """The text answer (plain text, no rich: a light command): the model, a table of engines, then each engine's
-    layer groups, levers and notes."""
+def render(r: dict[str, Any], *, groups: bool = True) -> None:
+    """The text answer (plain text, no rich: a light command): the model, a table of engines, then (``groups``)
+    each engine's layer groups, levers and notes."""
     m, w, b = r["model"], r["weights"], r["budget"]
     out = [f"model: {m['source']} ({m['text_type']}, {m['layers']} layers" + (f", {m['dtype']}" if m["dtype"] else "")
            + ")",
@@ -119,8 +122,10 @@ def render(r: dict[str, Any]) -> None:
     out += ["  ".join(cell.rjust(wd) if c in right else cell.ljust(wd) for c, (cell, wd) in
                       enumerate(zip(row_, widths, strict=True))).rstrip() for row_ in rows]
     for row in r["engines"]:
-        if row["runs"]:
+        if row["runs"] and groups:
             out += _engine_detail(row)
+    if not groups and len(r["engines"]) > 1:
+        out += ["", "each engine's layer groups, what buys more and its notes: --groups, or one --engine"]
     out += [f"note: {text}" for text in r["notes"]]
     sys.stdout.write("\n".join(out) + "\n")
 
