@@ -477,7 +477,8 @@ _GGUF_KEYS = ("block_count", "embedding_length", "attention.head_count", "attent
               "attention.key_length", "attention.value_length", "attention.kv_lora_rank", "rope.dimension_count",
               "attention.sliding_window", "attention.sliding_window_pattern", "full_attention_interval",
               "attention.shared_kv_layers", "ssm.conv_kernel", "ssm.inner_size", "ssm.state_size",
-              "ssm.group_count", "ssm.time_step_rank", "nextn_predict_layers", "feed_forward_length")
+              "ssm.group_count", "ssm.time_step_rank", "nextn_predict_layers", "feed_forward_length",
+              "attention.key_length_swa", "attention.value_length_swa")
 _GGUF_SUFFIXES = tuple("." + key for key in _GGUF_KEYS)
 
 #: llama.cpp architectures whose every layer is recurrent (no attention at all)
@@ -504,7 +505,7 @@ def gguf_cache_layout(path: str | os.PathLike[str], label: str | None = None) ->
     As llama.cpp reads them (``src/models/*.cpp``): the last ``nextn_predict_layers`` blocks, the multi-token-prediction
     head, are left out (:attr:`CacheLayout.nextn_layers`; the main context caches ``n_layer()`` layers); Nemotron-H's
     layers without KV heads are Mamba2 layers only without a ``feed_forward_length`` (else MLP-only, no cache);
-    Llama 4 chunks 8192 tokens; every Falcon-H1 layer holds attention and a Mamba2 state.
+    Llama 4 chunks 8192 tokens; every Falcon-H1 layer holds attention and a Mamba2 state; ``key_length_swa``.
     """
     label = label or str(path)
     if not starts_with_gguf_magic(Path(path), label):
@@ -553,21 +554,20 @@ def gguf_cache_layout(path: str | os.PathLike[str], label: str | None = None) ->
         h, kv = heads[il], kv_heads[il] if kv_heads[il] is not None else heads[il]
         recurrent = (arch in _GGUF_RECURRENT or kv == 0
                      or (isinstance(interval, int) and interval > 0 and (il + 1) % interval != 0))
-        if recurrent and kv == 0 and arch in _GGUF_MLP_LAYERS and ff[il]:
-            layers.append(LayerCache("none", mixer="none"))
-            continue
-        if recurrent:
-            layers.append(LayerCache("state", mixer=arch, ssm=ssm))
+        if recurrent:  # Nemotron-H: no KV heads but a feed-forward is an MLP-only layer
+            mlp = kv == 0 and arch in _GGUF_MLP_LAYERS and ff[il]
+            layers.append(LayerCache("none", mixer="none") if mlp else LayerCache("state", mixer=arch, ssm=ssm))
             continue
         if isinstance(rank, int) and rank > 0 and isinstance(rope, int):
             layers.append(LayerCache("mla", 1, rank + rope, 0, mla=MlaDims(rank, rope)))
             continue
         if not h or not kv:
             raise PosencError(f"{label}: GGUF layer {il} has no attention.head_count(_kv)")
-        k = get("attention.key_length") or (embd // h if isinstance(embd, int) else None)
-        if not isinstance(k, int):
+        per_head, swa = embd // h if isinstance(embd, int) else None, sliding[il]  # sliding layers' own (Gemma 4)
+        k = (swa and get("attention.key_length_swa")) or get("attention.key_length") or per_head
+        v = (swa and get("attention.value_length_swa")) or get("attention.value_length") or per_head or k
+        if not isinstance(k, int) or not isinstance(v, int):
             raise PosencError(f"{label}: GGUF gives no attention.key_length nor embedding_length")
-        v = get("attention.value_length") or k
         layer = LayerCache("full", kv, k, v)
         if sliding[il] and isinstance(window, int):
             layer = replace(layer, kind="chunked" if arch == "llama4" else "sliding", window=window)
