@@ -129,7 +129,7 @@ class CacheLayout:
     dtype_source: str
     layers: list[LayerCache]
     notes: list[str] = field(default_factory=list)
-    nextn_layers: int = 0  # a GGUF's multi-token-prediction layers, past ``layers`` (llama.cpp's main context skips them)
+    nextn_layers: int = 0  # a GGUF's multi-token-prediction layers, past ``layers`` (llama.cpp caches no such layer)
 
     @property
     def num_layers(self) -> int:
