@@ -15,7 +15,7 @@ combinations drawn with a fixed seed.
 What is compared: every line llama.cpp prints for its caches (``llama_kv_cache: size = X MiB (N cells, L layers,
 S/U seqs), K (type): X MiB, V (type): X MiB`` and ``llama_memory_recurrent: size = ...``), in order, against
 :func:`~posenc_cli.engines.caches.llamacpp.allocate` on the GGUF's header (``gguf_cache_layout``) and on the config
-(``cache_layout``): the cells, sequences and streams (and a KV cache's layers) exactly, each MiB figure within the
+(``cache_layout``; and the two layouts against each other): the cells, sequences and streams (and a KV cache's layers) exactly, each MiB figure within the
 log's rounding: ``%7.2f`` of ``(float) bytes / 2^20``, so 0.005 MiB plus float32 rounding (``TOL`` = 0.00501). A
 context llama.cpp refuses (a quantized V without flash attention, different K and V types for MLA) is one posenc
 refuses. Then llama-server's own settings: :func:`~posenc_cli.engines.caches.llamacpp.cost` of the server defaults
@@ -60,6 +60,7 @@ CORNERS = [
     Params(1200, 2, True, "q8_0", "q8_0", "off"),
     Params(1500, 1, False, "q8_0", "q4_0", "on"),
     Params(300, 32, False, "f32", "f32", "auto", n_batch=128, n_ubatch=64),
+    Params(1000, 2, False, n_rs_seq=3),  # MTP rollback rows: kept by Qwen3.5 and Nemotron-H, clamped to 0 elsewhere
 ]
 SAMPLED_PER_TWIN = 4
 
@@ -127,3 +128,20 @@ def test_llama_server_settings_give_these_parameters(
     cost = MEMORY.cost(layouts["gguf"], 3000, settings)
     assert cost.cache_bytes == sum(x.bytes for x in allocate(layouts["gguf"], p)[0])
     assert abs(cost.cache_bytes / MIB - sum(x.size for x in printed)) <= TOL * len(printed)
+
+
+def test_gguf_cache_layout_reads_what_the_config_says(twin: tuple[str, LlamaModel, dict[str, CacheLayout]]) -> None:
+    """The converted GGUF's header (gguf_cache_layout) against the config it came from (cache_layout): the same cache
+    facts per layer (kind, KV heads, head sizes, window, MLA's latent). Where they are written differently, the
+    same thing as llama.cpp caches it: a GGUF's recurrent layer carries its ssm.* sizes where the config carries
+    transformers' state shapes (equal R and S in llama.cpp), and names its mixer by the architecture."""
+    name, _, layouts = twin
+    gguf, config = layouts["gguf"], layouts["config"]
+    assert gguf.num_layers == config.num_layers and gguf.nextn_layers == 0
+
+    def facts(layout: CacheLayout) -> list[tuple[Any, ...]]:
+        return [(x.kind, x.kv_heads, x.k_head_dim, x.v_head_dim, x.window, x.mla) for x in layout.layers]
+
+    assert facts(gguf) == facts(config)
+    p = Params(1000, 2, False)
+    assert allocate(gguf, p)[1] == allocate(config, p)[1]  # llama.cpp's view of every layer, states' sizes included

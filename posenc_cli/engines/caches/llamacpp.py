@@ -88,6 +88,11 @@ SWA_TYPES = frozenset({
     "mimo_v2_flash", "smallthinker", "plamo3", "laguna", "maple", "mellum", "granite_swa", "step35", "spark2_5",
     "muse-glimmer", "lfm2", "lfm2moe", "dots3note", "deepseek4"})
 _CHUNK_TYPES = frozenset({"llama4", "llama4_text"})
+#: llama.cpp's llm_arch_supports_rs_rollback (src/llama-arch.cpp), and the same architectures' transformers model
+#: types: the recurrent memory keeps ``n_rs_seq`` rollback rows per sequence only for these (else clamped to 0)
+RS_ROLLBACK = frozenset({"kimi_k3", "qwen35", "qwen35moe", "qwen4exp", "deepseek4", "glm5_next", "nemotron_h",
+                         "nemotron_h_moe", "lfm2", "lfm2moe", "bailingmoe3", "qwen3_5_text", "qwen3_5_moe_text",
+                         "lfm2_moe"})
 
 SETTINGS = (
     Setting("parallel", "--parallel", -1, minimum=-1,
@@ -279,7 +284,8 @@ def allocate(layout: CacheLayout, p: Params, notes: list[str] | None = None) -> 
     cells = {"base": p.cells, "swa": p.swa_cells(max(windows)) if windows else 0}
     if len(windows) > 1:
         notes.append(f"llama.cpp has one window per model: the sliding cache is sized for the largest, {max(windows)}")
-    rows = max(1, p.n_seq_max) * (1 + p.n_rs_seq)
+    rs_seq = p.n_rs_seq if layout.text_type in RS_ROLLBACK or (layout.model_type or "") in RS_ROLLBACK else 0
+    rows = max(1, p.n_seq_max) * (1 + rs_seq)
     per_layer: dict[int, tuple[int, int, int]] = {}
     lines: dict[str, list[int]] = {}
     for i, x in enumerate(layers):
@@ -297,7 +303,7 @@ def allocate(layout: CacheLayout, p: Params, notes: list[str] | None = None) -> 
             st = (x.r + x.s) * 4 * rows
             _add(lines, "recurrent", x.r * 4 * rows, x.s * 4 * rows)
         per_layer[i] = (k + idx, v, st)
-    return _log(lines, layers, cells, rows, p), layers, per_layer
+    return _log(lines, layers, cells, p), layers, per_layer
 
 
 def _add(lines: dict[str, list[int]], role: str, k: int, v: int) -> None:
@@ -307,11 +313,10 @@ def _add(lines: dict[str, list[int]], role: str, k: int, v: int) -> None:
     line[2] += v
 
 
-def _log(lines: dict[str, list[int]], layers: list[_Layer], cells: dict[str, int], rows: int,
-         p: Params) -> list[LogLine]:
+def _log(lines: dict[str, list[int]], layers: list[_Layer], cells: dict[str, int], p: Params) -> list[LogLine]:
     """The log lines in llama.cpp's order: the full cache (and, for a model with sliding layers, the SWA cache: both
-    printed even when one holds no layer), a DSA indexer cache, the recurrent memory (its ``layers`` is the model's
-    layer count, as printed)."""
+    printed even when one holds no layer), a DSA indexer cache, the recurrent memory (printed with ``mem_size`` cells,
+    ``max(1, n_seq_max)``, whatever its rollback rows, and the model's layer count)."""
     out = []
     roles = ["base", "swa"] if "swa" in lines else ["base"] if "base" in lines else []
     for role in [*roles, *(["indexer"] if "indexer" in lines else [])]:
@@ -319,7 +324,7 @@ def _log(lines: dict[str, list[int]], layers: list[_Layer], cells: dict[str, int
         out.append(LogLine("kv", role, cells["swa" if role == "swa" else "base"], n, p.n_seq_max, p.streams, k, v))
     if "recurrent" in lines:
         _, r, s = lines["recurrent"]
-        out.append(LogLine("recurrent", "recurrent", rows, len(layers), p.n_seq_max, 1, r, s))
+        out.append(LogLine("recurrent", "recurrent", max(1, p.n_seq_max), len(layers), p.n_seq_max, 1, r, s))
     return out
 
 

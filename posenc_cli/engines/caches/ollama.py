@@ -60,9 +60,6 @@ DRAFT_NUM_PREDICT = 4
 ONE_SLOT = frozenset({"mllama", "qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe", "qwen3next", "lfm2", "lfm2moe",
                       "nemotron_h", "nemotron_h_moe", "nemotron_h_omni", "qwen3_vl_text", "qwen3_vl_moe_text",
                       "qwen3_5_text", "qwen3_5_moe_text", "qwen3_next", "lfm2_moe"})
-#: llama.cpp's llm_arch_supports_rs_rollback (src/llama-arch.cpp): recurrent states kept for MTP rollback
-RS_ROLLBACK = frozenset({"kimi_k3", "qwen35", "qwen35moe", "qwen4exp", "deepseek4", "glm5_next", "nemotron_h",
-                         "nemotron_h_moe", "lfm2", "lfm2moe", "bailingmoe3"})
 _FLASH = {"unset": "auto", "1": "on", "true": "on", "0": "off", "false": "off"}
 
 SETTINGS = (
@@ -102,9 +99,8 @@ def ollama_params(layout: CacheLayout, ctx: int, settings: Mapping[str, SettingV
                           "it to llama-server, which refuses a quantized V cache without flash attention (use "
                           "OLLAMA_FLASH_ATTENTION=1, or f16)")
     batch = int(settings["num_batch"]) or auto_batch(ctx * slots)
-    rs_seq = 0
-    if layout.nextn_layers and any(x.kind == "state" or x.states for x in layout.layers):
-        rs_seq = DRAFT_NUM_PREDICT if layout.text_type in RS_ROLLBACK else 0
+    rs_seq = DRAFT_NUM_PREDICT if layout.nextn_layers else 0  # llama.cpp keeps them for the archs that roll back
+    if rs_seq and layout.text_type in llamacpp.RS_ROLLBACK and any(x.kind == "state" for x in layout.layers):
         notes.append(f"the GGUF's nextn layers turn MTP drafting on (--spec-draft-n-max {DRAFT_NUM_PREDICT}): "
                      f"{1 + rs_seq} recurrent state rows per sequence")
     notes.append(f"-c {ctx * slots} -np {slots} -b {batch} -ub {batch}: num_ctx {ctx} per request, no unified "
