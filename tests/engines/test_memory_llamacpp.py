@@ -15,8 +15,9 @@ combinations drawn with a fixed seed.
 What is compared: every line llama.cpp prints for its caches (``llama_kv_cache: size = X MiB (N cells, L layers,
 S/U seqs), K (type): X MiB, V (type): X MiB`` and ``llama_memory_recurrent: size = ...``), in order, against
 :func:`~posenc_cli.engines.caches.llamacpp.allocate` on the GGUF's header (``gguf_cache_layout``) and on the config
-(``cache_layout``; and the two layouts against each other): the cells, sequences and streams (and a KV cache's layers) exactly, each MiB figure within the
-log's rounding: ``%7.2f`` of ``(float) bytes / 2^20``, so 0.005 MiB plus float32 rounding (``TOL`` = 0.00501). A
+(``cache_layout``; and the two layouts against each other): the cells, sequences and streams (and a KV cache's
+layers) exactly, each MiB figure within the log's rounding: ``%7.2f`` of ``(float) bytes / 2^20``, so 0.005 MiB plus
+float32 rounding (``TOL`` = 0.00501). A
 context llama.cpp refuses (a quantized V without flash attention, different K and V types for MLA) is one posenc
 refuses. Then llama-server's own settings: :func:`~posenc_cli.engines.caches.llamacpp.cost` of the server defaults
 and flags, through the same parameters.
