@@ -150,8 +150,8 @@ class Params:
 @dataclass(frozen=True)
 class LogLine:
     """One ``llama_kv_cache: size = ...`` or ``llama_memory_recurrent: size = ...`` line: the cache's cells (per
-    stream; a recurrent memory's rows), its layers (with a cache), sequences and streams, and its K and V bytes (a
-    recurrent memory's R and S)."""
+    stream; a recurrent memory's ``mem_size``), its layers (with a cache; a recurrent memory prints the model's layer
+    count), sequences and streams, and its K and V bytes (a recurrent memory's R and S)."""
 
     memory: str  # "kv" or "recurrent"
     role: str  # "base", "swa", "indexer", "recurrent"
@@ -168,7 +168,7 @@ class LogLine:
 
 
 @dataclass(frozen=True)
-class _Layer:
+class LayerView:
     """One layer as llama.cpp caches it: which KV cache holds it (``"base"``, ``"swa"`` or ``""``), K and V widths
     per cell (V 0: none), the window, recurrent R and S elements per row, and a DSA indexer's K width."""
 
@@ -222,7 +222,7 @@ def _state_sizes(layer: LayerCache) -> tuple[int, int]:
     return r, s
 
 
-def _layers(layout: CacheLayout, notes: list[str]) -> list[_Layer]:
+def _layers(layout: CacheLayout, notes: list[str]) -> list[LayerView]:
     """Every layer as llama.cpp caches it (see the module docstring)."""
     swa_ok = keeps_window(layout)
     out = []
@@ -231,7 +231,7 @@ def _layers(layout: CacheLayout, notes: list[str]) -> list[_Layer]:
         sliding = layer.kind in ("sliding", "chunked") and swa_ok
         window = (LLAMA4_CHUNK if layout.text_type in _CHUNK_TYPES else layer.window or 0) if sliding else 0
         kind = "full" if attention and layer.kind != "mla" and not sliding else layer.kind
-        view = _Layer("swa" if sliding else "base" if attention else "", kind=kind, window=window)
+        view = LayerView("swa" if sliding else "base" if attention else "", kind=kind, window=window)
         if attention or layer.kind == "shared":  # a shared layer caches nothing but counts in llama.cpp's widths
             mla = layer.mla is not None or layer.kind == "mla"
             view = replace(view, k_width=layer.kv_heads * layer.k_head_dim, k_head=layer.k_head_dim,
@@ -247,7 +247,7 @@ def _layers(layout: CacheLayout, notes: list[str]) -> list[_Layer]:
     return out
 
 
-def _check(layers: list[_Layer], p: Params, mla: bool, notes: list[str]) -> None:
+def _check(layers: list[LayerView], p: Params, mla: bool, notes: list[str]) -> None:
     """What ``llama_init_from_model`` refuses (``src/llama-context.cpp``, in its order), and the flash attention it
     turns on."""
     if mla and p.type_k != p.type_v:
@@ -269,7 +269,7 @@ def _check(layers: list[_Layer], p: Params, mla: bool, notes: list[str]) -> None
                                   f"size {bad[0]}: llama.cpp refuses it with flash attention (llama_init_from_model)")
 
 
-def allocate(layout: CacheLayout, p: Params, notes: list[str] | None = None) -> tuple[list[LogLine], list[_Layer],
+def allocate(layout: CacheLayout, p: Params, notes: list[str] | None = None) -> tuple[list[LogLine], list[LayerView],
                                                                                    dict[int, tuple[int, int, int]]]:
     """llama.cpp's allocation for ``layout`` with context parameters ``p``: the log lines it prints (in its order),
     every layer's view, and per layer index (K bytes with a DSA indexer's, V bytes, state bytes)."""
@@ -313,7 +313,7 @@ def _add(lines: dict[str, list[int]], role: str, k: int, v: int) -> None:
     line[2] += v
 
 
-def _log(lines: dict[str, list[int]], layers: list[_Layer], cells: dict[str, int], p: Params) -> list[LogLine]:
+def _log(lines: dict[str, list[int]], layers: list[LayerView], cells: dict[str, int], p: Params) -> list[LogLine]:
     """The log lines in llama.cpp's order: the full cache (and, for a model with sliding layers, the SWA cache: both
     printed even when one holds no layer), a DSA indexer cache, the recurrent memory (printed with ``mem_size`` cells,
     ``max(1, n_seq_max)``, whatever its rollback rows, and the model's layer count)."""
