@@ -30,7 +30,8 @@ What ``llama_context`` allocates for a context (``src/llama-context.cpp``, ``lla
 
 llama-server's defaults (``common/common.h``, ``common/arg.cpp``, ``tools/server/server.cpp``): ``-c 0`` (the model's
 training context), ``--parallel -1`` (auto: 4 slots **and** a unified cache, whatever ``--kv-unified`` says), f16 K and
-V, ``--flash-attn auto``, no ``--swa-full``, ``--batch-size 2048``, ``--ubatch-size 512``. A quantized V needs flash
+V, ``--flash-attn auto``, no ``--swa-full``, ``--batch-size 2048``, ``--ubatch-size 512`` (``--fit``, on by default,
+changes ``-c`` only when it is 0: ``common/fit.cpp``). A quantized V needs flash
 attention: ``llama_init_from_model`` turns ``auto`` on for it and refuses ``off``; with flash attention a quantized
 type's block (32) must divide every layer's head size; MLA needs the same K and V types.
 
