@@ -64,9 +64,9 @@ ENTRIES: tuple[Entry, ...] = (
           memory=f"{_CACHES}.sglang"),
     Entry("llama.cpp", "posenc_cli.engines.llamacpp", ("llama.cpp", "llama-cpp-python"),
           not_run="llama.cpp runs a GGUF and exposes logits, not frequencies: its numbers stay modelled (proven on "
-                  "converted GGUFs' logits)"),
-    Entry("ollama", "posenc_cli.engines.ollama", ("ollama",)),
-    Entry("lmstudio", "posenc_cli.engines.lmstudio", ("lmstudio",)),
+                  "converted GGUFs' logits)", memory=f"{_CACHES}.llamacpp"),
+    Entry("ollama", "posenc_cli.engines.ollama", ("ollama",), memory=f"{_CACHES}.ollama"),
+    Entry("lmstudio", "posenc_cli.engines.lmstudio", ("lmstudio",), memory=f"{_CACHES}.lmstudio"),
     Entry("mlx-lm", "posenc_cli.engines.mlx_lm", ("mlx-lm",), installed=f"{_INSTALLED}.mlx_lm"),
     Entry("lmdeploy", "posenc_cli.engines.lmdeploy", ("lmdeploy",), installed=f"{_INSTALLED}.lmdeploy",
           memory=f"{_CACHES}.lmdeploy"),

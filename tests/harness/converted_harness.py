@@ -38,6 +38,7 @@ N_VOCAB = 128
 _DRIVER = r"""
 import importlib.util, sys
 converter, model_dir, out, outtype = sys.argv[1:5]
+extra = sys.argv[5:]
 sys.path.insert(0, converter)
 sys.path.insert(1, converter + "/gguf-py")
 spec = importlib.util.spec_from_file_location("convert_hf_to_gguf", converter + "/convert_hf_to_gguf.py")
@@ -59,7 +60,7 @@ def get_model_class(*args, **kwargs):
     return type(cls.__name__, (cls,), {"model_arch": cls.model_arch, "set_vocab": no_vocab, "__init__": init})
 
 module.get_model_class = get_model_class
-sys.argv = ["convert_hf_to_gguf.py", model_dir, "--outfile", out, "--outtype", outtype]
+sys.argv = ["convert_hf_to_gguf.py", model_dir, "--outfile", out, "--outtype", outtype, *extra]
 module.main()
 """
 
@@ -149,10 +150,12 @@ def save_twin(twin: dict[str, Any], folder: Path, seed: int = 0) -> Path:
     return folder
 
 
-def convert(converter: Path, folder: Path, out: Path, outtype: str = "f32") -> Path:
-    """``convert_hf_to_gguf.py folder --outfile out --outtype f32`` (see the module docstring)."""
+def convert(converter: Path, folder: Path, out: Path, outtype: str = "f32", extra: tuple[str, ...] = ()) -> Path:
+    """``convert_hf_to_gguf.py folder --outfile out --outtype f32 [extra]`` (see the module docstring; ``extra``: more
+    converter flags, such as ``--no-mtp`` for a twin without multi-token-prediction layers)."""
     env = {k: v for k, v in os.environ.items() if k != "NO_LOCAL_GGUF"}
-    done = subprocess.run([sys.executable, "-c", _DRIVER, str(converter), str(folder), str(out), outtype],
+    done = subprocess.run([sys.executable, "-c", _DRIVER, str(converter), str(folder), str(out), outtype,
+                           *extra],
                           capture_output=True, text=True, env=env, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"convert_hf_to_gguf.py failed:\n{done.stderr[-4000:]}")

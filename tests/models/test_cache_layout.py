@@ -328,6 +328,35 @@ def test_a_gguf_reads_per_layer_kv_heads_mla_and_recurrent_layers(tmp_path: Path
     assert [x.kind for x in qwen.layers] == (["state"] * 3 + ["full"]) * 2
 
 
+def test_a_gguf_as_llama_cpp_reads_it(tmp_path: Path) -> None:
+    """llama.cpp's reading (src/models/*.cpp): the MTP (nextn) blocks left out, Nemotron-H's MLP layers, Gemma 4's
+    sliding head sizes, Llama 4's 8192-token chunks, Falcon-H1's attention beside Mamba2."""
+    from posenc_cli.models.cache_layout import gguf_cache_layout
+
+    mtp = gguf_cache_layout(write_gguf(tmp_path / "m.gguf", "qwen35", {
+        "block_count": 5, "nextn_predict_layers": 1, "attention.head_count": 16, "attention.head_count_kv": 4,
+        "attention.key_length": 256, "full_attention_interval": 4, "ssm.conv_kernel": 4, "ssm.inner_size": 4096,
+        "ssm.state_size": 128, "ssm.group_count": 16, "ssm.time_step_rank": 32}))
+    assert [x.kind for x in mtp.layers] == ["state"] * 3 + ["full"] and mtp.nextn_layers == 1
+    nemotron = gguf_cache_layout(write_gguf(tmp_path / "n.gguf", "nemotron_h", {
+        "block_count": 4, "embedding_length": 1024, "attention.head_count": 8, "attention.head_count_kv": [0, 0, 2, 0],
+        "feed_forward_length": [0, 4096, 0, 0], "ssm.conv_kernel": 4, "ssm.inner_size": 2048, "ssm.state_size": 128,
+        "ssm.group_count": 8}))
+    assert [x.kind for x in nemotron.layers] == ["state", "none", "full", "state"]
+    gemma4 = gguf_cache_layout(write_gguf(tmp_path / "g4.gguf", "gemma4", {
+        "block_count": 2, "attention.head_count": 16, "attention.head_count_kv": [8, 2], "attention.key_length": 512,
+        "attention.value_length": 512, "attention.key_length_swa": 256, "attention.value_length_swa": 256,
+        "attention.sliding_window": 1024, "attention.sliding_window_pattern": [True, False]}))
+    assert gemma4.layers == [LayerCache("sliding", 8, 256, 256, window=1024), LayerCache("full", 2, 512, 512)]
+    llama4 = gguf_cache_layout(write_gguf(tmp_path / "l4.gguf", "llama4", {
+        "block_count": 4, "attention.head_count": 40, "attention.head_count_kv": 8, "attention.key_length": 128}))
+    assert [(x.kind, x.window) for x in llama4.layers] == [("chunked", 8192)] * 3 + [("full", None)]
+    falcon = gguf_cache_layout(write_gguf(tmp_path / "f.gguf", "falcon-h1", {
+        "block_count": 2, "attention.head_count": 8, "attention.head_count_kv": 2, "attention.key_length": 64,
+        "ssm.conv_kernel": 4, "ssm.inner_size": 1024, "ssm.state_size": 256, "ssm.group_count": 1}))
+    assert {(x.kind, x.mixer, x.ssm is not None) for x in falcon.layers} == {("full", "attention+mamba2", True)}
+
+
 def test_a_bad_gguf_is_one_error(tmp_path: Path) -> None:
     from posenc_cli.models.cache_layout import gguf_cache_layout
 
