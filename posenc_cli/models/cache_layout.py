@@ -129,6 +129,9 @@ class CacheLayout:
     dtype_source: str
     layers: list[LayerCache]
     notes: list[str] = field(default_factory=list)
+    #: the config the layout was read from (None for a GGUF): an engine whose model classes read it otherwise than
+    #: transformers (mlx-lm's own ``ModelArgs``) reads its keys from here
+    config: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def num_layers(self) -> int:
@@ -307,7 +310,8 @@ def cache_layout(cfg: Mapping[str, Any]) -> CacheLayout:
     if any(x.mixer == "cross_attention" for x in layers):
         notes.append("cross-attention layers cache the keys and values of the image tokens, when given images: none "
                      "for text alone")
-    return CacheLayout(str(cfg.get("model_type") or "") or None, text_type, dtype, source, layers, notes)
+    return CacheLayout(str(cfg.get("model_type") or "") or None, text_type, dtype, source, layers, notes,
+                       config=cfg)
 
 
 def _layer_config(text: Mapping[str, Any], i: int) -> Mapping[str, Any]:
