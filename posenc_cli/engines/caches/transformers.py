@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from posenc_cli.engines.caches.model import CacheGroup, Cost, EngineMemory, Extra, Setting, SettingValue
-from posenc_cli.models.cache_layout import DTYPE_BYTES, transformers_cache
+from posenc_cli.models.cache_layout import transformers_cache
 
 if TYPE_CHECKING:
     from posenc_cli.models.cache_layout import CacheLayout
