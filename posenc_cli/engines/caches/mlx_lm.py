@@ -35,9 +35,11 @@ How mlx-lm builds and grows them (``mlx_lm/models/cache.py``, ``mlx_lm/generate.
   ``KVCache`` of their own.
 
 The activation dtype is the weights' (``mlx_lm.convert`` casts them to the config's ``torch_dtype``; ``load`` keeps
-them): ``--dtype`` here, default the config's. One sequence (``mlx_lm.generate``; the server's batched path keeps
-``BatchKVCache`` objects, not modelled). Proven against mlx-lm's own caches on mlx's CPU backend by
-``tests/engines/test_memory_mlx_lm.py``.
+them): ``--dtype`` here, default the config's. The cost grows with the context when ``--prefill-step-size`` is a
+multiple of 256 (the default 2048: a full cache holds the prompt rounded up to 256 cells); with other step sizes
+mlx-lm's own growth is not monotone (calls of 300: 768 cells after 513 tokens, 556 after 514). One sequence
+(``mlx_lm.generate``; the server's batched path keeps ``BatchKVCache`` objects, not modelled). Proven against
+mlx-lm's own caches on mlx's CPU backend by ``tests/engines/test_memory_mlx_lm.py``.
 """
 
 from __future__ import annotations
@@ -431,6 +433,7 @@ def cost(layout: CacheLayout, ctx: int, settings: Mapping[str, SettingValue]) ->
             continue
         cells = _cells(cache, calls) if cache.heads else 0
         k, v, states = _layer_bytes(cache, cells, act, quantized, bits, group)
+        states = states if calls else 0  # an ArraysCache holds nothing before the first call
         label = _type_label(cache, dtype, quantized, bits, group)
         size = f"(max_size={cache.size}, keep={cache.keep})" if cache.cache == "RotatingKVCache" else (
             f"(chunk {cache.size})" if cache.cache == "ChunkedKVCache" else "")
