@@ -34,8 +34,6 @@ from posenc_cli.engines.caches import mlx_lm_growth as growth
 from posenc_cli.engines.caches.model import Unsupported
 from posenc_cli.models.cache_layout import cache_layout
 
-pytestmark = pytest.mark.numeric
-
 mh = pytest.importorskip("mlx_harness")
 if not mh.available():
     pytest.skip("mlx and mlx-lm do not import here (see tests/harness/mlx_harness.py)", allow_module_level=True)
