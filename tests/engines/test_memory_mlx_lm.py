@@ -234,6 +234,11 @@ def _default_twin(model_type: str, **changes: Any) -> dict[str, Any]:
     ("olmo_hybrid", {}, "bfloat16"),
     ("cohere2", {"sliding_window": 64}, "bfloat16"),
     ("glm4_moe_lite", {}, "float32"),
+    # DeepSeek-V2(-Lite) and MiniCPM3: MLA in transformers, every head's keys and values in mlx-lm
+    ("deepseek_v2", {"rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096,
+                                      "beta_fast": 32, "beta_slow": 1, "mscale": 1, "mscale_all_dim": 1}}, "float32"),
+    ("minicpm3", {"rope_scaling": {"type": "longrope", "long_factor": [1.0] * 16, "short_factor": [1.0] * 16,
+                                   "original_max_position_embeddings": 4096}}, "bfloat16"),
 ])
 def test_default_config_twins(model_type: str, changes: dict[str, Any], dtype: str) -> None:
     check(_default_twin(model_type, **changes), 24, dtype)

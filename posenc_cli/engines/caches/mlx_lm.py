@@ -332,8 +332,8 @@ SETTINGS = (
     Setting("dtype", "--dtype", "auto", "str", ("auto", "float32", "float16", "bfloat16"),
             help="the weights' dtype, which the caches take (mlx_lm.convert --dtype; auto: the config's)"),
     Setting("max_kv_size", "--max-kv-size", 0, minimum=0,
-            help="a RotatingKVCache of this many tokens (and the first 4) per layer, for models without their own "
-                 "make_cache (0: not given)"),
+            help="mlx_lm.generate's (the server has none): a RotatingKVCache of this many tokens (and the first 4) "
+                 "per layer, for models without their own make_cache (0: not given)"),
     Setting("kv_bits", "--kv-bits", 0, choices=(0, *KV_BITS), minimum=0,
             help="quantize the KV caches to this many bits once the prompt reaches --quantized-kv-start (0: not "
                  "given)"),
