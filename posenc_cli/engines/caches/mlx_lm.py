@@ -397,9 +397,12 @@ def _notes(module: str, caches: list[MlxCache], layout: CacheLayout, s: Mapping[
            quantized: bool) -> list[str]:
     notes = [f"mlx_lm.generate's caches after the prompt (mlx-lm {VERSION}, {module}.py); generation grows full "
              f"caches {STEP} cells at a time"]
-    if module in PLAIN and any(x.kind in ("sliding", "chunked") for x in layout.layers) and not s["max_kv_size"]:
-        notes.append(f"{module}.py has no make_cache: its sliding layers keep every token (the window is only in "
-                     "the mask)")
+    whole = sum(1 for x, c in zip(layout.layers, caches, strict=True)
+                if x.kind in ("sliding", "chunked") and c.cache in ("KVCache", "CacheList"))
+    if whole:
+        why = "it has no make_cache" if module in PLAIN else "its make_cache does not read them as windowed"
+        notes.append(f"{whole} layers transformers windows keep every token in mlx-lm ({module}.py: {why}; the "
+                     "window is only in the mask)")
     if s["max_kv_size"] and module not in PLAIN:
         notes.append(f"--max-kv-size is ignored: {module}.py makes its own caches (make_cache)")
     if s["max_kv_size"] and module in PLAIN:
@@ -440,7 +443,7 @@ def cost(layout: CacheLayout, ctx: int, settings: Mapping[str, SettingValue]) ->
         note = ("QuantizedKVCache" if quantized and cache.quantizable else cache.cache) + size
         groups.append(CacheGroup(cache.kind, len(members), cells, k * len(members), v * len(members),
                                  states * len(members), label, label, note))
-    allocated = cells_after(Growing(), calls)
+    allocated = max((g.cells for g in groups if g.kind in ("full", "mla", "full+state")), default=0)
     extras = (Extra("prefill activations", None,
                     f"each prompt call of --prefill-step-size ({s['prefill_step_size']}) tokens computes logits for "
                     "every token of the call and the attention over the cache: not modelled"),)

@@ -114,11 +114,15 @@ def test_max_kv_size_bounds_only_models_without_make_cache() -> None:
     assert any("ignored" in n for n in ignored.notes)
 
 
-def test_sliding_layers_of_a_model_file_without_make_cache_keep_every_token() -> None:
-    mistral = layout("mistral-7b-v0.1")  # sliding_window 4096 in transformers; mlx-lm's llama.py reads layer_types
-    assert {x.kind for x in mistral.layers} == {"sliding"}
-    cost = MEMORY.cost(mistral, 32768, MEMORY.settings_for({}))
+@pytest.mark.parametrize("name", ["mistral-7b-v0.1", "gemma-2-9b-it"])
+def test_layers_transformers_windows_that_mlx_lm_keeps_whole(name: str) -> None:
+    """Mistral 7B (sliding_window 4096; mlx-lm's llama.py windows only layers its layer_types name) and Gemma 2
+    (gemma2.py has no make_cache)."""
+    lay = layout(name)
+    assert "sliding" in {x.kind for x in lay.layers}
+    cost = MEMORY.cost(lay, 32768, MEMORY.settings_for({}))
     assert [g.kind for g in cost.groups] == ["full"] and cost.groups[0].cells == 32768
+    assert any("keep every token in mlx-lm" in n for n in cost.notes)
 
 
 @pytest.mark.parametrize(("name", "given", "why"), [
