@@ -193,7 +193,7 @@ def test_the_newer_transformers_check_adds_no_import(tmp_path: Path, argv: list[
     assert modules["transformers"] is False and modules["torch"] is False
 
 
-@pytest.mark.parametrize("extra", [[], ["--json"], ["--fit", "24GiB"]], ids=["text", "json", "fit"])
+@pytest.mark.parametrize("extra", [[], ["--json"], ["--fit", "80GiB"]], ids=["text", "json", "fit"])
 def test_memory_on_a_config_loads_nothing_heavy_and_no_engine(extra: list[str]) -> None:
     """``posenc memory`` reads the config and runs stdlib memory models: no numpy, no rich, no engine package."""
     argv = ["memory", str(ROOT / "tests" / "corpus" / "gemma-3-27b-it.json"), "--ctx", "128k", *extra]

@@ -78,7 +78,8 @@ class MemoryModel:
 def read_model(source: str, revision: str | None = None) -> MemoryModel:
     """The cache layout (a GGUF's header, else the config as transformers reads it), the weights' size (headers
     only) and the window of ``source``."""
-    from posenc_cli.models.cache_layout import cache_layout, gguf_cache_layout
+    from posenc_cli.models.cache_layout import cache_layout
+    from posenc_cli.models.gguf.caches import gguf_cache_layout
     from posenc_cli.models.sources import read_source
     from posenc_cli.models.weights import weights_of
 

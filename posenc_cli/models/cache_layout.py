@@ -34,9 +34,9 @@ do not grow, and transformers keeps MLA's latent as keys of ``kv_lora_rank`` and
 ``rope_dim``. ``tests/models/test_cache_layout.py`` checks both against the cache tensors of tiny random models of
 every causal-LM model type that builds on a CPU (``tests/data/layer_cache.json``).
 
-:func:`gguf_cache_layout` reads the same facts from a GGUF header as llama.cpp's metadata states them (per-layer KV
-heads, key and value lengths, MLA's latent, the sliding pattern, recurrent layers with their ``ssm.*`` sizes),
-without reading tensor data.
+:func:`posenc_cli.models.gguf.caches.gguf_cache_layout` reads the same facts from a GGUF header as llama.cpp's
+metadata states them (per-layer KV heads, key and value lengths, MLA's latent, the sliding pattern, recurrent layers
+with their ``ssm.*`` sizes), without reading tensor data.
 
 The layer types come from :mod:`posenc_cli.models.model_positions` (one reading of ``layer_types``, sliding
 patterns and linear-attention layers), head sizes from :func:`~posenc_cli.models.config_keys.head_dim_of`.
@@ -44,16 +44,12 @@ patterns and linear-attention layers), head sizes from :func:`~posenc_cli.models
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Literal
 
 from posenc_cli.errors import PosencError
 from posenc_cli.models.config_keys import declared_dtype, head_dim_of, text_config, with_class_defaults
-from posenc_cli.models.gguf.header import Skipped, read_header
-from posenc_cli.models.gguf.metadata import starts_with_gguf_magic
 from posenc_cli.models.model_positions import gemma4_global_head_dim, layer_types_of, no_rope_flags
 from posenc_cli.models.model_types import generated_layer_types, text_kind
 
@@ -130,6 +126,9 @@ class CacheLayout:
     layers: list[LayerCache]
     notes: list[str] = field(default_factory=list)
     nextn_layers: int = 0  # a GGUF's multi-token-prediction layers, past ``layers`` (llama.cpp caches no such layer)
+    #: the config the layout was read from (None for a GGUF): an engine whose model classes read it otherwise than
+    #: transformers (mlx-lm's own ``ModelArgs``) reads its keys from here
+    config: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def num_layers(self) -> int:
@@ -300,7 +299,7 @@ def cache_layout(cfg: Mapping[str, Any]) -> CacheLayout:
     per_layer = _CACHES_PER_LAYER.get(text_type, 1)
     types = [t for t in types for _ in range(per_layer)]
     layers = [_layer(_layer_config(text, i), text_type, lt, i) for i, lt in enumerate(types)]
-    _share(text, types, layers)
+    mark_shared(text, types, layers)
     dtype, source = declared_dtype(cfg)
     if dtype is None:
         source = "the config names no dtype: transformers loads the weights' own"
@@ -308,7 +307,8 @@ def cache_layout(cfg: Mapping[str, Any]) -> CacheLayout:
     if any(x.mixer == "cross_attention" for x in layers):
         notes.append("cross-attention layers cache the keys and values of the image tokens, when given images: none "
                      "for text alone")
-    return CacheLayout(str(cfg.get("model_type") or "") or None, text_type, dtype, source, layers, notes)
+    return CacheLayout(str(cfg.get("model_type") or "") or None, text_type, dtype, source, layers, notes,
+                       config=cfg)
 
 
 def _layer_config(text: Mapping[str, Any], i: int) -> Mapping[str, Any]:
@@ -410,7 +410,7 @@ def _states(text: Mapping[str, Any], text_type: str, lt: str) -> tuple[str, tupl
     raise PosencError(f"{text_type}: posenc does not know the states its {lt} layers keep")
 
 
-def _share(text: Mapping[str, Any], types: list[str], layers: list[LayerCache]) -> None:
+def mark_shared(text: Mapping[str, Any], types: list[str], layers: list[LayerCache]) -> None:
     """Gemma 3n / Gemma 4: the last ``num_kv_shared_layers`` layers read the cache of the last earlier layer of
     their type."""
     shared = _int(text, "num_kv_shared_layers") or 0
@@ -470,130 +470,3 @@ class SsmDims:
     state_size: int | None
     group_count: int | None
     time_step_rank: int | None
-
-
-#: the ``{arch}.`` keys read from a GGUF for its cache facts
-_GGUF_KEYS = ("block_count", "embedding_length", "attention.head_count", "attention.head_count_kv",
-              "attention.key_length", "attention.value_length", "attention.kv_lora_rank", "rope.dimension_count",
-              "attention.sliding_window", "attention.sliding_window_pattern", "full_attention_interval",
-              "attention.shared_kv_layers", "ssm.conv_kernel", "ssm.inner_size", "ssm.state_size",
-              "ssm.group_count", "ssm.time_step_rank", "nextn_predict_layers", "feed_forward_length",
-              "attention.key_length_swa", "attention.value_length_swa")
-_GGUF_SUFFIXES = tuple("." + key for key in _GGUF_KEYS)
-
-#: llama.cpp architectures whose every layer is recurrent (no attention at all)
-_GGUF_RECURRENT = frozenset({"mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"})
-
-#: llama.cpp architectures that set a sliding-window period in code (``hparams.set_swa_pattern(n)`` in their
-#: ``src/models`` loader: layer il slides when ``il % n < n - 1``) when the file names no pattern
-_GGUF_SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "gemma3n": 5, "cohere2": 4, "gpt-oss": 2, "exaone4": 4, "llama4": 4}
-
-#: llama.cpp architectures whose layers without KV heads are recurrent only when they have no feed-forward either
-#: (``models/nemotron-h.cpp``: the others are MLP-only layers, with no cache)
-_GGUF_MLP_LAYERS = frozenset({"nemotron_h", "nemotron_h_moe"})
-
-
-def gguf_cache_layout(path: str | os.PathLike[str], label: str | None = None) -> CacheLayout:
-    """The cache facts of every layer of a GGUF model, from its header alone (stdlib: no tensor data is read).
-
-    Per layer llama.cpp's own metadata: ``attention.head_count_kv`` (a per-layer array where layers differ; 0 for a
-    recurrent or convolution layer), ``key_length`` / ``value_length`` (default ``embedding_length / head_count``),
-    MLA's ``kv_lora_rank`` with ``rope.dimension_count`` (one 576-wide latent for DeepSeek-V3, no V), the sliding
-    window with ``sliding_window_pattern`` (bools, or a period) or the architecture's period in llama.cpp's code,
-    ``full_attention_interval`` (Qwen3-Next, Qwen3.5: the other layers recurrent), and ``ssm.*`` sizes on recurrent
-    layers (:class:`SsmDims`; their states are the engine's to size). No dtype: the cache's is the engine's choice.
-    As llama.cpp reads them (``src/models/*.cpp``): the last ``nextn_predict_layers`` blocks, the multi-token-prediction
-    head, are left out (:attr:`CacheLayout.nextn_layers`; the main context caches ``n_layer()`` layers); Nemotron-H's
-    layers without KV heads are Mamba2 layers only without a ``feed_forward_length`` (else MLP-only, no cache);
-    Llama 4 chunks 8192 tokens; every Falcon-H1 layer holds attention and a Mamba2 state; ``key_length_swa``.
-    """
-    label = label or str(path)
-    if not starts_with_gguf_magic(Path(path), label):
-        raise PosencError(f"{label}: not a readable GGUF file (it does not start with the GGUF magic bytes)")
-    fields = read_header(path, label, lambda k: k == "general.architecture" or k.endswith(_GGUF_SUFFIXES)).fields
-    arch = fields.get("general.architecture")
-    if not isinstance(arch, str) or not arch:
-        raise PosencError(f"{label}: the GGUF file has no general.architecture, so its keys cannot be found")
-
-    def get(key: str) -> Any:
-        value = fields.get(f"{arch}.{key}")
-        if isinstance(value, Skipped):
-            raise PosencError(f"{label}: GGUF key {arch}.{key} holds {value}")
-        return value
-
-    n_all = get("block_count")
-    if not isinstance(n_all, int) or n_all <= 0:
-        raise PosencError(f"{label}: GGUF key {arch}.block_count is missing or not a positive integer")
-    nextn = get("nextn_predict_layers")
-    nextn = nextn if isinstance(nextn, int) and 0 <= nextn < n_all else 0
-    n = n_all - nextn  # llama.cpp's n_layer(): its main context caches these (the nextn layers are the MTP head's)
-
-    def per_layer(key: str, default: int | None) -> list[int | None]:
-        value = get(key)
-        if isinstance(value, list):
-            if len(value) != n_all:
-                raise PosencError(f"{label}: GGUF key {arch}.{key} has {len(value)} entries for {n_all} layers")
-            return [int(v) for v in value[:n]]
-        return [int(value) if isinstance(value, int) else default] * n
-
-    heads = per_layer("attention.head_count", None)
-    kv_heads = per_layer("attention.head_count_kv", None)
-    embd = get("embedding_length")
-    window = get("attention.sliding_window")
-    if arch == "llama4":  # models/llama4.cpp: chunks of 8192 tokens unless the file's window is 0, whatever it names
-        window = None if window == 0 else 8192
-    pattern = get("attention.sliding_window_pattern")
-    sliding, note = _gguf_sliding(arch, n, window, pattern[:n] if isinstance(pattern, list) else pattern)
-    ff = per_layer("feed_forward_length", 0)
-    interval = get("full_attention_interval")
-    ssm = SsmDims(*(get(f"ssm.{k}") for k in ("conv_kernel", "inner_size", "state_size", "group_count",
-                                               "time_step_rank")))
-    rank, rope = get("attention.kv_lora_rank"), get("rope.dimension_count")
-    layers: list[LayerCache] = []
-    for il in range(n):
-        h, kv = heads[il], kv_heads[il] if kv_heads[il] is not None else heads[il]
-        recurrent = (arch in _GGUF_RECURRENT or kv == 0
-                     or (isinstance(interval, int) and interval > 0 and (il + 1) % interval != 0))
-        if recurrent:  # Nemotron-H: no KV heads but a feed-forward is an MLP-only layer
-            mlp = kv == 0 and arch in _GGUF_MLP_LAYERS and ff[il]
-            layers.append(LayerCache("none", mixer="none") if mlp else LayerCache("state", mixer=arch, ssm=ssm))
-            continue
-        if isinstance(rank, int) and rank > 0 and isinstance(rope, int):
-            layers.append(LayerCache("mla", 1, rank + rope, 0, mla=MlaDims(rank, rope)))
-            continue
-        if not h or not kv:
-            raise PosencError(f"{label}: GGUF layer {il} has no attention.head_count(_kv)")
-        per_head, swa = embd // h if isinstance(embd, int) else None, sliding[il]  # sliding layers' own (Gemma 4)
-        k = (swa and get("attention.key_length_swa")) or get("attention.key_length") or per_head
-        v = (swa and get("attention.value_length_swa")) or get("attention.value_length") or per_head or k
-        if not isinstance(k, int) or not isinstance(v, int):
-            raise PosencError(f"{label}: GGUF gives no attention.key_length nor embedding_length")
-        layer = LayerCache("full", kv, k, v)
-        if sliding[il] and isinstance(window, int):
-            layer = replace(layer, kind="chunked" if arch == "llama4" else "sliding", window=window)
-        if arch == "falcon-h1":  # every layer runs attention and Mamba2 side by side (models/falcon-h1.cpp)
-            layer = replace(layer, mixer="attention+mamba2", ssm=ssm)
-        layers.append(layer)
-    shared = get("attention.shared_kv_layers")
-    if isinstance(shared, int) and shared > 0:
-        types = ["sliding" if s else "full" for s in sliding]
-        _share({"num_kv_shared_layers": shared}, types, layers)
-    return CacheLayout(None, arch, None, "a GGUF names no compute dtype: the engine picks its cache types", layers,
-                       [note] if note else [], nextn)
-
-
-def _gguf_sliding(arch: str, n: int, window: Any, pattern: Any) -> tuple[list[bool], str | None]:
-    """Which layers slide, and a note when the file does not say: none without a window; else the file's pattern
-    (one bool per layer, or a period), else the architecture's period in llama.cpp's code, else every layer."""
-    if not isinstance(window, int) or window <= 0:
-        return [False] * n, None
-    if isinstance(pattern, list) and len(pattern) == n:
-        return [bool(p) for p in pattern], None
-    if isinstance(pattern, int) and not isinstance(pattern, bool) and pattern > 0:
-        return [il % pattern < pattern - 1 for il in range(n)], None
-    period = _GGUF_SWA_PERIOD.get(arch)
-    if period is None:
-        return [True] * n, (f"{arch}: the file names a sliding window but no pattern: read as every layer sliding "
-                            "(llama.cpp's code for the architecture decides)")
-    return [il % period < period - 1 for il in range(n)], (
-        f"{arch}: sliding layers by llama.cpp's period {period} for the architecture (the file names no pattern)")

@@ -40,7 +40,8 @@ from llamacpp_memory import TOL, TWINS, LlamaModel, compare, twin_gguf  # noqa: 
 
 from posenc_cli.engines.caches.llamacpp import CACHE_TYPES, MEMORY, Params, allocate, server_params  # noqa: E402
 from posenc_cli.errors import PosencError  # noqa: E402
-from posenc_cli.models.cache_layout import CacheLayout, cache_layout, gguf_cache_layout  # noqa: E402
+from posenc_cli.models.cache_layout import CacheLayout, cache_layout
+from posenc_cli.models.gguf.caches import gguf_cache_layout  # noqa: E402
 
 CONVERTER = converter_dir()
 pytestmark = pytest.mark.skipif(CONVERTER is None, reason="POSENC_LLAMA_CONVERTER does not name llama.cpp's "

@@ -21,7 +21,8 @@ from converted_harness import converter_dir  # noqa: E402
 from llamacpp_memory import MIB, TOL, LlamaModel, compare, twin_gguf  # noqa: E402
 
 from posenc_cli.engines.caches.ollama import MEMORY, ollama_params  # noqa: E402
-from posenc_cli.models.cache_layout import CacheLayout, gguf_cache_layout  # noqa: E402
+from posenc_cli.models.cache_layout import CacheLayout
+from posenc_cli.models.gguf.caches import gguf_cache_layout  # noqa: E402
 
 CONVERTER = converter_dir()
 pytestmark = pytest.mark.skipif(CONVERTER is None, reason="POSENC_LLAMA_CONVERTER does not name llama.cpp's "

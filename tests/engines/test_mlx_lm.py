@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from posenc_cli.engines import hf
+from posenc_cli.engines import hf, mlx_lm_files
 from posenc_cli.engines import mlx_lm as modelled
 from posenc_cli.engines.runs import SAME_RTOL, compare
 from posenc_cli.models.model_positions import describe
@@ -61,8 +61,8 @@ def test_the_model_files_and_remapping_are_the_installed_ones() -> None:
 
     assert mlx_lm.__version__ == modelled.VERSION == mh.MLX_LM_VERSION
     assert installed.version() == modelled.VERSION
-    assert set(modelled.MODEL_FILES) == mh.model_files()
-    assert modelled.REMAPPING == MODEL_REMAPPING
+    assert set(mlx_lm_files.MODEL_FILES) == mh.model_files()
+    assert mlx_lm_files.REMAPPING == MODEL_REMAPPING
 
 
 CORPUS_NAMES = sorted(p.name for p in CORPUS.glob("*.json") if p.name != "SOURCES.json")
@@ -80,7 +80,7 @@ def test_posencs_model_is_what_mlx_lm_builds_for_the_corpus(name: str) -> None:
     for seq in (window, 4096):
         a = modelled.run(model, cfg, window, seq)
         if a.refusal and a.refusal.startswith("not modelled"):
-            assert modelled.model_file(cfg) in modelled.MODEL_FILES
+            assert modelled.model_file(cfg) in mlx_lm_files.MODEL_FILES
             return
         _same_runs(a, installed.run(model, cfg, window, seq))
 

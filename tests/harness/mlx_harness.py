@@ -74,3 +74,70 @@ def kernel_angles(call: dict[str, Any]) -> tuple[np.ndarray, str]:
     angles, norm_error = out[layout]
     assert norm_error < 1e-6, norm_error  # the probe's pairs are the kernel's pairs
     return angles, layout
+
+
+# --- tiny models and their caches (tests/engines/test_memory_mlx_lm.py) -------------------------------------------
+
+def twin(config: dict[str, Any], layers: int = 8, **text_changes: Any) -> dict[str, Any]:
+    """A tiny random twin of ``config`` as mlx-lm reads it: its text part (``text_config`` of a wrapper, kept in
+    place) shrunk as the per-layer rotation sweep shrinks a config (``generate_layer_rotation.shrink``: at most 4
+    heads, tiny sizes, the layer pattern over the first ``layers`` layers), a one-letter-per-layer pattern string
+    (Nemotron-H's ``hybrid_override_pattern``) cut alike, then ``text_changes``. Vision and audio parts dropped."""
+    import copy
+
+    from generate_layer_rotation import shrink
+
+    out = copy.deepcopy(config)
+    inner = out.get("text_config")
+    text = shrink(inner if isinstance(inner, dict) else out, layers)
+    pattern = text.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and len(pattern) > layers:
+        text["hybrid_override_pattern"] = pattern[:layers]
+        text["num_hidden_layers"] = layers
+    text.update(text_changes)
+    if isinstance(inner, dict):
+        out["text_config"] = text
+        for key in ("vision_config", "audio_config", "torch_dtype", "dtype"):
+            out.pop(key, None)
+        text.setdefault("vocab_size", 256)  # a partial text_config (Gemma 3 4B) takes the class's 262208
+        out["vocab_size"] = text["vocab_size"]  # Gemma 3's wrapper writes its own into text_config
+        text.setdefault("tie_word_embeddings", out.get("tie_word_embeddings", False))
+        return out
+    return text
+
+
+def build(config: dict[str, Any], dtype: str = "float32") -> Any:
+    """mlx-lm's model for ``config`` with random weights, cast to ``dtype`` as ``mlx_lm.convert`` casts (the model's
+    ``cast_predicate``), evaluated."""
+    import mlx.core as mx
+    from mlx.utils import tree_map_with_path
+    from mlx_lm.utils import _get_classes
+
+    model_class, args_class = _get_classes(config=config)
+    model = model_class(args_class.from_dict(config))
+    keep = getattr(model, "cast_predicate", lambda _: True)
+    target = getattr(mx, dtype)
+    model.update(tree_map_with_path(
+        lambda k, v: v.astype(target) if keep(k) and mx.issubdtype(v.dtype, mx.floating) else v, model.parameters()))
+    mx.eval(model.parameters())
+    return model
+
+
+def prefill(model: Any, tokens: int, max_kv_size: int | None = None, **settings: Any) -> list[Any]:
+    """The prompt cache after ``mlx_lm.generate``'s ``generate_step`` runs a prompt of ``tokens`` tokens and
+    generates nothing (``max_tokens=0``), with its settings (``kv_bits``, ``kv_group_size``,
+    ``quantized_kv_start``, ``prefill_step_size``)."""
+    import mlx.core as mx
+    from mlx_lm.generate import generate_step
+    from mlx_lm.models.cache import make_prompt_cache
+
+    cache = make_prompt_cache(model, max_kv_size=max_kv_size)
+    prompt = mx.array([i % 97 + 1 for i in range(tokens)], dtype=mx.int32)
+    for _ in generate_step(prompt, model, prompt_cache=cache, max_tokens=0, **settings):
+        pass
+    return list(cache)
+
+
+def layer_nbytes(cache: list[Any]) -> list[int]:
+    """Each cache's ``nbytes`` (mlx-lm's own accounting, which ``LRUPromptCache`` adds up)."""
+    return [int(c.nbytes) for c in cache]

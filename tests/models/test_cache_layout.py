@@ -296,7 +296,7 @@ def write_gguf(path: Path, arch: str, keys: dict[str, Any]) -> Path:
 
 
 def test_a_gguf_reads_per_layer_kv_heads_mla_and_recurrent_layers(tmp_path: Path) -> None:
-    from posenc_cli.models.cache_layout import gguf_cache_layout
+    from posenc_cli.models.gguf.caches import gguf_cache_layout
 
     # Granite 4.0-H style: head_count_kv per layer, 0 on the Mamba2 layers
     hybrid = gguf_cache_layout(write_gguf(tmp_path / "h.gguf", "granitehybrid", {
@@ -331,7 +331,7 @@ def test_a_gguf_reads_per_layer_kv_heads_mla_and_recurrent_layers(tmp_path: Path
 def test_a_gguf_as_llama_cpp_reads_it(tmp_path: Path) -> None:
     """llama.cpp's reading (src/models/*.cpp): the MTP (nextn) blocks left out, Nemotron-H's MLP layers, Gemma 4's
     sliding head sizes, Llama 4's 8192-token chunks, Falcon-H1's attention beside Mamba2."""
-    from posenc_cli.models.cache_layout import gguf_cache_layout
+    from posenc_cli.models.gguf.caches import gguf_cache_layout
 
     mtp = gguf_cache_layout(write_gguf(tmp_path / "m.gguf", "qwen35", {
         "block_count": 5, "nextn_predict_layers": 1, "attention.head_count": 16, "attention.head_count_kv": 4,
@@ -358,7 +358,7 @@ def test_a_gguf_as_llama_cpp_reads_it(tmp_path: Path) -> None:
 
 
 def test_a_bad_gguf_is_one_error(tmp_path: Path) -> None:
-    from posenc_cli.models.cache_layout import gguf_cache_layout
+    from posenc_cli.models.gguf.caches import gguf_cache_layout
 
     with pytest.raises(PosencError, match="block_count"):
         gguf_cache_layout(write_gguf(tmp_path / "x.gguf", "llama", {"attention.head_count": 8}))
