@@ -33,6 +33,9 @@ FitOpt = Annotated[str | None, typer.Option(
     help=f"Memory left for the caches: the longest context that fits, per engine and setting; {SIZES}.")]
 MemoryOpt = Annotated[str | None, typer.Option(
     "--memory", help=f"A whole device's memory: the weights and the overheads posenc computes come off it; {SIZES}.")]
+WeightsOpt = Annotated[str | None, typer.Option(
+    help=f"The weights' size for --memory when posenc cannot read it (a config.json alone) or another file is "
+         f"served (a quantized GGUF); {SIZES}.", show_default="read from the GGUF or safetensors headers")]
 RevisionOpt = Annotated[str | None, typer.Option(help="Hub revision for a Hub id.", show_default="main")]
 
 
@@ -53,6 +56,7 @@ def memory(
     set_: SetOpt = None,
     fit: FitOpt = None,
     device: MemoryOpt = None,
+    weights: WeightsOpt = None,
     revision: RevisionOpt = None,
     groups: Annotated[bool | None, typer.Option(
         "--groups/--no-groups", help="Each engine's layer groups (K, V, state, cells), its levers and notes.",
@@ -62,16 +66,18 @@ def memory(
 ) -> None:
     """What a context costs in memory on each engine, exact per layer group, and the longest context that fits."""
     from posenc_cli.memory.report import memory_report
+    from posenc_cli.units import parse_size
 
     budget = budget_of(fit, device)
     length = None if ctx is None else context_length(ctx)
+    size = None if weights is None else parse_size(weights, name="weights")
     result, code = memory_report(source, length, split_names(engine), extra=list(context.args), sets=set_ or [],
-                                 budget=budget, revision=revision)
+                                 budget=budget, revision=revision, weights=size)
     if png:
         from posenc_cli.plots.memory import memory as draw
 
         drawn = draw(source, length, split_names(engine), png, extra=list(context.args), sets=set_ or [],
-                     budget=budget, revision=revision)
+                     budget=budget, revision=revision, weights=size)
         note(f"wrote {drawn.shown}")
     if as_json:
         print_json(result)

@@ -22,6 +22,7 @@ from posenc_cli.cli.memory import (
     RevisionOpt,
     SetOpt,
     SourceArg,
+    WeightsOpt,
     budget_of,
 )
 from posenc_cli.cli.options import LENGTHS, THETA_RANGE, context_length, one_of, split_names
@@ -43,7 +44,7 @@ from posenc_cli.plots.drawings import (
 from posenc_cli.rope.rope_types import DEFAULT_THETA
 from posenc_cli.rope.scaling import MAX_HEAD_DIM
 from posenc_cli.scale.options import ScaleOptions
-from posenc_cli.units import format_length
+from posenc_cli.units import format_length, parse_size
 
 plot_app = typer.Typer(
     add_completion=False,
@@ -213,6 +214,7 @@ def memory(
     set_: SetOpt = None,
     fit: FitOpt = None,
     device: MemoryOpt = None,
+    weights: WeightsOpt = None,
     revision: RevisionOpt = None,
     output: OutputOpt = None,
     dpi: DpiOpt = 150,
@@ -227,4 +229,5 @@ def memory(
 
     length = None if ctx is None else context_length(ctx)
     _show(draw(source, length, split_names(engine), output, extra=list(context.args), sets=set_ or [],
-               budget=budget_of(fit, device), revision=revision, dpi=dpi, title=title, as_json=as_json), as_json)
+               budget=budget_of(fit, device), revision=revision, dpi=dpi, title=title, as_json=as_json,
+               weights=None if weights is None else parse_size(weights, name="weights")), as_json)

@@ -36,7 +36,7 @@ class MemoryChart:
 
 def memory_chart(ask: Asked, ctx: int | None, budget: Budget | None = None) -> MemoryChart:
     """Each runnable engine's curve at its settings and at each of its levers, from 0 to past the context asked
-    and every longest fit (x1.25)."""
+    and each engine's longest fit at its own settings (x1.25)."""
     ctx = context_for(ask.model, ctx, [])
     limit, extras = budget_for(ask, budget or Budget())
     layout = ask.model.layout
@@ -56,15 +56,17 @@ def memory_chart(ask: Asked, ctx: int | None, budget: Budget | None = None) -> M
             except (Unsupported, PosencError):  # a lever that does not apply to this model
                 continue
             series.append((name, label, lever, chosen))
-            if limit is not None:
+            if limit is not None and not lever:  # the engines' own settings set the axis; levers reach past it
                 fit = engine_fit(memory, layout, chosen, limit, extras=extras)
                 if fit.longest is not None and not fit.unbounded:
                     top = max(top, fit.longest)
     top = max(1, top * 5 // 4)
     contexts = tuple(sorted({max(1, top * i // (POINTS - 1)) for i in range(POINTS)} | {ctx}))
-    curves = []
+    curves: list[Curve] = []
     for name, label, lever, chosen in series:
         memory = ask.models[name]
         needs = tuple(needed(memory.cost(layout, n, chosen), extras=extras) for n in contexts)
+        if lever and any(c.engine == name and not c.lever and c.needs == needs for c in curves):
+            continue  # a lever that changes nothing for this model draws no line
         curves.append(Curve(name, label, lever, contexts, needs))
     return MemoryChart(ask.model.label, ctx, limit, tuple(curves))

@@ -128,18 +128,23 @@ def engine_row(name: str, memory: EngineMemory, model: MemoryModel, ctx: int, gi
     if budget is not None:
         row["needs"] = needed(cost, extras=extras)
         row["fits"] = row["needs"] <= budget
-        row["fit"] = _fit_json(engine_fit(memory, model.layout, values, budget, extras=extras))
-        row["levers"] = _levers(memory, model.layout, values, budget, extras)
+        own = engine_fit(memory, model.layout, values, budget, extras=extras)
+        row["fit"] = _fit_json(own)
+        row["levers"] = _levers(memory, model.layout, values, budget, extras, own)
     return row
 
 
 def _levers(memory: EngineMemory, layout: CacheLayout, values: Mapping[str, SettingValue], budget: int,
-            extras: bool) -> list[dict[str, Any]]:
+            extras: bool, own: Fit) -> list[dict[str, Any]]:
+    """Each lever that buys more context than the settings asked (one that buys nothing for this model is left
+    out: an SWA ratio on a model without sliding layers)."""
     out = []
     for label, change in memory.levers(values):
         try:
             fit = engine_fit(memory, layout, {**values, **change}, budget, extras=extras)
         except (Unsupported, PosencError):  # a lever that does not apply to this model (a --tp it cannot split by)
+            continue
+        if (fit.longest or 0) <= (own.longest or 0) and not (fit.unbounded and not own.unbounded):
             continue
         out.append({"label": label, "settings": change, **_fit_json(fit)})
     return out
@@ -158,14 +163,23 @@ class Asked:
 
 
 def asked(source: str, engines: Sequence[str] | None, *, extra: Sequence[str] = (), sets: Sequence[str] = (),
-          revision: str | None = None) -> Asked:
-    """The engines (default: every one with a memory model), their settings checked, then the model read."""
+          revision: str | None = None, weights: int | None = None) -> Asked:
+    """The engines (default: every one with a memory model), their settings checked, then the model read;
+    ``weights`` (bytes) stands for the weights' size when given (the quantized file to be served, or a config.json
+    alone)."""
     names = [memory_engine(n) for n in engines] if engines else list(registry.memory_engines())
     models = {shown_name(n): m for n in dict.fromkeys(names) if (m := registry.load_memory(n)) is not None}
     given = given_settings(models, extra, sets)
     for name, memory in models.items():
         memory.settings_for(given[name])  # a bad value is an error before the model is read
-    return Asked(read_model(source, revision), models, given)
+    model = read_model(source, revision)
+    if weights is not None:
+        from posenc_cli.models.weights import Weights
+
+        read = model.weights
+        said = f"; the files say {read.bytes:,} bytes" if read.bytes is not None else ""
+        model.weights = Weights(weights, f"given by --weights{said}")
+    return Asked(model, models, given)
 
 
 def context_for(model: MemoryModel, ctx: int | None, notes: list[str], *, past_window_note: bool = True) -> int:
@@ -183,10 +197,10 @@ def context_for(model: MemoryModel, ctx: int | None, notes: list[str], *, past_w
 
 
 def memory_report(source: str, ctx: int | None, engines: Sequence[str] | None, *, extra: Sequence[str] = (),
-                  sets: Sequence[str] = (), budget: Budget = Budget(),
-                  revision: str | None = None) -> tuple[dict[str, Any], ExitCode]:
+                  sets: Sequence[str] = (), budget: Budget = Budget(), revision: str | None = None,
+                  weights: int | None = None) -> tuple[dict[str, Any], ExitCode]:
     """``posenc memory``'s result and exit code (see the module docstring)."""
-    return report(asked(source, engines, extra=extra, sets=sets, revision=revision), ctx, budget)
+    return report(asked(source, engines, extra=extra, sets=sets, revision=revision, weights=weights), ctx, budget)
 
 
 def report(ask: Asked, ctx: int | None, budget: Budget = Budget(), *,
