@@ -63,6 +63,9 @@ def check(
             source, list(names(ENGINE)) if asked is None else asked,
             None if length is None else context_length(length, typed.get("ctx", "--ctx")), trainer_names,
             revision=revision, installed=installed)
+    from posenc_cli.memory.checked import add_ollama_memory
+
+    add_ollama_memory(report, source, revision)
     fits = None if memory is None else _fits(source, report, asked, memory, revision)
     note_newer_transformers()
     for line in report.notes:

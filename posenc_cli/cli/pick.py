@@ -188,6 +188,7 @@ def _render_engine(e: dict[str, Any]) -> list[str]:
         return out + ["   (writes the GGUF, then prints the command that serves it)"]
     out += [f"   caveat: {c}" for c in e["caveats"]]
     out += [f"   verdict: {e['verdict']}"] if e["verdict"] else []
+    out += [f"   memory: {e['memory']}"] if e.get("memory") else []
     return out + ["   " + line for line in e["text"].splitlines()]
 
 

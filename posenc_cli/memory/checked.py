@@ -8,10 +8,13 @@ them in the plan, with the first of the engine's levers that makes the context f
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from posenc_cli.memory.report import Budget, asked, memory_engine, report
 from posenc_cli.units import format_size
+
+if TYPE_CHECKING:
+    from posenc_cli.models.sources import Source
 
 
 def fit_rows(source: str, ctx: int | None, engines: Sequence[str] | None, size: int, *,
@@ -59,3 +62,45 @@ def _line(row: dict[str, Any]) -> str:
     longest = "nothing fits" if row["longest"] is None else f"longest that fits {row['longest']:,}"
     how = f"; fits with {row['how']['label']}" if row["how"] else ""
     return f"does not fit: needs {need}, has {has} ({longest}{how})"
+
+
+def served_memory(engine: str, source: Source, ctx: int) -> dict[str, Any] | None:
+    """What ``engine``'s caches take for ``source`` at ``ctx`` on the engine's defaults (Ollama: at ``num_ctx``
+    ``ctx``), as ``{"engine", "ctx", "bytes", "settings", "line"}``; None when posenc cannot size it (no memory
+    model, an architecture the engine lacks, a model whose layers posenc cannot read)."""
+    from posenc_cli.engines.caches.model import Unsupported
+    from posenc_cli.errors import PosencError
+    from posenc_cli.frameworks.registry import load_memory
+    from posenc_cli.models.cache_layout import cache_layout
+    from posenc_cli.models.gguf.caches import gguf_cache_layout
+
+    memory = load_memory(memory_engine(engine))
+    if memory is None:
+        return None
+    try:
+        layout = gguf_cache_layout(source.path, source.label) if source.kind == "gguf" and source.path else \
+            cache_layout(source.config)
+        values = memory.settings_for({})
+        cost = memory.cost(layout, ctx, values)
+    except (Unsupported, PosencError):
+        return None
+    settings = ", ".join(f"{s.flag} {values[s.key]}" for s in memory.settings)
+    what = f"num_ctx {ctx}" if memory.engine == "ollama" else f"{ctx:,} tokens"
+    return {"engine": memory.engine, "ctx": ctx, "bytes": cost.cache_bytes, "settings": dict(values),
+            "line": f"{what}: its caches take {format_size(cost.cache_bytes)} on {memory.engine}'s defaults "
+                    f"({settings}); posenc memory sizes other settings and a budget"}
+
+
+def add_ollama_memory(report: Any, source: str, revision: str | None = None) -> None:
+    """``posenc check``'s Ollama row gives num_ctx with its memory: a note on that row (``report`` a
+    :class:`~posenc_cli.frameworks.check.CheckReport`; its run's notes are printed under its run line and listed in
+    its JSON ``warnings``)."""
+    rows = [v for v in report.verdicts if v.run.engine == "ollama" and not v.run.refusal]
+    if not rows:
+        return
+    from posenc_cli.models.sources import read_source
+
+    served = served_memory("ollama", read_source(source, revision=revision), report.max_model_len)
+    if served is not None:
+        for v in rows:
+            v.run.warnings.append(served["line"])

@@ -52,7 +52,8 @@ def serving_argv(result: PickResult) -> list[str]:
 
 def engine_answers(result: PickResult, engines: list[str]) -> list[dict[str, Any]]:
     """Each engine's serving answer for the plan: ``engine``, ``command`` (``posenc scale ... --engine E``),
-    ``text``, ``caveats``, ``verdict`` and ``refusal`` (the command's one-line error; None when it answers)."""
+    ``text``, ``caveats``, ``verdict``, ``refusal`` (the command's one-line error; None when it answers) and
+    ``memory`` (Ollama on a model: num_ctx with its caches' size; else None)."""
     if result.source is not None and result.source.kind == "stdin":
         raise PosencError("{engine} runs the plan's posenc scale command, which reads the model again: give the "
                           "config as a file, not - (stdin)", "engine")
@@ -70,8 +71,19 @@ def engine_answers(result: PickResult, engines: list[str]) -> list[dict[str, Any
                 entry["refusal"] = str(exc)
         else:
             entry.update(text=scaled.text, caveats=scaled.caveats, verdict=scaled.verdict)
+        entry["memory"] = _memory(result, engine)
         out.append(entry)
     return out
+
+
+def _memory(result: PickResult, engine: str) -> str | None:
+    """Ollama's answer on a model gives num_ctx with its memory (its caches at the target, on its defaults)."""
+    if engine != "ollama" or result.source is None:
+        return None
+    from posenc_cli.memory.checked import served_memory
+
+    served = served_memory("ollama", result.source, int(result.answer["inputs"]["ctx"]))
+    return None if served is None else str(served["line"])
 
 
 def _scale(argv: list[str], engine: str) -> Any:

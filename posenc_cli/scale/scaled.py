@@ -105,6 +105,8 @@ def scale(method: str, options: ScaleOptions, ask: ScaleAsk, *, theta: float | N
 
         text = written_config(printed, f"the config {fmt} reads")
         destination = model.path if ask.in_place else ask.output
+    if model is not None:
+        notes += _ollama_memory(fmt, model.source, req.target)
     given = {"theta": theta, "head_dim": head_dim}
     verdict = None
     if ask.engine is not None and (destination is None or printed is not None):
@@ -142,9 +144,20 @@ def _served_as_is(req: ScaleRequest, fmt: str, model: _Model, length: int, ask: 
     where = (f"already serves {format_length(window)}" if length == window else
              f"serves {format_length(window)}, and {format_length(length)} is inside that window")
     said.append(f"note: {src.label} {where}: its rope stays as it is, only the serving length is set")
+    said += _ollama_memory(fmt, src, length)
     rendering = Rendering(replace(req, target=length), fmt, name, gguf=src.kind == "gguf", named=ask.model != "MODEL")
     text = _serving_text(rendering, run)
     return Scaled(req, text, said, run.warnings if run else [], None, f"on the model as it is, {judged.line()}")
+
+
+def _ollama_memory(fmt: str, src: Source, num_ctx: int) -> list[str]:
+    """Every Ollama answer on a model gives num_ctx with its memory: the note, on Ollama's defaults."""
+    if fmt != "ollama":
+        return []
+    from posenc_cli.memory.checked import served_memory
+
+    served = served_memory("ollama", src, num_ctx)
+    return [] if served is None else [f"note: {served['line']}"]
 
 
 def _judge_source(src: Source, fmt: str, length: int, name: str) -> Judgement:
