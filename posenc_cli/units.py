@@ -146,8 +146,8 @@ def check_finite(value: float, name: str, *, positive: bool = False) -> float:
 _SIZE = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?|\.\d+)\s*(?P<unit>[A-Za-z]*)\s*$")
 #: memory sizes: binary units (KiB, MiB, GiB, TiB: powers of 2) and decimal ones (KB, MB, GB, TB: powers of 10), as
 #: device makers (GB) and allocators (GiB) quote them; a bare number is bytes
-_SIZE_UNIT = {"": 1, "b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
-              "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_SIZE_UNIT = {"": 1, "b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4, "pib": 1024**5,
+              "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15}
 #: largest memory size accepted: 1 PiB (a rack of accelerators is a few hundred TiB)
 MAX_SIZE = 1 << 50
 
@@ -155,15 +155,15 @@ MAX_SIZE = 1 << 50
 def parse_size(text: str | int, *, name: str = "size") -> int:
     """A memory size in bytes: ``24GiB`` = 24 x 2**30, ``24GB`` = 24 x 10**9, ``512MiB``, ``1.5GiB``, ``8000000000``
     (bytes); units are case-insensitive, a space between number and unit is allowed. Fractions must come to whole
-    bytes."""
+    bytes. ``24G`` is refused: a bare G is GiB to llama.cpp's and Ollama's users and GB to a card's box."""
     if isinstance(text, int) and not isinstance(text, bool):
         value, scale, fraction = int(text), 1, ""
     else:
         match = _SIZE.match(str(text))
         if not match or match["unit"].lower() not in _SIZE_UNIT:
             raise PosencError(
-                f"{{{name}}} {str(text)!r} is not a memory size; use bytes or a number with KiB, MiB, GiB, TiB "
-                "(powers of 2) or KB, MB, GB, TB (powers of 10), e.g. 24GiB, 80GB, 512MiB", name)
+                f"{{{name}}} {str(text)!r} is not a memory size; use bytes or a number with KiB, MiB, GiB, TiB, PiB "
+                "(powers of 2) or KB, MB, GB, TB, PB (powers of 10), e.g. 24GiB, 80GB, 512MiB", name)
         whole, _, fraction = match["num"].partition(".")
         value, scale = int((whole or "0") + fraction), _SIZE_UNIT[match["unit"].lower()]
     numerator: int = value * scale

@@ -107,6 +107,7 @@ def render(r: dict[str, Any], *, groups: bool = True) -> None:
            + ")",
            "weights: " + (format_size(w["bytes"]) + f" ({w['source']})" if w["bytes"] is not None
                           else f"unknown ({w['source']})")]
+    out += [f"  {n}" for n in w.get("notes", [])]
     line = f"context: {r['ctx']:,} tokens"
     if b["for_caches"] is not None:
         how = "--memory less the weights and the overheads computed" if b["extras_counted"] else "--fit"
