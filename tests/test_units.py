@@ -135,7 +135,8 @@ def test_check_finite() -> None:
 
 @pytest.mark.parametrize(("text", "expected"), [
     ("24GiB", 24 * 2**30), ("24GB", 24 * 10**9), ("24 gib", 24 * 2**30), ("512MiB", 512 * 2**20),
-    ("1.5GiB", 3 * 2**29), ("80GB", 8 * 10**10), ("8000000000", 8 * 10**9), ("1TiB", 2**40), ("2KB", 2000), ("1PiB", 2**50),
+    ("1.5GiB", 3 * 2**29), ("80GB", 8 * 10**10), ("8000000000", 8 * 10**9), ("1TiB", 2**40), ("2KB", 2000),
+    ("1PiB", 2**50),
     (4096, 4096),
 ])
 def test_parse_size_reads_binary_and_decimal_units(text: str | int, expected: int) -> None:

@@ -39,21 +39,12 @@ from typing import Any
 from posenc_cli import __version__
 from posenc_cli.errors import PosencError
 from posenc_cli.files import parse_json_object, read_bytes
-from posenc_cli.models.gguf.header import GgufHeader, read_header
+from posenc_cli.models.gguf.header import GGML_TYPE_NAMES, GgufHeader, read_header
 from posenc_cli.models.hub import HUB_INSTALL_HINT, _chain, _one_line, _status, _unreachable, is_hub_id
 from posenc_cli.units import format_size
 
-__all__ = ["GGML_TYPE_NAMES", "SAFETENSORS_BITS", "SAFETENSORS_HEADER_MAX", "Weights", "gguf_weights",
+__all__ = ["SAFETENSORS_BITS", "SAFETENSORS_HEADER_MAX", "Weights", "gguf_weights",
            "hub_weights", "safetensors_file_weights", "safetensors_weights", "weights_of"]
-
-# framework fact: ggml's type names (ggml.c type_traits[].type_name, llama-cpp-python 0.3.36), by ggml type id; the
-# same ids as GGML_BLOCKS (ids 4, 5, 31-33 and 36-38 are removed types, no file holds them)
-GGML_TYPE_NAMES: dict[int, str] = {
-    0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 6: "q5_0", 7: "q5_1", 8: "q8_0", 9: "q8_1", 10: "q2_K", 11: "q3_K",
-    12: "q4_K", 13: "q5_K", 14: "q6_K", 15: "q8_K", 16: "iq2_xxs", 17: "iq2_xs", 18: "iq3_xxs", 19: "iq1_s",
-    20: "iq4_nl", 21: "iq3_s", 22: "iq2_s", 23: "iq4_xs", 24: "i8", 25: "i16", 26: "i32", 27: "i64", 28: "f64",
-    29: "iq1_m", 30: "bf16", 34: "tq1_0", 35: "tq2_0", 39: "mxfp4", 40: "nvfp4", 41: "q1_0", 42: "q2_0",
-}
 
 # framework fact: bits per element of each safetensors dtype (safetensors 0.8.0, Dtype::bitsize; F4 and F6 pack
 # elements across bytes, and a tensor of them must end on a byte)

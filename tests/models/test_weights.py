@@ -33,9 +33,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from posenc_cli.errors import PosencError
-from posenc_cli.models.gguf.header import GGML_BLOCKS
+from posenc_cli.models.gguf.header import GGML_BLOCKS, GGML_TYPE_NAMES
 from posenc_cli.models.weights import (
-    GGML_TYPE_NAMES,
     Weights,
     gguf_weights,
     safetensors_file_weights,

@@ -61,6 +61,7 @@ from posenc_cli.engines.caches.model import (
     Unsupported,
 )
 from posenc_cli.errors import PosencError
+from posenc_cli.models.gguf.header import GGML_BLOCKS, GGML_TYPE_NAMES
 
 if TYPE_CHECKING:
     from posenc_cli.models.cache_layout import CacheLayout, LayerCache
@@ -73,10 +74,11 @@ BASIS = "proven against llama.cpp's log (llama-cpp-python 0.3.36) on converter-m
 PAD = 256
 # framework fact: LLAMA_MAX_SEQ (src/llama-cparams.h)
 MAX_SEQ = 256
-# framework fact: ggml's type traits (ggml/src/ggml.c, block structs in ggml-common.h): (block elements, block bytes)
+# framework fact: the cache types llama-server takes (common/arg.cpp kv_cache_types), in its order; each one's
+# (block elements, block bytes) is ggml's type traits, read from the one table of them (models/gguf/header.py)
+_CACHE_TYPE_NAMES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 CACHE_TYPES: dict[str, tuple[int, int]] = {
-    "f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "q8_0": (32, 34), "q4_0": (32, 18), "q4_1": (32, 20),
-    "iq4_nl": (32, 18), "q5_0": (32, 22), "q5_1": (32, 24)}
+    name: GGML_BLOCKS[i] for name in _CACHE_TYPE_NAMES for i, known in GGML_TYPE_NAMES.items() if known == name}
 # framework fact: llama-server's auto slots (tools/server/server.cpp: n_parallel < 0 -> 4 slots, kv_unified = true)
 AUTO_SLOTS = 4
 # framework fact: Llama 4's chunk in llama.cpp (models/llama4.cpp: hparams.n_swa = 8192)
