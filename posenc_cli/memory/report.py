@@ -78,13 +78,18 @@ class MemoryModel:
 def read_model(source: str, revision: str | None = None) -> MemoryModel:
     """The cache layout (a GGUF's header, else the config as transformers reads it), the weights' size (headers
     only) and the window of ``source``."""
-    from posenc_cli.models.cache_layout import cache_layout
-    from posenc_cli.models.gguf.caches import gguf_cache_layout
     from posenc_cli.models.sources import read_source
     from posenc_cli.models.weights import weights_of
 
     src = read_source(source, revision=revision)
-    layout = gguf_cache_layout(src.path, src.label) if src.kind == "gguf" and src.path else cache_layout(src.config)
+    if src.kind == "gguf" and src.path:
+        from posenc_cli.models.gguf.caches import gguf_cache_layout
+
+        layout = gguf_cache_layout(src.path, src.label)
+    else:
+        from posenc_cli.models.cache_layout import cache_layout
+
+        layout = cache_layout(src.config)
     return MemoryModel(src.label, layout, _window(src), weights_of(source, revision=revision), list(layout.notes))
 
 
