@@ -28,11 +28,14 @@ CtxOpt = Annotated[str | None, typer.Option(
 EngineOpt = Annotated[list[str] | None, engine_option(
     "Engines to size (vllm, llama.cpp, ollama, mlx-lm, ...).", show_default="every engine with a memory model")]
 SetOpt = Annotated[list[str] | None, typer.Option(
-    "--set", help="One engine's setting among several: ENGINE:SETTING=VALUE (llama.cpp:--cache-type-k=q8_0).")]
+    "--set", help="One engine's setting among several: ENGINE:SETTING=VALUE (llama.cpp:--cache-type-k=q8_0).",
+    show_default="each engine's defaults")]
 FitOpt = Annotated[str | None, typer.Option(
-    help=f"Memory left for the caches: the longest context that fits, per engine and setting; {SIZES}.")]
+    help=f"Memory left for the caches: the longest context that fits, per engine and setting; {SIZES}.",
+    show_default="no budget")]
 MemoryOpt = Annotated[str | None, typer.Option(
-    "--memory", help=f"A whole device's memory: the weights and the overheads posenc computes come off it; {SIZES}.")]
+    "--memory", help=f"A whole device's memory: the weights and the overheads posenc computes come off it; {SIZES}.",
+    show_default="no budget")]
 WeightsOpt = Annotated[str | None, typer.Option(
     help=f"The weights' size for --memory when posenc cannot read it (a config.json alone) or another file is "
          f"served (a quantized GGUF); {SIZES}.", show_default="read from the GGUF or safetensors headers")]
@@ -61,7 +64,8 @@ def memory(
     groups: Annotated[bool | None, typer.Option(
         "--groups/--no-groups", help="Each engine's layer groups (K, V, state, cells), its levers and notes.",
         show_default="with one engine")] = None,
-    png: Annotated[str | None, typer.Option(help="Also draw bytes against context per engine to this PNG.")] = None,
+    png: Annotated[str | None, typer.Option(help="Also draw bytes against context per engine to this PNG.",
+                                            show_default="no figure")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """What a context costs in memory on each engine, exact per layer group, and the longest context that fits."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from posenc_cli.errors import PosencError
 from posenc_cli.memory.report import Budget, asked, memory_engine, report
 from posenc_cli.units import format_size
 
@@ -69,7 +70,6 @@ def served_memory(engine: str, source: Source, ctx: int) -> dict[str, Any] | Non
     ``ctx``), as ``{"engine", "ctx", "bytes", "settings", "line"}``; None when posenc cannot size it (no memory
     model, an architecture the engine lacks, a model whose layers posenc cannot read)."""
     from posenc_cli.engines.caches.model import Unsupported
-    from posenc_cli.errors import PosencError
     from posenc_cli.frameworks.registry import load_memory
     from posenc_cli.models.cache_layout import cache_layout
     from posenc_cli.models.gguf.caches import gguf_cache_layout

@@ -73,6 +73,8 @@ def base_args(path: tuple[str, ...], tmp: Path) -> list[str]:
         ("experiment", "lm"): ["--quick", "--methods", "rope", "--device", "none"],
         ("experiment", "copy"): ["--quick", "--methods", "rope", "--device", "none"],
         ("experiment", "passkey"): ["--quick", "--out", NOT_A_FOLDER],
+        ("memory",): [CONFIG, "--engine", "transformers,llama.cpp"],
+        ("plot", "memory"): [CONFIG, "--engine", "transformers", "--dpi", "20", *png],
         ("eval", "probe"): [CLOSED, "--timeout", "0.5", "--retries", "0"],
         ("eval", "run"): [CLOSED, "--out", str(tmp / "run"), "--lengths", "64", "--timeout", "0.5", "--retries", "0"],
     }.get(path, [])
