@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from posenc_cli.engines.caches.model import SettingValue, Unsupported
 from posenc_cli.errors import PosencError
 from posenc_cli.memory.fit import engine_fit, needed
-from posenc_cli.memory.report import Asked, Budget, budget_for, context_for
+from posenc_cli.memory.report import NO_BUDGET, Asked, Budget, budget_for, context_for
 
 #: points per curve: the costs are step functions of 256-cell or block-size steps, far finer than a figure shows
 POINTS = 161
@@ -38,7 +38,7 @@ def memory_chart(ask: Asked, ctx: int | None, budget: Budget | None = None) -> M
     """Each runnable engine's curve at its settings and at each of its levers, from 0 to past the context asked
     and each engine's longest fit at its own settings (x1.25)."""
     ctx = context_for(ask.model, ctx, [])
-    limit, extras = budget_for(ask, budget or Budget())
+    limit, extras = budget_for(ask, budget or NO_BUDGET)
     layout = ask.model.layout
     series: list[tuple[str, str, bool, dict[str, SettingValue]]] = []
     top = ctx

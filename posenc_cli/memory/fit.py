@@ -9,8 +9,7 @@ solver bisects the cost itself, which every memory model keeps non-decreasing in
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from posenc_cli.engines.caches.model import Cost, SettingValue
 from posenc_cli.units import MAX_LENGTH
@@ -25,8 +24,7 @@ def needed(cost: Cost, *, extras: bool) -> int:
     return cost.cache_bytes + (cost.extra_bytes if extras else 0)
 
 
-@dataclass(frozen=True)
-class Fit:
+class Fit(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """The longest context that fits (``longest`` None: not even one token; ``unbounded``: the caches stop growing
     before :data:`~posenc_cli.units.MAX_LENGTH`, so every length fits) and the cost at it."""
 

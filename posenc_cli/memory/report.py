@@ -10,8 +10,8 @@ listed with whether it was given or the engine's default.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from posenc_cli.engines.caches.model import EngineMemory, SettingValue, Unsupported
 from posenc_cli.errors import ExitCode, PosencError
@@ -51,8 +51,7 @@ def shown_name(name: str) -> str:
     return "transformers" if name == "hf" else name
 
 
-@dataclass(frozen=True)
-class Budget:
+class Budget(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """What the caches may use: ``fit`` (bytes left for the caches) or ``memory`` (a whole device: the weights
     and the overheads posenc computes come off it)."""
 
@@ -62,6 +61,10 @@ class Budget:
     @property
     def given(self) -> bool:
         return self.fit is not None or self.memory is not None
+
+
+#: no budget: the caches are sized, nothing is judged
+NO_BUDGET = Budget()
 
 
 @dataclass
@@ -103,7 +106,7 @@ def _window(src: Source) -> int | None:
 
 
 def _group(g: Any) -> dict[str, Any]:
-    return {**asdict(g), "bytes": g.bytes}
+    return {**g._asdict(), "bytes": g.bytes}
 
 
 def _settings(memory: EngineMemory, values: Mapping[str, SettingValue], given: Mapping[str, str]) -> list[dict[
@@ -128,7 +131,7 @@ def engine_row(name: str, memory: EngineMemory, model: MemoryModel, ctx: int, gi
         return {**row, "runs": False, "why": str(why)}
     row.update(runs=True, ctx=cost.ctx, allocated=cost.allocated, sequences=cost.sequences,
                groups=[_group(g) for g in cost.groups], cache_bytes=cost.cache_bytes,
-               extras=[asdict(e) for e in cost.extras], extra_bytes=cost.extra_bytes,
+               extras=[e._asdict() for e in cost.extras], extra_bytes=cost.extra_bytes,
                notes=list(memory.notes) + list(cost.notes))
     if budget is not None:
         row["needs"] = needed(cost, extras=extras)
@@ -202,13 +205,13 @@ def context_for(model: MemoryModel, ctx: int | None, notes: list[str], *, past_w
 
 
 def memory_report(source: str, ctx: int | None, engines: Sequence[str] | None, *, extra: Sequence[str] = (),
-                  sets: Sequence[str] = (), budget: Budget = Budget(), revision: str | None = None,
+                  sets: Sequence[str] = (), budget: Budget = NO_BUDGET, revision: str | None = None,
                   weights: int | None = None) -> tuple[dict[str, Any], ExitCode]:
     """``posenc memory``'s result and exit code (see the module docstring)."""
     return report(asked(source, engines, extra=extra, sets=sets, revision=revision, weights=weights), ctx, budget)
 
 
-def report(ask: Asked, ctx: int | None, budget: Budget = Budget(), *,
+def report(ask: Asked, ctx: int | None, budget: Budget = NO_BUDGET, *,
            past_window_note: bool = True) -> tuple[dict[str, Any], ExitCode]:
     """:func:`memory_report` on a model already read."""
     model = ask.model

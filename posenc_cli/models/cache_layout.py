@@ -45,8 +45,8 @@ patterns and linear-attention layers), head sizes from :func:`~posenc_cli.models
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
 
 from posenc_cli.errors import PosencError
 from posenc_cli.models.config_keys import declared_dtype, head_dim_of, text_config, with_class_defaults
@@ -61,8 +61,7 @@ CacheKind = Literal["full", "sliding", "chunked", "mla", "shared", "state", "non
 KINDS: tuple[CacheKind, ...] = ("full", "sliding", "chunked", "mla", "shared", "state", "none")
 
 
-@dataclass(frozen=True)
-class StateTensor:
+class StateTensor(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """A fixed-size per-sequence state: its name, its shape without the batch axis, and its dtype (None: the compute
     dtype)."""
 
@@ -71,16 +70,14 @@ class StateTensor:
     dtype: str | None = None
 
 
-@dataclass(frozen=True)
-class MlaDims:
+class MlaDims(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """Multi-head latent attention: the latent's rank and the rotated key dims cached beside it."""
 
     kv_lora_rank: int
     rope_dim: int
 
 
-@dataclass(frozen=True)
-class LayerCache:
+class LayerCache(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """What one layer caches (see the module docstring for each field)."""
 
     kind: CacheKind
@@ -107,8 +104,7 @@ class LayerCache:
         return self.kv_heads * self.v_head_dim if self.kind in ("full", "sliding", "chunked") else 0
 
 
-@dataclass(frozen=True)
-class LayerGroup:
+class LayerGroup(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """Equal layers: their shared cache facts (``shares`` dropped) and their indices."""
 
     cache: LayerCache
@@ -138,12 +134,11 @@ class CacheLayout:
         """Equal layers grouped, in order of their first layer (a shared layer equal to others whatever it shares)."""
         found: dict[LayerCache, list[int]] = {}
         for i, layer in enumerate(self.layers):
-            found.setdefault(replace(layer, shares=None), []).append(i)
+            found.setdefault(layer._replace(shares=None), []).append(i)
         return [LayerGroup(cache, tuple(layers)) for cache, layers in found.items()]
 
 
-@dataclass(frozen=True)
-class CacheTensor:
+class CacheTensor(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """One tensor of transformers' cache: the layer, its name there, its shape (batch first) and dtype."""
 
     layer: int
@@ -329,14 +324,14 @@ def _layer(text: Mapping[str, Any], text_type: str, lt: str, i: int) -> LayerCac
     if lt in _ATTENTION_TYPES or lt in ("hybrid", "hybrid_sliding"):
         layer = _attention(text, text_type, lt, i)
         if lt in ("sliding_attention", "hybrid_sliding"):
-            layer = replace(layer, kind="sliding", window=_need(text, text_type, "sliding_window"))
+            layer = layer._replace(kind="sliding", window=_need(text, text_type, "sliding_window"))
         elif lt == "chunked_attention":
-            layer = replace(layer, kind="chunked", window=_need(text, text_type, "attention_chunk_size"))
+            layer = layer._replace(kind="chunked", window=_need(text, text_type, "attention_chunk_size"))
         elif layer.kind != "mla":
-            layer = replace(layer, kind="full")
+            layer = layer._replace(kind="full")
         if lt.startswith("hybrid"):  # attention and a state-space mixer side by side (Falcon-H1)
             mixer, states = _states(text, text_type, lt)
-            layer = replace(layer, mixer=f"attention+{mixer}", states=states)
+            layer = layer._replace(mixer=f"attention+{mixer}", states=states)
         return layer
     if lt in ("linear_attention", "conv"):
         mixer, states = _states(text, text_type, lt)
@@ -423,7 +418,7 @@ def mark_shared(text: Mapping[str, Any], types: list[str], layers: list[LayerCac
         if producer is None:
             raise PosencError(f"layer {i} ({types[i]}) shares the cache of an earlier layer of its type, and "
                               "there is none")
-        layers[i] = replace(layers[i], kind="shared", shares=producer)
+        layers[i] = layers[i]._replace(kind="shared", shares=producer)
 
 
 def transformers_cache(layout: CacheLayout, tokens: int, batch: int = 1, dtype: str | None = None) -> list[CacheTensor]:
@@ -460,8 +455,7 @@ def transformers_cache_bytes(layout: CacheLayout, tokens: int, batch: int = 1, d
 
 # --- GGUF ---------------------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class SsmDims:
+class SsmDims(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """A state-space or linear-attention layer's sizes as a GGUF gives them (``{arch}.ssm.*``): each engine sizes
     its own states from these."""
 

@@ -24,10 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from posenc_cli.errors import PosencError
-from posenc_cli.models import remote_code
 from posenc_cli.models.config_keys import ABSENT, head_dim_of, infer_model_type, text_config, with_class_defaults
 from posenc_cli.models.model_types import (
     ALIBI_TYPES,
@@ -42,6 +41,9 @@ from posenc_cli.models.model_types import (
 from posenc_cli.models.rope_dicts import class_rope_dict, resolve
 from posenc_cli.models.value_checks import check_rope_params, check_sizes, int_or_none, is_number
 from posenc_cli.rope.attention_factors import yarn_mscale
+
+if TYPE_CHECKING:
+    from posenc_cli.models import remote_code
 
 LEARNED_TYPES = frozenset({"gpt2", "opt", "gpt_bigcode", "bert", "roberta", "distilbert", "xlm-roberta", "bart",
                            "gpt_neo", "biogpt", "whisper", "electra", "albert", "mbart", "blenderbot"})
@@ -332,6 +334,8 @@ def describe(cfg: Mapping[str, Any]) -> ModelPositions:
     text, text_type, where = text_config(cfg)
     if where and not where.endswith(ABSENT):
         check_sizes(text, f"{where}.")
+    from posenc_cli.models import remote_code  # about 5 ms of tables: posenc memory reads layers, not engines
+
     reading = remote_code.read(cfg)
     if reading is not None:
         return _engine_read(reading)

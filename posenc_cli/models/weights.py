@@ -34,14 +34,16 @@ import struct
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from posenc_cli import __version__
 from posenc_cli.errors import PosencError
 from posenc_cli.files import parse_json_object, read_bytes
-from posenc_cli.models.gguf.header import GGML_TYPE_NAMES, GgufHeader, read_header
 from posenc_cli.models.hub import HUB_INSTALL_HINT, _chain, _one_line, _status, _unreachable, is_hub_id
 from posenc_cli.units import format_size
+
+if TYPE_CHECKING:
+    from posenc_cli.models.gguf.header import GgufHeader
 
 __all__ = ["SAFETENSORS_BITS", "SAFETENSORS_HEADER_MAX", "Weights", "gguf_weights",
            "hub_weights", "safetensors_file_weights", "safetensors_weights", "weights_of"]
@@ -125,6 +127,8 @@ def gguf_weights(path: str | os.PathLike[str], label: str | None = None) -> Weig
 
 
 def _gguf_header(path: str | os.PathLike[str], label: str) -> GgufHeader:
+    from posenc_cli.models.gguf.header import read_header  # a GGUF's only: a config.json's weights need none
+
     return read_header(path, label, lambda key: key in _SPLIT_KEYS)
 
 
@@ -140,6 +144,8 @@ def _split_int(header: GgufHeader, key: str, label: str) -> int | None:
 def _gguf_tally(shards: list[tuple[Path, GgufHeader]], label: str) -> tuple[_Tally, list[str]]:
     """Tensors of every shard added up; llama.cpp's rules on duplicates across shards; notes on sizes read from
     offsets (a type newer than GGML_BLOCKS) and on bytes after a file's tensor data."""
+    from posenc_cli.models.gguf.header import GGML_TYPE_NAMES
+
     tally, notes, seen = _Tally(), list[str](), set[str]()
     guessed: dict[str, int] = {}
     for path, header in shards:

@@ -15,8 +15,7 @@ own at :attr:`EngineMemory.version`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from posenc_cli.errors import PosencError
 
@@ -27,8 +26,7 @@ SettingValue = int | str | bool
 SettingKind = Literal["int", "str", "bool", "size"]
 
 
-@dataclass(frozen=True)
-class Setting:
+class Setting(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """One engine setting that changes what its caches cost.
 
     ``key``: posenc's name (a Python identifier, the JSON key); ``flag``: the engine's own (``--cache-type-k``,
@@ -76,8 +74,7 @@ class Setting:
         return value
 
 
-@dataclass(frozen=True)
-class CacheGroup:
+class CacheGroup(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """What one group of equal layers holds at the context, as the engine allocates it.
 
     ``cells``: token slots per layer and sequence stream as allocated (padded, a sliding layer's cells), 0 for
@@ -99,8 +96,7 @@ class CacheGroup:
         return self.k_bytes + self.v_bytes + self.state_bytes
 
 
-@dataclass(frozen=True)
-class Extra:
+class Extra(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """Memory outside the caches: ``bytes`` None when posenc names it without computing it (``why`` says why)."""
 
     name: str
@@ -108,8 +104,7 @@ class Extra:
     why: str = ""
 
 
-@dataclass(frozen=True)
-class Cost:
+class Cost(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """An engine's caches for one model at one context: the groups, what lies outside them, and notes.
 
     ``ctx``: the context asked (tokens per sequence); ``allocated``: the cells the engine sizes its full-attention
@@ -145,8 +140,7 @@ def _no_levers(settings: Mapping[str, SettingValue]) -> list[Lever]:
     return []
 
 
-@dataclass(frozen=True)
-class EngineMemory:
+class EngineMemory(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """An engine's memory model.
 
     ``cost(layout, ctx, settings)``: a :class:`Cost` (raises :class:`Unsupported` for a model the engine cannot
@@ -160,7 +154,7 @@ class EngineMemory:
     settings: tuple[Setting, ...]
     cost: Callable[[CacheLayout, int, Mapping[str, SettingValue]], Cost]
     levers: Callable[[Mapping[str, SettingValue]], list[Lever]] = _no_levers
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
 
     def setting(self, name: str) -> Setting:
         """The setting called ``name`` (its key or the engine's flag)."""

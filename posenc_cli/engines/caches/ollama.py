@@ -33,7 +33,6 @@ The default ``num_ctx`` (``server/routes.go``): ``OLLAMA_CONTEXT_LENGTH`` if set
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from posenc_cli.engines.caches import llamacpp
@@ -117,7 +116,7 @@ def cost(layout: CacheLayout, ctx: int, settings: Mapping[str, SettingValue]) ->
     if layout.nextn_layers:
         extras += (Extra("MTP draft context", None, "the speculative draft's own llama.cpp context and cache for the "
                          "GGUF's nextn layers (Ollama turns MTP drafting on for such a GGUF)"),)
-    return replace(out, extras=extras)
+    return out._replace(extras=extras)
 
 
 def levers(settings: Mapping[str, SettingValue]) -> list[Lever]:

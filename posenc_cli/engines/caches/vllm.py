@@ -332,7 +332,7 @@ def _align_hybrid(first: LayerCache, block: int, tp: int, kv_dtype: str, elem: i
     if mla:
         per_token = sum(_attention_content(first, 1, kv_dtype, elem))
     else:
-        square = replace(first, v_head_dim=first.k_head_dim)  # FullAttentionSpec(head_size=get_head_size())
+        square = first._replace(v_head_dim=first.k_head_dim)  # FullAttentionSpec(head_size=get_head_size())
         per_token = sum(_attention_content(square, max(1, first.kv_heads // tp), kv_dtype, elem))
     kernel = FLASHMLA_BLOCK if mla and kv_dtype in ("fp8", "fp8_e4m3") else KERNEL_BLOCK
     alignment = max(kernel, block)

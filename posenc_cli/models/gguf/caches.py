@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -111,9 +110,9 @@ def gguf_cache_layout(path: str | os.PathLike[str], label: str | None = None) ->
             raise PosencError(f"{label}: GGUF gives no attention.key_length nor embedding_length")
         layer = LayerCache("full", kv, k, v)
         if sliding[il] and isinstance(window, int):
-            layer = replace(layer, kind="chunked" if arch == "llama4" else "sliding", window=window)
+            layer = layer._replace(kind="chunked" if arch == "llama4" else "sliding", window=window)
         if arch == "falcon-h1":  # every layer runs attention and Mamba2 side by side (models/falcon-h1.cpp)
-            layer = replace(layer, mixer="attention+mamba2", ssm=ssm)
+            layer = layer._replace(mixer="attention+mamba2", ssm=ssm)
         layers.append(layer)
     shared = get("attention.shared_kv_layers")
     if isinstance(shared, int) and shared > 0:
