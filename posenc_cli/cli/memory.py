@@ -1,7 +1,9 @@
 """``posenc memory``: what a context costs in memory on each engine, per layer group, and with a budget the longest
-context that fits. Parsing and rendering only: the work is :func:`posenc_cli.memory.report.memory_report`."""
+context that fits. Parsing and rendering only: the work is :func:`posenc_cli.memory.report.memory_report`.
 
-from __future__ import annotations
+No ``from __future__ import annotations`` (as in ``cli/pick.py``): typer would compile each option's annotation string
+on every run; written plainly, they are built once, as the module loads.
+"""
 
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
@@ -42,7 +44,7 @@ WeightsOpt = Annotated[str | None, typer.Option(
 RevisionOpt = Annotated[str | None, typer.Option(help="Hub revision for a Hub id.", show_default="main")]
 
 
-def budget_of(fit: str | None, device: str | None) -> Budget:
+def budget_of(fit: str | None, device: str | None) -> "Budget":
     """``--fit`` and ``--memory`` read as sizes."""
     from posenc_cli.memory.report import Budget
     from posenc_cli.units import parse_size

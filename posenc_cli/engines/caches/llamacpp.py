@@ -47,8 +47,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from posenc_cli.engines.caches.model import (
     CacheGroup,
@@ -112,8 +111,7 @@ SETTINGS = (
 )
 
 
-@dataclass(frozen=True)
-class Params:
+class Params(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """llama.cpp's context parameters as ``llama_init_from_model`` gets them: ``n_ctx`` is ``-c`` (unpadded)."""
 
     n_ctx: int
@@ -150,8 +148,7 @@ class Params:
         return pad(min(self.cells, window * slots + self.ubatch))
 
 
-@dataclass(frozen=True)
-class LogLine:
+class LogLine(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """One ``llama_kv_cache: size = ...`` or ``llama_memory_recurrent: size = ...`` line: the cache's cells (per
     stream; a recurrent memory's ``mem_size``), its layers (with a cache; a recurrent memory prints the model's layer
     count), sequences and streams, and its K and V bytes (a recurrent memory's R and S)."""
@@ -170,8 +167,7 @@ class LogLine:
         return self.k_bytes + self.v_bytes
 
 
-@dataclass(frozen=True)
-class LayerView:
+class LayerView(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """One layer as llama.cpp caches it: which KV cache holds it (``"base"``, ``"swa"`` or ``""``), K and V widths
     per cell (V 0: none), the window, recurrent R and S elements per row, and a DSA indexer's K width."""
 
@@ -237,12 +233,12 @@ def _layers(layout: CacheLayout, notes: list[str]) -> list[LayerView]:
         view = LayerView("swa" if sliding else "base" if attention else "", kind=kind, window=window)
         if attention or layer.kind == "shared":  # a shared layer caches nothing but counts in llama.cpp's widths
             mla = layer.mla is not None or layer.kind == "mla"
-            view = replace(view, k_width=layer.kv_heads * layer.k_head_dim, k_head=layer.k_head_dim,
+            view = view._replace(k_width=layer.kv_heads * layer.k_head_dim, k_head=layer.k_head_dim,
                            v_width=0 if mla else layer.kv_heads * layer.v_head_dim, indexer=layer.indexer_dim,
                            v_head=layer.mla.kv_lora_rank if layer.mla is not None else layer.v_head_dim)
         if layer.kind == "state" or layer.states or (layer.ssm is not None and layer.kind != "none"):
             r, s = _state_sizes(layer)
-            view = replace(view, r=r, s=s)
+            view = view._replace(r=r, s=s)
         out.append(view)
     if any(x.kind in ("sliding", "chunked") for x in layout.layers) and not swa_ok:
         notes.append(f"{layout.text_type}: llama.cpp keeps no sliding window for this architecture (its loader sets "

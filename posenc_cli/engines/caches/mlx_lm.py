@@ -45,8 +45,7 @@ mlx-lm's own caches on mlx's CPU backend by ``tests/engines/test_memory_mlx_lm.p
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from posenc_cli.engines.caches.mlx_lm_growth import STEP, Chunked, Growing, Rotating, cells_after, prompt_calls
 from posenc_cli.engines.caches.model import (
@@ -90,8 +89,7 @@ LATENT_MLA = frozenset({"deepseek_v3", "kimi_k25", "kimi_vl", "glm4_moe_lite", "
 EXPANDED_MLA = frozenset({"deepseek_v2", "minicpm3"})
 
 
-@dataclass(frozen=True)
-class MlxCache:
+class MlxCache(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """One layer's cache as mlx-lm builds it.
 
     ``cache``: ``KVCache``, ``RotatingKVCache``, ``ChunkedKVCache``, ``ArraysCache`` or ``CacheList``; ``kind``: the
@@ -187,7 +185,7 @@ def _plain(layout: CacheLayout, module: str, max_kv: int) -> list[MlxCache]:
         if layer.indexer_dim:
             raise Unsupported(f"posenc does not model mlx-lm's {module}.py for DSA indexer layers")
         if max_kv:
-            cache = replace(cache, cache="RotatingKVCache", kind="sliding" if cache.kind == "full" else cache.kind,
+            cache = cache._replace(cache="RotatingKVCache", kind="sliding" if cache.kind == "full" else cache.kind,
                             size=max_kv, keep=MAX_KV_KEEP, quantizable=False,
                             refuses="RotatingKVCache.to_quantized raises NotImplementedError (--max-kv-size)")
         out.append(cache)
@@ -270,7 +268,7 @@ def _hybrid(layout: CacheLayout, module: str, max_kv: int) -> list[MlxCache]:
             out.append(MlxCache("state", "ArraysCache", states=_states(layer, module)))
         elif layer.kind == "full" and layer.states:  # Falcon-H1: attention and Mamba-2 side by side
             dim = int(text.get("head_dim") or 64)  # falcon_h1.py ModelArgs.head_dim = 64 (transformers: hidden / heads)
-            out.append(replace(_kv(layer, "full+state"), cache="CacheList", k_dim=dim, v_dim=dim,
+            out.append(_kv(layer, "full+state")._replace(cache="CacheList", k_dim=dim, v_dim=dim,
                                states=_states(layer, module), quantizable=False))
         elif layer.kind == "full":
             out.append(_kv(layer))

@@ -42,8 +42,7 @@ mixers other than gated delta nets and Mamba2 (refused), a config's ``mamba_ssm_
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from posenc_cli.engines.caches.model import (
     CacheGroup,
@@ -116,8 +115,7 @@ def _ratio(settings: Mapping[str, SettingValue], key: str, flag: str, most: floa
     return value
 
 
-@dataclass(frozen=True)
-class Pools:
+class Pools(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """SGLang's pools for one model and settings: per-token bytes of the token pool (full layers), of the sliding
     pool, a state slot's bytes, and what sizes them."""
 

@@ -49,9 +49,8 @@ backends); the hybrid block alignment reads the first attention layer for ``get_
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from math import gcd
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from posenc_cli.engines.caches.model import (
     CacheGroup,
@@ -124,8 +123,7 @@ def _lcm(*values: int) -> int:
     return out
 
 
-@dataclass(frozen=True)
-class Spec:
+class Spec(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """One layer's KV cache spec as vLLM builds it: ``kind`` (full, sliding, chunked, mla, sliding_mla, mamba),
     ``block`` tokens per page, ``page`` bytes (padded), the K, V and state bytes of the unpadded content per page,
     ``window`` (sliding window or chunk), ``fixed_pages`` (a state layer's pages per request), ``ident`` (what
@@ -158,8 +156,7 @@ class Spec:
         return self.k + self.v + self.s
 
 
-@dataclass(frozen=True)
-class Group:
+class Group(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """One KV cache group: its spec, its real layers and the layers it is padded to."""
 
     spec: Spec
@@ -168,8 +165,7 @@ class Group:
     uniform_type: tuple[Spec, ...] = ()  # a UniformTypeKVCacheSpecs group: every layer's own spec
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """vLLM's plan for a model at some settings: the groups, the bytes one block takes in the pool, notes."""
 
     groups: tuple[Group, ...]
@@ -353,7 +349,7 @@ def _promote(specs: list[tuple[int, Spec]]) -> list[tuple[int, Spec]]:
     if not kinds & {"full", "mla"} or not kinds & {"sliding", "chunked", "sliding_mla"}:
         return specs
     to = {"sliding": "full", "chunked": "full", "sliding_mla": "mla"}
-    return [(i, replace(s, kind=to.get(s.kind, s.kind), window=None) if s.kind in to else s) for i, s in specs]
+    return [(i, s._replace(kind=to.get(s.kind, s.kind), window=None) if s.kind in to else s) for i, s in specs]
 
 
 _TYPE = {"full": "full", "mla": "full", "sliding": "sliding", "sliding_mla": "sliding", "chunked": "chunked",
@@ -383,9 +379,9 @@ def _unify(specs: list[tuple[int, Spec]]) -> list[tuple[int, Spec]]:
             out.append((i, s))
         elif s.kind != "mamba" and top % s.page == 0:
             r = top // s.page
-            out.append((i, replace(s, block=s.block * r, page=top, k=s.k * r, v=s.v * r)))
+            out.append((i, s._replace(block=s.block * r, page=top, k=s.k * r, v=s.v * r)))
         elif s.kind in ("mamba", "full", "sliding", "chunked"):
-            out.append((i, replace(s, page=top)))
+            out.append((i, s._replace(page=top)))
         else:
             raise Unsupported(f"vLLM {VERSION} cannot unify this model's MLA pages with its other layers' here "
                               "(its full-allocation fallback is not modelled)")
