@@ -208,3 +208,10 @@ def test_pick_loads_no_memory_model_unless_asked() -> None:
         "\nimport sys\nassert not [m for m in sys.modules if m.startswith(('posenc_cli.memory', "
         "'posenc_cli.engines.caches'))], 'memory code loaded'")
     assert loaded_modules(body) == dict.fromkeys(HEAVY + OPTIONAL, False)
+
+
+def test_memory_on_a_gguf_loads_no_numpy() -> None:
+    """A GGUF's caches and weights come from its header: its rope (matched with numpy where a rope_freqs tensor is,
+    as the docs' Llama 3.1 twin has) is not read."""
+    argv = ["memory", str(ROOT / "docs" / "examples" / "llama-3.1-twin.gguf"), "--ctx", "32k", "--json"]
+    assert loaded_modules(run_cli_body(argv)) == dict.fromkeys(HEAVY + OPTIONAL, False)

@@ -10,7 +10,6 @@ listed with whether it was given or the engine's default.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from posenc_cli.engines.caches.model import EngineMemory, SettingValue, Unsupported
@@ -21,7 +20,6 @@ from posenc_cli.memory.settings import given_settings
 
 if TYPE_CHECKING:
     from posenc_cli.models.cache_layout import CacheLayout
-    from posenc_cli.models.sources import Source
     from posenc_cli.models.weights import Weights
 
 #: what the user may call an engine beside its registry name and its --engine formats
@@ -67,42 +65,55 @@ class Budget(NamedTuple):  # a named tuple, not a dataclass: posenc memory defin
 NO_BUDGET = Budget()
 
 
-@dataclass
-class MemoryModel:
-    """A model read for its memory: its layout, its weights and its window."""
+class MemoryModel(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
+    """A model read for its memory: its layout, its weights, its window and the notes its reading made."""
 
     label: str
     layout: CacheLayout
     window: int | None
     weights: Weights
-    notes: list[str] = field(default_factory=list)
+    notes: list[str]
 
 
 def read_model(source: str, revision: str | None = None) -> MemoryModel:
     """The cache layout (a GGUF's header, else the config as transformers reads it), the weights' size (headers
-    only) and the window of ``source``."""
-    from posenc_cli.models.sources import read_source
+    only) and the window of ``source``. A local GGUF is read for its cache facts alone: its rope (which
+    ``read_source`` matches against transformers, with numpy for a ``rope_freqs`` tensor) is not needed here."""
     from posenc_cli.models.weights import weights_of
 
-    src = read_source(source, revision=revision)
-    if src.kind == "gguf" and src.path:
+    gguf = _local_gguf(source)
+    if gguf is not None:
         from posenc_cli.models.gguf.caches import gguf_cache_layout
 
-        layout = gguf_cache_layout(src.path, src.label)
+        label, layout = source, gguf_cache_layout(gguf, source)
     else:
-        from posenc_cli.models.cache_layout import cache_layout
+        from posenc_cli.models.sources import read_source
 
-        layout = cache_layout(src.config)
-    return MemoryModel(src.label, layout, _window(src), weights_of(source, revision=revision), list(layout.notes))
+        src = read_source(source, revision=revision)
+        if src.kind == "gguf" and src.path:  # a folder holding one GGUF
+            from posenc_cli.models.gguf.caches import gguf_cache_layout
+
+            layout = gguf_cache_layout(src.path, src.label)
+        else:
+            from posenc_cli.models.cache_layout import cache_layout
+
+            layout = cache_layout(src.config)
+        label = src.label
+    return MemoryModel(label, layout, layout.window, weights_of(source, revision=revision), list(layout.notes))
 
 
-def _window(src: Source) -> int | None:
-    from posenc_cli.models.config_keys import text_config, with_class_defaults
-    from posenc_cli.models.model_types import text_kind
+def _local_gguf(source: str) -> str | None:
+    """``source`` when it names a GGUF file (its magic bytes), else None."""
+    import os
 
-    text, text_type, _ = text_config(src.config)
-    value = with_class_defaults(text, text_kind(text, text_type)).get("max_position_embeddings")
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    from posenc_cli.models.gguf.header import MAGIC
+
+    path = os.path.expanduser(source)
+    try:
+        with open(path, "rb") as fh:
+            return path if fh.read(4) == MAGIC else None
+    except (OSError, ValueError):
+        return None
 
 
 def _group(g: Any) -> dict[str, Any]:
@@ -158,8 +169,7 @@ def _levers(memory: EngineMemory, layout: CacheLayout, values: Mapping[str, Sett
     return out
 
 
-@dataclass
-class Asked:
+class Asked(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """A model read and the engines asked for, each with its memory model and the settings given it."""
 
     model: MemoryModel
@@ -186,7 +196,7 @@ def asked(source: str, engines: Sequence[str] | None, *, extra: Sequence[str] = 
 
         read = model.weights
         said = f"; the files say {read.bytes:,} bytes" if read.bytes is not None else ""
-        model.weights = Weights(weights, f"given by --weights{said}")
+        model = model._replace(weights=Weights(weights, f"given by --weights{said}"))
     return Asked(model, models, given)
 
 

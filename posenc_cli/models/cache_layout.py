@@ -125,6 +125,9 @@ class CacheLayout:
     #: the config the layout was read from (None for a GGUF): an engine whose model classes read it otherwise than
     #: transformers (mlx-lm's own ``ModelArgs``) reads its keys from here
     config: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+    #: the positions the model serves: ``max_position_embeddings`` as the config class holds it, a GGUF's
+    #: ``context_length`` (None: neither names one)
+    window: int | None = None
 
     @property
     def num_layers(self) -> int:
@@ -302,8 +305,10 @@ def cache_layout(cfg: Mapping[str, Any]) -> CacheLayout:
     if any(x.mixer == "cross_attention" for x in layers):
         notes.append("cross-attention layers cache the keys and values of the image tokens, when given images: none "
                      "for text alone")
+    window = text.get("max_position_embeddings")
+    window = window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
     return CacheLayout(str(cfg.get("model_type") or "") or None, text_type, dtype, source, layers, notes,
-                       config=cfg)
+                       config=cfg, window=window)
 
 
 def _layer_config(text: Mapping[str, Any], i: int) -> Mapping[str, Any]:

@@ -32,9 +32,9 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from posenc_cli import __version__
 from posenc_cli.errors import PosencError
@@ -63,15 +63,14 @@ SINGLE = "model.safetensors"
 _SPLIT_KEYS = ("split.no", "split.count", "split.tensors.count")
 
 
-@dataclass(frozen=True)
-class Weights:
+class Weights(NamedTuple):  # a named tuple, not a dataclass: posenc memory defines it at start-up
     """The weights' size: ``bytes`` (None: unknown), ``source`` (how it was read: "GGUF tensor data", "safetensors
     headers (N files)", "Hub safetensors metadata"; or why it is unknown), bytes per stored type, the element count
     (None: unknown), and notes (a shard layout, padding, the cache read)."""
 
     bytes: int | None
     source: str
-    by_dtype: dict[str, int] = field(default_factory=dict)
+    by_dtype: Mapping[str, int] = MappingProxyType({})  # read-only: a default shared by every Weights
     parameters: int | None = None
     notes: tuple[str, ...] = ()
 
@@ -84,14 +83,14 @@ def _unknown(why: str, *notes: str) -> Weights:
     return Weights(None, why, {}, None, tuple(notes))
 
 
-@dataclass
 class _Tally:
     """Bytes, elements and bytes per type, added up tensor by tensor."""
 
-    bytes: int = 0
-    parameters: int = 0
-    tensors: int = 0
-    by_dtype: dict[str, int] = field(default_factory=dict)
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.parameters = 0
+        self.tensors = 0
+        self.by_dtype: dict[str, int] = {}
 
     def add(self, dtype: str, nbytes: int, elements: int) -> None:
         self.bytes += nbytes
@@ -451,6 +450,8 @@ def weights_of(source: str, *, revision: str | None = None) -> Weights:
     """The weights of what ``source`` names, resolved as :func:`posenc_cli.models.sources.read_source` resolves it:
     a GGUF file (by its magic bytes), a safetensors file, a folder (its safetensors, or its only GGUF when it has no
     config.json), a Hub id; a config.json or stdin gives no weight sizes (unknown)."""
+    from posenc_cli.models.gguf.header import MAGIC as GGUF_MAGIC
+
     if source == "-":
         return _unknown("a config read from stdin gives no weight sizes")
     path = Path(os.path.expanduser(source))
@@ -461,7 +462,7 @@ def weights_of(source: str, *, revision: str | None = None) -> Weights:
     if is_dir:
         return _folder_weights(path)
     if exists:
-        if _starts_with(path, b"GGUF") or source.lower().endswith(".gguf"):
+        if _starts_with(path, GGUF_MAGIC) or source.lower().endswith(".gguf"):
             return gguf_weights(path, source)
         if source.lower().endswith(".safetensors") or _is_safetensors(path):
             return safetensors_file_weights(path, source)

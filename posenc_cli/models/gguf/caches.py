@@ -13,7 +13,7 @@ from posenc_cli.models.gguf.header import Skipped, read_header
 from posenc_cli.models.gguf.metadata import starts_with_gguf_magic
 
 #: the ``{arch}.`` keys read from a GGUF for its cache facts
-_GGUF_KEYS = ("block_count", "embedding_length", "attention.head_count", "attention.head_count_kv",
+_GGUF_KEYS = ("context_length", "block_count", "embedding_length", "attention.head_count", "attention.head_count_kv",
               "attention.key_length", "attention.value_length", "attention.kv_lora_rank", "rope.dimension_count",
               "attention.sliding_window", "attention.sliding_window_pattern", "full_attention_interval",
               "attention.shared_kv_layers", "ssm.conv_kernel", "ssm.inner_size", "ssm.state_size",
@@ -118,8 +118,9 @@ def gguf_cache_layout(path: str | os.PathLike[str], label: str | None = None) ->
     if isinstance(shared, int) and shared > 0:
         types = ["sliding" if s else "full" for s in sliding]
         mark_shared({"num_kv_shared_layers": shared}, types, layers)
+    window = get("context_length")
     return CacheLayout(None, arch, None, "a GGUF names no compute dtype: the engine picks its cache types", layers,
-                       [note] if note else [], nextn)
+                       [note] if note else [], nextn, window=window if isinstance(window, int) and window > 0 else None)
 
 
 def _gguf_sliding(arch: str, n: int, window: Any, pattern: Any) -> tuple[list[bool], str | None]:

@@ -43,9 +43,8 @@ from typing import Any
 
 from posenc_cli.errors import PosencError
 from posenc_cli.models.gguf.header import ARRAY_MAX, Skipped, read_header, shortest_float32
+from posenc_cli.models.gguf.header import MAGIC as GGUF_MAGIC
 from posenc_cli.rope.attention_factors import longrope_attention_factor, yarn_mscale
-
-GGUF_MAGIC = b"GGUF"
 
 
 @dataclass
