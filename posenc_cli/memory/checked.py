@@ -96,7 +96,7 @@ def add_ollama_memory(report: Any, source: str, revision: str | None = None) -> 
     :class:`~posenc_cli.frameworks.check.CheckReport`; its run's notes are printed under its run line and listed in
     its JSON ``warnings``)."""
     rows = [v for v in report.verdicts if v.run.engine == "ollama" and not v.run.refusal]
-    if not rows:
+    if not rows or source == "-":  # stdin was read once, by the check
         return
     from posenc_cli.models.sources import read_source
 

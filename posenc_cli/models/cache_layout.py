@@ -50,7 +50,7 @@ from typing import Any, Literal, NamedTuple
 
 from posenc_cli.errors import PosencError
 from posenc_cli.models.config_keys import declared_dtype, head_dim_of, text_config, with_class_defaults
-from posenc_cli.models.model_positions import gemma4_global_head_dim, layer_types_of, no_rope_flags
+from posenc_cli.models.layer_types import gemma4_global_head_dim, layer_types_of, no_rope_flags
 from posenc_cli.models.model_types import generated_layer_types, text_kind
 
 #: bytes per element of the dtypes a config names

@@ -302,19 +302,25 @@ if __name__ == "__main__":  # rewrite the table in docs/commands/inspect.md from
     INSPECT_PAGE.write_text(text[:start] + coverage_table() + text[end:], encoding="utf-8")
 
 
+def _rule_module(rule: str) -> Any:
+    """The module holding a hand rule: the layer readers (no_rope_layers) or the position reader."""
+    from posenc_cli.models import layer_types, model_positions
+
+    return layer_types if rule == "NO_ROPE_LAYERS_TYPES" else model_positions
+
+
 def _rule_cases() -> list[tuple[str, str]]:
     from posenc_cli.models import model_positions as models
 
-    rules = [(name, member) for name in ("SLIDING_ONLY_TYPES", "FULL_NOPE_TYPES", "POSITION_TYPE_GATED",
-                                         "NO_ROPE_LAYERS_TYPES") for member in sorted(getattr(models, name))]
+    names = ("SLIDING_ONLY_TYPES", "FULL_NOPE_TYPES", "POSITION_TYPE_GATED", "NO_ROPE_LAYERS_TYPES")
+    rules = [(name, member) for name in names for member in sorted(getattr(_rule_module(name), name))]
     return rules + [("_NO_ATTENTION_LAYER_TYPES", key) for key in sorted(models._NO_ATTENTION_LAYER_TYPES)]
 
 
 @pytest.mark.parametrize(("rule", "member"), _rule_cases())
 def test_every_hand_rule_is_needed(rule: str, member: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each entry of posenc's per-layer rules, taken out, makes some measured case differ: none is dead weight."""
-    from posenc_cli.models import model_positions as models
-
+    models = _rule_module(rule)
     table = getattr(models, rule)
     monkeypatch.setattr(models, rule, {k: v for k, v in table.items() if k != member} if isinstance(table, dict)
                         else table - {member})
