@@ -105,15 +105,16 @@ def read_model(source: str, revision: str | None = None) -> MemoryModel:
 def _local_gguf(source: str) -> str | None:
     """``source`` when it names a GGUF file (its magic bytes), else None."""
     import os
+    from pathlib import Path
 
-    from posenc_cli.models.gguf.header import MAGIC
+    from posenc_cli.models.gguf.header import starts_with_gguf_magic
 
     path = os.path.expanduser(source)
     try:
-        with open(path, "rb") as fh:
-            return path if fh.read(4) == MAGIC else None
-    except (OSError, ValueError):
+        is_file = os.path.isfile(path)
+    except (OSError, ValueError):  # a name the OS rejects (too long, NUL) is no file
         return None
+    return path if is_file and starts_with_gguf_magic(Path(path), source) else None
 
 
 def _group(g: Any) -> dict[str, Any]:

@@ -19,13 +19,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from posenc_cli.errors import PosencError
 from posenc_cli.files import dumps_config, load_json, parse_json_object
-from posenc_cli.models.gguf.metadata import GgufFacts, gguf_config, read_gguf, reading_notes, starts_with_gguf_magic
+from posenc_cli.models.gguf.header import starts_with_gguf_magic
 from posenc_cli.models.hub import is_hub_id, read_hub
-from posenc_cli.models.model_positions import ModelPositions, describe
+
+if TYPE_CHECKING:
+    from posenc_cli.models.gguf.metadata import GgufFacts
+    from posenc_cli.models.model_positions import ModelPositions
 
 __all__ = ["Source", "read_source", "describe_source", "checked_source", "served_name", "written_config"]
 
@@ -140,6 +143,8 @@ def _read_folder(folder: Path) -> Source:
 
 
 def _gguf_source(path: Path, label: str) -> Source:
+    from posenc_cli.models.gguf.metadata import gguf_config, read_gguf
+
     facts = read_gguf(path, label)
     return Source(gguf_config(facts), label, "gguf", str(path), facts)
 
@@ -152,6 +157,7 @@ def written_config(config: dict[str, Any], label: str) -> str:
     ``label`` and the reason, and nothing is written.
     """
     from posenc_cli.models.inspection import report  # numpy: only when a config is written
+    from posenc_cli.models.model_positions import describe
 
     text = dumps_config(config) + "\n"
     try:
@@ -164,6 +170,10 @@ def written_config(config: dict[str, Any], label: str) -> str:
 
 def describe_source(src: Source) -> ModelPositions:
     """:func:`posenc_cli.models.model_positions.describe` for any source; a GGUF is read with llama.cpp's rules."""
+    # the position reader loads here, not with the sources: posenc memory reads sources without it
+    from posenc_cli.models.gguf.metadata import reading_notes
+    from posenc_cli.models.model_positions import describe
+
     model = describe(src.config)
     if src.gguf is not None:
         model.default_partial = True  # llama.cpp rotates rope.dimension_count features, whatever the architecture

@@ -9,8 +9,7 @@ from typing import Any
 
 from posenc_cli.errors import PosencError
 from posenc_cli.models.cache_layout import CacheLayout, LayerCache, MlaDims, SsmDims, mark_shared
-from posenc_cli.models.gguf.header import Skipped, read_header
-from posenc_cli.models.gguf.metadata import starts_with_gguf_magic
+from posenc_cli.models.gguf.header import Skipped, read_header, starts_with_gguf_magic
 
 #: the ``{arch}.`` keys read from a GGUF for its cache facts
 _GGUF_KEYS = ("context_length", "block_count", "embedding_length", "attention.head_count", "attention.head_count_kv",

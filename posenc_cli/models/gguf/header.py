@@ -43,6 +43,7 @@ import os
 import struct
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from posenc_cli.errors import PosencError
@@ -147,6 +148,14 @@ def shortest_float32(value: float) -> float:
         except (OverflowError, struct.error):
             continue
     return value
+
+
+def starts_with_gguf_magic(path: Path, label: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == MAGIC
+    except OSError as exc:
+        raise PosencError(f"{label}: cannot read it ({exc.strerror or exc.__class__.__name__})") from None
 
 
 def read_header(path: str | os.PathLike[str], label: str, wanted: Callable[[str], bool],

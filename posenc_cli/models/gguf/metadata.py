@@ -42,8 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc_cli.errors import PosencError
-from posenc_cli.models.gguf.header import ARRAY_MAX, Skipped, read_header, shortest_float32
-from posenc_cli.models.gguf.header import MAGIC as GGUF_MAGIC
+from posenc_cli.models.gguf.header import ARRAY_MAX, Skipped, read_header, shortest_float32, starts_with_gguf_magic
 from posenc_cli.rope.attention_factors import longrope_attention_factor, yarn_mscale
 
 
@@ -74,14 +73,6 @@ class GgufFacts:
     rope_freqs: list[float] | None = None  # the rope_freqs tensor's values (llama3 factors, per pair)
     rope_factors_long: list[float] | None = None  # LongRoPE's tables, as tensors
     rope_factors_short: list[float] | None = None
-
-
-def starts_with_gguf_magic(path: Path, label: str) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(4) == GGUF_MAGIC
-    except OSError as exc:
-        raise PosencError(f"{label}: cannot read it ({exc.strerror or exc.__class__.__name__})") from None
 
 
 _REPORTED = ("context_length", "embedding_length", "attention.head_count", "attention.head_count_kv",
