@@ -84,11 +84,12 @@ def served_memory(engine: str, source: Source, ctx: int) -> dict[str, Any] | Non
         cost = memory.cost(layout, ctx, values)
     except (Unsupported, PosencError):
         return None
-    settings = ", ".join(f"{s.flag} {values[s.key]}" for s in memory.settings)
+    # the engine's first settings say what the defaults are (Ollama: one request at a time, an f16 cache)
+    settings = ", ".join(f"{s.flag} {values[s.key]}" for s in memory.settings[:2])
     what = f"num_ctx {ctx}" if memory.engine == "ollama" else f"{ctx:,} tokens"
     return {"engine": memory.engine, "ctx": ctx, "bytes": cost.cache_bytes, "settings": dict(values),
-            "line": f"{what}: its caches take {format_size(cost.cache_bytes)} on {memory.engine}'s defaults "
-                    f"({settings}); posenc memory sizes other settings and a budget"}
+            "line": f"{what}: its caches take {format_size(cost.cache_bytes)} ({settings}; posenc memory "
+                    f"--engine {memory.engine} for others)"}
 
 
 def add_ollama_memory(report: Any, source: str, revision: str | None = None) -> None:

@@ -119,7 +119,7 @@ def test_every_ollama_answer_on_a_model_gives_num_ctx_with_its_memory() -> None:
     """scale --engine ollama (a note), check's Ollama row (a note under its run line, and in its JSON warnings) and
     pick --engine ollama (the answer's memory): Ollama's caches at num_ctx on its defaults, one slot of f16."""
     size = 32 * 8 * 128 * 2 * 2 * 65536 / GIB  # Llama 3.1 8B's K and V at 65,536 tokens
-    line = f"num_ctx 65536: its caches take {size:.2f} GiB on ollama's defaults"
+    line = f"num_ctx 65536: its caches take {size:.2f} GiB (OLLAMA_NUM_PARALLEL 1, OLLAMA_KV_CACHE_TYPE f16"
     scaled = ok(run("scale", "yarn", "--config", LLAMA, "--target", "64k", "--engine", "ollama"))
     assert line in scaled.stderr
     checked = json.loads(run("check", LLAMA, "--engine", "ollama", "--ctx", "64k", "--json").stdout)
