@@ -37,15 +37,13 @@ def memory_engine(name: str) -> str:
         except PosencError:
             owner = ""
     if owner not in known:
-        raise PosencError(f"--engine {name!r} has no memory model; use one of: {', '.join(_shown(known))}")
+        raise PosencError(f"{{engine}} {name!r} has no memory model; use one of: "
+                          f"{', '.join(shown_name(n) for n in known)}", "engine")
     return owner
 
 
-def _shown(names: Sequence[str]) -> list[str]:
-    return ["transformers" if n == "hf" else n for n in names]
-
-
 def shown_name(name: str) -> str:
+    """An engine as posenc memory names it: the registry's ``hf`` is transformers."""
     return "transformers" if name == "hf" else name
 
 
@@ -55,10 +53,6 @@ class Budget(NamedTuple):  # a named tuple, not a dataclass: posenc memory defin
 
     fit: int | None = None
     memory: int | None = None
-
-    @property
-    def given(self) -> bool:
-        return self.fit is not None or self.memory is not None
 
 
 #: no budget: the caches are sized, nothing is judged

@@ -47,13 +47,13 @@ def given_settings(models: Mapping[str, EngineMemory], extra: Sequence[str], set
     if extra:
         if len(models) != 1:
             raise PosencError(f"{' '.join(extra)}: with several engines, give each engine's setting as "
-                              "--set ENGINE:SETTING=VALUE (for example --set llama.cpp:--cache-type-k=q8_0)")
+                              "{set} ENGINE:SETTING=VALUE (for example llama.cpp:--cache-type-k=q8_0)", "set")
         (name, memory), = models.items()
         out[name].update(engine_args(memory, extra))
     for text in sets:
         engine, colon, rest = text.partition(":")
         if not colon or engine not in models:
-            raise PosencError(f"--set {text!r}: use ENGINE:SETTING=VALUE with ENGINE one of the engines asked for "
-                              f"({', '.join(models)})")
+            raise PosencError(f"{{set}} {text!r}: use ENGINE:SETTING=VALUE with ENGINE one of the engines asked for "
+                              f"({', '.join(models)})", "set")
         out[engine].update(engine_args(models[engine], [rest]))
     return out

@@ -70,7 +70,7 @@ def test_an_engine_that_cannot_run_the_model_is_exit_3(toy: str, tmp_path: Path)
 
 
 def test_unknown_engines_and_bad_settings_are_errors_before_the_model_is_read(toy: str) -> None:
-    with pytest.raises(PosencError, match=r"--engine 'nope' has no memory model; use one of: .*toy"):
+    with pytest.raises(PosencError, match=r"engine 'nope' has no memory model; use one of: .*toy"):
         memory_report("does-not-exist.json", 1, ["nope"])
     with pytest.raises(PosencError, match=r"--kv 'q2' is not allowed"):
         memory_report("does-not-exist.json", 1, [toy], extra=["--kv", "q2"])

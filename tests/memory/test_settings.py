@@ -40,7 +40,7 @@ def test_unknown_settings_and_missing_values_name_what_is_allowed() -> None:
 def test_several_engines_take_settings_by_engine_only() -> None:
     models = {"toy": TOY, "other": TOY}
     assert given_settings(models, [], ["toy:--kv=q8"]) == {"toy": {"kv": "q8"}, "other": {}}
-    with pytest.raises(PosencError, match="with several engines, give each engine's setting as --set"):
+    with pytest.raises(PosencError, match="with several engines, give each engine's setting as set ENGINE"):
         given_settings(models, ["--kv", "q8"], [])
     with pytest.raises(PosencError, match="use ENGINE:SETTING=VALUE with ENGINE one of the engines asked for"):
         given_settings(models, [], ["vllm:--block-size=32"])
