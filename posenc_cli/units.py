@@ -154,8 +154,9 @@ MAX_SIZE = 1 << 50
 
 def parse_size(text: str | int, *, name: str = "size") -> int:
     """A memory size in bytes: ``24GiB`` = 24 x 2**30, ``24GB`` = 24 x 10**9, ``512MiB``, ``1.5GiB``, ``8000000000``
-    (bytes); units are case-insensitive, a space between number and unit is allowed. Fractions must come to whole
-    bytes. ``24G`` is refused: a bare G is GiB to llama.cpp's and Ollama's users and GB to a card's box."""
+    (bytes); units are case-insensitive, a space between number and unit is allowed; a fraction with a unit is
+    rounded down to whole bytes, a bare number must be whole. ``24G`` is refused: a bare G is GiB to llama.cpp's and
+    Ollama's users and GB to a card's box."""
     if isinstance(text, int) and not isinstance(text, bool):
         value, scale, fraction = int(text), 1, ""
     else:
@@ -168,9 +169,9 @@ def parse_size(text: str | int, *, name: str = "size") -> int:
         value, scale = int((whole or "0") + fraction), _SIZE_UNIT[match["unit"].lower()]
     numerator: int = value * scale
     denominator: int = 10 ** len(fraction)
-    if numerator % denominator:
+    if numerator % denominator and scale == 1:
         raise PosencError(f"{{{name}}} {str(text)!r} is not a whole number of bytes", name)
-    size = numerator // denominator
+    size = numerator // denominator  # 3.81GiB is 4,090,956,349.44 bytes: the whole bytes in it
     if size < 1 or size > MAX_SIZE:
         raise PosencError(f"{{{name}}} {str(text)!r} is out of range; allowed 1 byte to 1 PiB", name)
     return size

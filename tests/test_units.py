@@ -136,7 +136,7 @@ def test_check_finite() -> None:
 @pytest.mark.parametrize(("text", "expected"), [
     ("24GiB", 24 * 2**30), ("24GB", 24 * 10**9), ("24 gib", 24 * 2**30), ("512MiB", 512 * 2**20),
     ("1.5GiB", 3 * 2**29), ("80GB", 8 * 10**10), ("8000000000", 8 * 10**9), ("1TiB", 2**40), ("2KB", 2000),
-    ("1PiB", 2**50),
+    ("1PiB", 2**50), ("3.81GiB", 381 * 2**30 // 100), ("1.0000000001KiB", 1024),
     (4096, 4096),
 ])
 def test_parse_size_reads_binary_and_decimal_units(text: str | int, expected: int) -> None:
@@ -145,7 +145,7 @@ def test_parse_size_reads_binary_and_decimal_units(text: str | int, expected: in
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize("text", ["24G", "1.3", "0", "-1GiB", "2PiB", "1e9", "GiB", "", "1.0000000001KiB", "1.5EiB"])
+@pytest.mark.parametrize("text", ["24G", "1.3", "0", "-1GiB", "2PiB", "1e9", "GiB", "", "0.0001KiB", "1.5EiB"])
 def test_parse_size_rejects(text: str) -> None:
     from posenc_cli.units import parse_size
 

@@ -166,6 +166,8 @@ def _engine_detail(row: dict[str, Any]) -> list[str]:
     for e in row["extras"]:
         size = format_size(e["bytes"]) if e["bytes"] is not None else "not computed"
         out.append(f"  outside the caches: {e['name']} {size}" + (f" ({e['why']})" if e["why"] else ""))
+    if row.get("requests_at_once") is not None:
+        out.append(f"  requests of {row['ctx']:,} tokens served at once from the budget: {row['requests_at_once']:g}")
     for lever in row.get("levers", []):
         out.append(f"  {lever['label']}: longest {_longest(lever)}")
     return out + [f"  note: {text}" for text in row["notes"]]

@@ -145,6 +145,9 @@ def engine_row(name: str, memory: EngineMemory, model: MemoryModel, ctx: int, gi
         own = engine_fit(memory, model.layout, values, budget, extras=extras)
         row["fit"] = _fit_json(own)
         row["levers"] = _levers(memory, model.layout, values, budget, extras, own)
+        if memory.requests is not None and row["fits"]:
+            at_once = memory.requests(model.layout, ctx, values, budget)
+            row["requests_at_once"] = None if at_once == float("inf") else round(at_once, 2)
     return row
 
 

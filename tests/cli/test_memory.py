@@ -127,3 +127,12 @@ def test_every_ollama_answer_on_a_model_gives_num_ctx_with_its_memory() -> None:
     assert any(w.startswith(line) for w in row["warnings"])
     picked = json.loads(ok(run("pick", "--ctx", "64k", "--config", LLAMA, "--engine", "ollama", "--json")).stdout)
     assert picked["engines"][0]["memory"].startswith(line)
+
+
+def test_vllm_serves_the_requests_its_log_printed() -> None:
+    """vllm#10517: Llama 3.1 8B, blocks of 16, 1952 GPU blocks, 'Maximum concurrency for 20000 tokens per request:
+    1.56x'. The same pool (1952 blocks of 16 tokens at 128 KiB a token) as --fit gives vLLM's figure."""
+    pool = 1952 * 16 * 32 * 8 * 128 * 2 * 2
+    code, r = memory(LLAMA, "--ctx", "20000", "--engine", "vllm", "--block-size", "16", "--fit", str(pool))
+    (row,) = r["engines"]
+    assert code == 0 and row["requests_at_once"] == 1.56

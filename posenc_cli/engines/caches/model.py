@@ -146,7 +146,9 @@ class EngineMemory(NamedTuple):  # a named tuple, not a dataclass: posenc memory
     ``cost(layout, ctx, settings)``: a :class:`Cost` (raises :class:`Unsupported` for a model the engine cannot
     run); ``levers(settings)``: the setting changes that buy more context, in the order a user would try them;
     ``basis``: how the model is known (``"proven against llama.cpp's log (llama-cpp-python 0.3.36)"``,
-    ``"modelled from source at SGLang 0.5.23"``)."""
+    ``"modelled from source at SGLang 0.5.23"``); ``requests(layout, ctx, settings, memory)``: where the engine
+    serves requests from one pool, how many of ``ctx`` tokens a pool of ``memory`` bytes serves at once (None: the
+    engine allocates per slot, so no such figure)."""
 
     engine: str
     version: str
@@ -155,6 +157,7 @@ class EngineMemory(NamedTuple):  # a named tuple, not a dataclass: posenc memory
     cost: Callable[[CacheLayout, int, Mapping[str, SettingValue]], Cost]
     levers: Callable[[Mapping[str, SettingValue]], list[Lever]] = _no_levers
     notes: tuple[str, ...] = ()
+    requests: Callable[[CacheLayout, int, Mapping[str, SettingValue], int], float] | None = None
 
     def setting(self, name: str) -> Setting:
         """The setting called ``name`` (its key or the engine's flag)."""

@@ -505,4 +505,5 @@ MEMORY = EngineMemory(
     notes=("defaults are vLLM's own on an H100 80GB under vllm serve (--max-num-batched-tokens 8192, async "
            "scheduling, prefix caching, FlashAttention 3)",
            "kv_cache_bytes is what one request of the context needs in the pool, per GPU, the hybrid allocator's "
-           "padding included (what get_kv_cache_configs checks against the memory left)"))
+           "padding included (what get_kv_cache_configs checks against the memory left)"),
+    requests=max_concurrency)
