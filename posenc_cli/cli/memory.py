@@ -152,6 +152,8 @@ def _longest(fit: dict[str, Any]) -> str:
 def _engine_detail(row: dict[str, Any]) -> list[str]:
     out = ["", f"{row['engine']} ({row['basis']}): {row['allocated']:,} cells allocated for {row['sequences']} "
                f"sequence(s)"]
+    out.append(f"  settings ({row['version']}'s defaults unless given): " + ", ".join(
+        f"{s['flag']} {_value(s['value'])}" + (" (given)" if s["given"] else "") for s in row["settings"]))
     for g in row["groups"]:
         parts = []
         if g["k_bytes"]:
