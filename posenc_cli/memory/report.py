@@ -20,6 +20,7 @@ from posenc_cli.memory.settings import given_settings
 
 if TYPE_CHECKING:
     from posenc_cli.models.cache_layout import CacheLayout
+    from posenc_cli.models.sources import Source
     from posenc_cli.models.weights import Weights
 
 #: what the user may call an engine beside its registry name and its --engine formats
@@ -67,6 +68,7 @@ class MemoryModel(NamedTuple):  # a named tuple, not a dataclass: posenc memory 
     window: int | None
     weights: Weights
     notes: list[str]
+    source: Source | None = None  # a config's source, read again for its served window when a length asks for it
 
 
 def read_model(source: str, revision: str | None = None) -> MemoryModel:
@@ -93,7 +95,8 @@ def read_model(source: str, revision: str | None = None) -> MemoryModel:
 
             layout = cache_layout(src.config)
         label = src.label
-    return MemoryModel(label, layout, layout.window, weights_of(source, revision=revision), list(layout.notes))
+    return MemoryModel(label, layout, layout.window, weights_of(source, revision=revision), list(layout.notes),
+                       None if gguf is not None or src.kind == "gguf" else src)
 
 
 def _local_gguf(source: str) -> str | None:
@@ -199,17 +202,38 @@ def asked(source: str, engines: Sequence[str] | None, *, extra: Sequence[str] = 
 
 
 def context_for(model: MemoryModel, ctx: int | None, notes: list[str], *, past_window_note: bool = True) -> int:
-    """The context asked, else the model's window (noted); a context past the window is noted, not refused
-    (``past_window_note`` False: the caller extends the model there, as ``pick``'s plan does)."""
+    """The context asked, else the window the model serves (noted); a context past it is noted, not refused
+    (``past_window_note`` False: the caller extends the model there, as ``pick``'s plan does). The window is the one
+    the rope settings serve (a card-patched YaRN config serves 128k with ``max_position_embeddings`` 32k), read only
+    when a length needs it."""
+    window, trained, serving = model.window, None, ""
+    if model.source is not None and (ctx is None or (window is not None and ctx > window)):
+        window, trained, serving = _served(model.source, window)
     if ctx is None:
-        if model.window is None:
+        if window is None:
             raise PosencError("the model names no window (max_position_embeddings): give {ctx}", "ctx")
-        notes.append(f"--ctx not given: the model's window, {model.window:,} tokens")
-        return model.window
-    if past_window_note and model.window is not None and ctx > model.window:
-        notes.append(f"{ctx:,} tokens is past the model's window of {model.window:,}: computed, but the model was "
-                     "not trained that long (posenc scale extends it)")
+        notes.append(f"--ctx not given: the model's window, {window:,} tokens" + (f" ({serving})" if serving else ""))
+        return window
+    if past_window_note and window is not None and ctx > window:
+        notes.append(f"{ctx:,} tokens is past the {window:,} the model serves: computed, but its positions stop there "
+                     "(posenc scale extends it)")
+    elif trained is not None and ctx > trained and serving:
+        notes.append(f"the model {serving}, from the {trained:,} it was trained at")
     return ctx
+
+
+def _served(source: Source, window: int | None) -> tuple[int | None, int | None, str]:
+    """(the window the rope settings serve, the trained length, how it serves past it) of a config, by the facts
+    every command reads; the file's window when it has no RoPE to read."""
+    from posenc_cli.models.facts import model_facts
+    from posenc_cli.models.sources import describe_source
+
+    try:
+        facts = model_facts(describe_source(source), source.label, cfg=source.config)
+    except PosencError:  # no RoPE (ALiBi, learned positions): the file's window stands
+        return window, None, ""
+    served = max(facts.native or 0, window or 0) or None
+    return served, facts.trained, facts.serving
 
 
 def memory_report(source: str, ctx: int | None, engines: Sequence[str] | None, *, extra: Sequence[str] = (),

@@ -53,7 +53,7 @@ def test_memory_subtracts_known_weights_and_falls_back_to_fit_when_unknown(toy: 
 def test_past_the_window_is_computed_and_noted(toy: str) -> None:
     result, code = memory_report(GEMMA, 1 << 20, [toy])
     assert code == ExitCode.OK and result["ctx"] == 1 << 20
-    assert any("past the model's window of 131,072" in n for n in result["notes"])
+    assert any("past the 131,072 the model serves" in n for n in result["notes"])
     default, _ = memory_report(GEMMA, None, [toy])
     assert default["ctx"] == 131072 and any("--ctx not given" in n for n in default["notes"])
 
@@ -84,3 +84,15 @@ def test_a_state_only_group_does_not_grow(toy: str) -> None:
     assert state[0]["state_bytes"] == state[1]["state_bytes"] > 0 and state[0]["cells"] == 0
     full = [[g for g in r["engines"][0]["groups"] if g["kind"] == "full"][0] for r in (short, long)]
     assert math.isclose(full[1]["k_bytes"] / full[0]["k_bytes"], 256)
+
+
+def test_a_card_patched_config_serves_its_yarn_window(toy: str) -> None:
+    """Qwen2.5 patched as its card says (yarn x4, max_position_embeddings left at 32,768) serves 131,072: that is
+    the default length and no note calls 128k past the window; the unpatched file's window is 32,768."""
+    patched = str(CORPUS.parent.parent / "docs" / "examples" / "qwen2.5-7b-instruct-card-yarn.json")
+    result, _ = memory_report(patched, None, [toy])
+    assert result["ctx"] == 131072 and any("yarn x4 (training-free)" in n for n in result["notes"])
+    at_128k, _ = memory_report(patched, 131072, [toy])
+    assert not any("past the" in n for n in at_128k["notes"])
+    plain, _ = memory_report(str(CORPUS / "qwen2.5-7b-instruct.json"), 131072, [toy])
+    assert any("past the 32,768 the model serves" in n for n in plain["notes"])
