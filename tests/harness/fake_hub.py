@@ -35,6 +35,7 @@ class HubRepo:
     branches: tuple[str, ...] = ("main",)
     gated: bool = False
     fail: dict[str, int] = field(default_factory=dict)  # filename -> HTTP status every GET of it answers
+    hub_headers: bool = True  # False: answer like a plain web server (no X-Repo-Commit)
 
 
 @dataclass
@@ -64,7 +65,7 @@ class FakeHub:
             return 403, {"X-Error-Code": "GatedRepo", "X-Error-Message": "Access to model is restricted"}, b"", 0
         if revision not in repo.branches and revision != repo.sha:
             return 404, {"X-Error-Code": "RevisionNotFound", "X-Error-Message": "Invalid rev id"}, b"", 0
-        commit = {"X-Repo-Commit": repo.sha}
+        commit = {"X-Repo-Commit": repo.sha} if repo.hub_headers else {}
         if filename not in repo.files:
             return 404, {**commit, "X-Error-Code": "EntryNotFound", "X-Error-Message": "Entry not found"}, b"", 0
         if method == "GET" and filename in repo.fail:

@@ -26,14 +26,13 @@ from.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from generate_layer_rotation import LAYER_COUNTS, MAX_PARAMS, _model_class, _text_dict
+from generate_layer_rotation import DERIVE, MAX_PARAMS, _model_class, _text_dict, first_build
 from generate_layer_rotation import shrink as shrink_for_rotation
 from generate_model_types import quiet
 
@@ -55,7 +54,6 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "lfm2_moe": {"layer_types": ["conv", "full_attention", "conv", "conv", "full_attention", "conv", "conv",
                                  "full_attention"]},
 }
-DERIVE = "(derived by the class)"
 #: Config settings the class derives its layer types from, as (label, model type, settings put into the shrunk
 #: config; :data:`DERIVE` deletes a key so the class derives it again). Every built text type whose config holds
 #: ``layer_types`` also gets a variant with them deleted (``"<text type> derived"``): the class's own rule.
@@ -165,11 +163,6 @@ def measure(text_cls: type, d: dict[str, Any]) -> dict[str, Any]:
     raise RuntimeError("; ".join(errors) or "no model class for this config")
 
 
-def _key(text_type: str, d: dict[str, Any]) -> str:
-    digest = hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:10]
-    return f"{text_type}-{digest}"
-
-
 def generative(model_type: str) -> str | None:
     """None when ``model_type``'s decoder is a causal language model in transformers, else why it is not swept."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
@@ -194,27 +187,8 @@ def build(model_type: str, builds: dict[str, Any], overrides: dict[str, Any] | N
         text_cls, saved = _text_dict(model_type)
     except Exception as exc:  # noqa: BLE001 - a class that cannot build its own default config
         return {"failed": f"no default config: {type(exc).__name__}"}
-    errors: list[str] = []
-    for layers in LAYER_COUNTS:
-        d = shrink(saved, layers)
-        for key, value in overrides.items():
-            if value == DERIVE:
-                d.pop(key, None)
-            else:
-                d[key] = value
-        text_type = str(d.get("model_type") or model_type)
-        key = _key(text_type, d)
-        if key not in builds:
-            try:
-                builds[key] = {"text_type": text_type, **measure(text_cls, d), "config": d}
-            except Exception as exc:  # noqa: BLE001 - recorded with its reason
-                builds[key] = {"text_type": text_type, "failed": f"{type(exc).__name__}: {str(exc)[:300]}"}
-        if "failed" not in builds[key]:
-            return {"build": key}
-        errors.append(builds[key]["failed"])
-        if "parameters after shrinking" in errors[-1] or "num_hidden_layers" in overrides:
-            break
-    return {"failed": errors[0]}
+    return first_build(model_type, text_cls, saved, overrides, builds, shrink, measure,
+                       once="num_hidden_layers" in overrides)
 
 
 def generate(model_types: list[str] | None = None, variants: list[str] | None = None) -> dict[str, Any]:

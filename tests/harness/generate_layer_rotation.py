@@ -505,10 +505,20 @@ def build(model_type: str, overrides: dict[str, Any] | None, builds: dict[str, A
     reason = _has_rotary_code(text_cls)
     if reason is not None:
         return {"skipped": reason}
+    return first_build(model_type, text_cls, saved, overrides or {}, builds, shrink, measure, once=bool(overrides))
+
+
+def first_build(model_type: str, text_cls: type, saved: dict[str, Any], overrides: dict[str, Any],
+                builds: dict[str, Any], shrink_to: Callable[[dict[str, Any], int], dict[str, Any]],
+                measure_with: Callable[[type, dict[str, Any]], dict[str, Any]], *, once: bool) -> dict[str, Any]:
+    """The class's default config shrunk to each of :data:`LAYER_COUNTS` in turn (``overrides`` applied; DERIVE
+    drops a key), measured until one builds: {"build": key}, the measurement kept in ``builds`` (shared by equal
+    configs), else {"failed": the first reason}. ``once``: try the first layer count only (an override that fixes
+    the layers or the pattern). The layer-rotation and layer-cache generators both build this way."""
     errors: list[str] = []
     for layers in LAYER_COUNTS:
-        d = shrink(saved, layers)
-        for key, value in (overrides or {}).items():
+        d = shrink_to(saved, layers)
+        for key, value in overrides.items():
             if value == DERIVE:
                 d.pop(key, None)
             else:
@@ -517,13 +527,13 @@ def build(model_type: str, overrides: dict[str, Any] | None, builds: dict[str, A
         key = _key(text_type, d)
         if key not in builds:
             try:
-                builds[key] = {"text_type": text_type, **measure(text_cls, d), "config": d}
+                builds[key] = {"text_type": text_type, **measure_with(text_cls, d), "config": d}
             except Exception as exc:  # noqa: BLE001 - recorded with its reason
                 builds[key] = {"text_type": text_type, "failed": f"{type(exc).__name__}: {str(exc)[:300]}"}
         if "failed" not in builds[key]:
             return {"build": key}
         errors.append(builds[key]["failed"])
-        if "parameters after shrinking" in errors[-1] or overrides:
+        if "parameters after shrinking" in errors[-1] or once:
             break
     return {"failed": errors[0]}
 

@@ -13,20 +13,15 @@ import io
 import json
 import math
 import os
-import re
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 import pytest
+from fake_hub import SHA, FakeHub, HubRepo, serve
 
 from posenc_cli.errors import PosencError
 from posenc_cli.models.gguf.metadata import GgufFacts
@@ -325,87 +320,8 @@ def test_not_a_gguf_named_gguf(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------------------- Hub
 
-SHA = "3f4e5d6c7b8a99887766554433221100ffeeddcc"
 TINY: dict[str, Any] = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
                         "max_position_embeddings": 4096, "rope_theta": 10000.0}
-_RESOLVE = re.compile(r"^/(?P<repo>[^?]+?)/resolve/(?P<revision>[^/?]+)/(?P<file>[^?]+)")
-
-
-@dataclass
-class FakeRepo:
-    files: dict[str, bytes]
-    sha: str = SHA
-    branches: tuple[str, ...] = ("main",)
-    gated: bool = False
-    hub_headers: bool = True  # False: answer like a plain web server (no X-Repo-Commit)
-
-
-@dataclass
-class FakeHub:
-    """The part of the Hub hf_hub_download talks to: HEAD and GET on /{repo_id}/resolve/{revision}/{filename}.
-
-    200 carries X-Repo-Commit (the commit the revision resolves to), ETag (the file's git blob sha, which names the
-    blob in the cache) and Content-Length; failures carry the X-Error-Code header huggingface_hub maps to its
-    exception classes (RepoNotFound, GatedRepo, RevisionNotFound, EntryNotFound). Anything else is a 404.
-    """
-
-    repos: dict[str, FakeRepo]
-    requests: list[str] = field(default_factory=list)
-
-    def answer(self, method: str, raw_path: str) -> tuple[int, dict[str, str], bytes]:
-        self.requests.append(f"{method} {raw_path}")
-        match = _RESOLVE.match(raw_path)
-        if match is None:
-            return 404, {}, b""
-        repo = self.repos.get(unquote(match["repo"]))
-        revision, filename = unquote(match["revision"]), unquote(match["file"])
-        if repo is None:
-            return 401, {"X-Error-Code": "RepoNotFound", "X-Error-Message": "Repository not found"}, b""
-        if repo.gated:
-            return 403, {"X-Error-Code": "GatedRepo", "X-Error-Message": "Access to model is restricted"}, b""
-        if revision not in repo.branches and revision != repo.sha:
-            return 404, {"X-Error-Code": "RevisionNotFound", "X-Error-Message": "Invalid rev id"}, b""
-        commit = {"X-Repo-Commit": repo.sha} if repo.hub_headers else {}
-        if filename not in repo.files:
-            return 404, {**commit, "X-Error-Code": "EntryNotFound", "X-Error-Message": "Entry not found"}, b""
-        body = repo.files[filename]
-        blob_sha = hashlib.sha1(b"blob %d\0" % len(body) + body).hexdigest()
-        return 200, {**commit, "ETag": f'"{blob_sha}"', "Content-Type": "application/json"}, body
-
-
-@contextmanager
-def serve(hub: FakeHub) -> Iterator[str]:
-    """Run ``hub`` on 127.0.0.1 (a free port) in a thread; yields its URL, stops the server on exit."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def _reply(self, with_body: bool) -> None:
-            status, headers, body = hub.answer(self.command, self.path)
-            self.send_response(status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            if with_body:
-                self.wfile.write(body)
-
-        def do_HEAD(self) -> None:  # http.server's naming
-            self._reply(False)
-
-        def do_GET(self) -> None:
-            self._reply(True)
-
-        def log_message(self, format: str, *args: Any) -> None:  # silence the access log
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 _PROBE = """
@@ -452,12 +368,13 @@ def hub_cache(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """
     pytest.importorskip("huggingface_hub")
     cache = tmp_path_factory.mktemp("hf")
-    hub = FakeHub({"org/tiny-model": FakeRepo({"config.json": json.dumps(TINY).encode()})})
+    hub = FakeHub({"org/tiny-model": HubRepo({"config.json": json.dumps(TINY).encode()})})
     with serve(hub) as endpoint:
         out = hub_read("org/tiny-model", endpoint=endpoint, cache=cache, offline=False)
     assert out["config"] == TINY and out["kind"] == "hub"
-    assert "HEAD /org/tiny-model/resolve/main/config.json" in hub.requests
-    assert "GET /org/tiny-model/resolve/main/config.json" in hub.requests
+    asked = [f"{r.method} {r.path}" for r in hub.requests]
+    assert "HEAD /org/tiny-model/resolve/main/config.json" in asked
+    assert "GET /org/tiny-model/resolve/main/config.json" in asked
     return cache, endpoint
 
 
@@ -503,10 +420,10 @@ def live_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, s
     pytest.importorskip("huggingface_hub")
     config = json.dumps(TINY).encode()
     hub = FakeHub({
-        "org/tiny-model": FakeRepo({"config.json": config}),
-        "org/gated-model": FakeRepo({"config.json": config}, gated=True),
-        "org/gguf-only": FakeRepo({"model.gguf": b"GGUF"}),
-        "org/not-a-hub": FakeRepo({"config.json": config}, hub_headers=False),
+        "org/tiny-model": HubRepo({"config.json": config}),
+        "org/gated-model": HubRepo({"config.json": config}, gated=True),
+        "org/gguf-only": HubRepo({"model.gguf": b"GGUF"}),
+        "org/not-a-hub": HubRepo({"config.json": config}, hub_headers=False),
     })
     with serve(hub) as endpoint:
         yield tmp_path_factory.mktemp("hf-live"), endpoint
