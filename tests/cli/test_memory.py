@@ -75,6 +75,7 @@ def test_no_engine_can_run_the_model_is_exit_3(tmp_path: Path) -> None:
     (["--engine", "toy", "--cache-type-k", "q8_0"], ["toy has no memory setting '--cache-type-k'"]),
     (["--engine", "toy,transformers", "--kv", "q8"], ["with several engines"]),
     (["--ctx", "0"], ["--ctx '0' must be at least 1"]),
+    (["--png", "-"], ["--png would write the figure where the answer goes (stdout)"]),
 ])
 def test_bad_input_is_one_line(args: list[str], needles: list[str]) -> None:
     assert_usage_error(run("memory", LLAMA, *args), *needles)
