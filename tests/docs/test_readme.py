@@ -70,8 +70,9 @@ def run(command: str) -> str:
     elif command.endswith("2>&1"):
         stream, command = "output", command[: -len("2>&1")]
     words = shlex.split(command)
-    env = dict(w.split("=", 1) for w in words if "=" in w.split("/")[0] and not w.startswith("-"))
-    args = words[len(env) + 1:]
+    start = words.index("posenc")  # VAR=value words before it set the environment; after it, they are arguments
+    env = dict(w.split("=", 1) for w in words[:start])
+    args = words[start + 1:]
     if env:
         full = {k: v for k, v in os.environ.items() if not k.startswith("HF_")} | env
         proc = subprocess.run([sys.executable, "-m", "posenc_cli", *args], capture_output=True, text=True,
