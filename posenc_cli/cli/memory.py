@@ -13,6 +13,7 @@ import typer
 from posenc_cli.cli.options import LENGTHS, context_length, engine_option, split_names
 from posenc_cli.cli.output import note, print_json
 from posenc_cli.errors import ExitCode, PosencError
+from posenc_cli.files import output_kind
 from posenc_cli.units import format_size
 
 if TYPE_CHECKING:
@@ -74,12 +75,9 @@ def memory(
     from posenc_cli.memory.report import memory_report
     from posenc_cli.units import parse_size
 
-    if png is not None:
-        from posenc_cli.files import output_kind
-
-        if output_kind(png) == "stdout":
-            raise PosencError("{png} would write the figure where the answer goes (stdout): give a file, or draw it "
-                              "alone with posenc plot memory -o -", "png")
+    if png is not None and output_kind(png) == "stdout":
+        raise PosencError("{png} would write the figure where the answer goes (stdout): give a file, or draw it "
+                          "alone with posenc plot memory -o -", "png")
     budget = budget_of(fit, device)
     length = None if ctx is None else context_length(ctx)
     size = None if weights is None else parse_size(weights, name="weights")
